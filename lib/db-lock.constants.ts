@@ -1,0 +1,6 @@
+/** Name TypeORM gives a DataSource registered without one. */
+export const DEFAULT_DATA_SOURCE_NAME = 'default';
+/** Token of the module's options as given (sync value or async factory result). */
+export const DB_LOCK_MODULE_OPTIONS = Symbol('DB_LOCK_MODULE_OPTIONS');
+/** Token of the validated, defaulted options. */
+export const DB_LOCK_OPTIONS = Symbol('DB_LOCK_OPTIONS');

@@ -1,0 +1,209 @@
+import { DbLockOptionsError } from './errors/db-lock-options.error.js';
+import type { LockEventListener } from './events/lock-events.js';
+
+/** The largest delay Node's timers honour; anything larger (or NaN, or < 1) fires after 1 ms. */
+export const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/** Janitor settings (cluster-wide clean-up job: one node at a time runs it). */
+export interface DbLockJanitorOptions {
+  /** How often each node tries to run the janitor, in ms. Default 30000. */
+  intervalMs?: number;
+  /** Terminal log rows older than this are deleted, in ms. Default 604800000 (7 days). */
+  logRetentionMs?: number;
+  /** Rows touched per statement, so no statement holds row locks for long. Default 1000. */
+  batchSize?: number;
+}
+
+/** Everything `DbLockModule.forRoot()` / `forRootAsync()`'s factory accepts. */
+export interface DbLockModuleOptions {
+  /**
+   * Prefix for every key, joined with ':' ("billing" + "loan:7" is stored as "billing:loan:7"),
+   * so several apps can share the tables. Default '' (no prefix).
+   */
+  namespace?: string;
+  /** Lease of a granted lock, in ms: a crashed holder's lock is free again after this. Default 30000. */
+  leaseMs?: number;
+  /** Default wait budget of `acquire()`, in ms; 0 = one try, Infinity = wait forever. Default 10000. */
+  timeoutMs?: number;
+  /** Shortest pause between two tries of a waiting caller, in ms (jitter is added). Default 10. */
+  retryMinDelayMs?: number;
+  /** Longest pause between two tries of a waiting caller, in ms. Default 200. */
+  retryMaxDelayMs?: number;
+  /** Waiting, holding or releasing longer than this logs a warning, in ms. Default 3000. */
+  slowThresholdMs?: number;
+  /** How often held leases are renewed, in ms. Default: a third of the shortest held lease. */
+  renewIntervalMs?: number;
+  /** A hold longer than this is given up (its signal aborts) even if the process is alive, in ms. Default Infinity. */
+  maxHoldMs?: number;
+  /**
+   * Connections in the library's own small pool (lock statements and renewals never queue
+   * behind business queries on the DataSource's pool). Default 4.
+   */
+  poolSize?: number;
+  /**
+   * While a writer waits, new readers are held back so writers are not starved. `false` lets
+   * readers barge in as long as any reader holds the key. Default true.
+   */
+  writerPreference?: boolean;
+  /** Janitor settings, or `false` to never run it on this node. Default: enabled, see below. */
+  janitor?: DbLockJanitorOptions | false;
+  /** Called synchronously for every lock event (acquired, released, renewed, lost, ...). Default none. */
+  onEvent?: LockEventListener;
+}
+
+/** Options after defaults and validation: what the library runs on. */
+export interface ResolvedDbLockOptions {
+  readonly namespace: string;
+  readonly leaseMs: number;
+  readonly timeoutMs: number;
+  readonly retryMinDelayMs: number;
+  readonly retryMaxDelayMs: number;
+  readonly slowThresholdMs: number;
+  readonly renewIntervalMs: number | undefined;
+  readonly maxHoldMs: number;
+  readonly poolSize: number;
+  readonly writerPreference: boolean;
+  readonly janitor: Readonly<Required<DbLockJanitorOptions>> | false;
+  readonly onEvent: LockEventListener | undefined;
+}
+
+/** The one place defaults live. Documented in README's options table. */
+export const DB_LOCK_DEFAULTS = Object.freeze({
+  namespace: '',
+  leaseMs: 30_000,
+  timeoutMs: 10_000,
+  retryMinDelayMs: 10,
+  retryMaxDelayMs: 200,
+  slowThresholdMs: 3_000,
+  renewIntervalMs: undefined,
+  maxHoldMs: Infinity,
+  poolSize: 4,
+  writerPreference: true,
+  janitor: Object.freeze({ intervalMs: 30_000, logRetentionMs: 7 * 24 * 3600_000, batchSize: 1000 }),
+  onEvent: undefined,
+}) satisfies ResolvedDbLockOptions;
+
+/** Smallest lease accepted: renewals run every lease/3, so less is all overhead. */
+export const MIN_LEASE_MS = 100;
+const MAX_NAMESPACE_LENGTH = 64;
+
+const KNOWN_KEYS = new Set<string>(Object.keys(DB_LOCK_DEFAULTS));
+
+/**
+ * Merges `options` over the defaults and validates the result. Throws one DbLockOptionsError
+ * that lists every problem. Used by forRoot, forRootAsync and per-call options alike.
+ */
+export function resolveOptions(options: unknown): ResolvedDbLockOptions {
+  const problems: string[] = [];
+  if (options === undefined || options === null) options = {};
+  if (typeof options !== 'object' || Array.isArray(options)) {
+    throw new DbLockOptionsError([`options must be an object, got ${describe(options)}`]);
+  }
+  const input = options as Record<string, unknown>;
+  for (const key of Object.keys(input)) {
+    if (!KNOWN_KEYS.has(key)) problems.push(`unknown option '${key}'`);
+  }
+  const pick = <K extends keyof typeof DB_LOCK_DEFAULTS>(key: K): unknown =>
+    input[key] === undefined ? DB_LOCK_DEFAULTS[key] : input[key];
+
+  const namespace = pick('namespace');
+  if (typeof namespace !== 'string') problems.push(`namespace must be a string, got ${describe(namespace)}`);
+  else if (namespace.length > MAX_NAMESPACE_LENGTH || !namespace.isWellFormed())
+    problems.push(`namespace must be well-formed text of at most ${MAX_NAMESPACE_LENGTH} characters`);
+
+  const leaseMs = checkDuration(problems, 'leaseMs', pick('leaseMs'), { min: MIN_LEASE_MS });
+  const timeoutMs = checkDuration(problems, 'timeoutMs', pick('timeoutMs'), { min: 0, infinite: true });
+  const retryMinDelayMs = checkDuration(problems, 'retryMinDelayMs', pick('retryMinDelayMs'), { min: 1 });
+  const retryMaxDelayMs = checkDuration(problems, 'retryMaxDelayMs', pick('retryMaxDelayMs'), { min: 1 });
+  if (retryMinDelayMs !== undefined && retryMaxDelayMs !== undefined && retryMinDelayMs > retryMaxDelayMs)
+    problems.push(`retryMinDelayMs (${retryMinDelayMs}) must not exceed retryMaxDelayMs (${retryMaxDelayMs})`);
+  const slowThresholdMs = checkDuration(problems, 'slowThresholdMs', pick('slowThresholdMs'), { min: 1, infinite: true });
+  const renewRaw = pick('renewIntervalMs');
+  const renewIntervalMs =
+    renewRaw === undefined ? undefined : checkDuration(problems, 'renewIntervalMs', renewRaw, { min: 10 });
+  if (renewIntervalMs !== undefined && leaseMs !== undefined && renewIntervalMs >= leaseMs)
+    problems.push(`renewIntervalMs (${renewIntervalMs}) must be shorter than leaseMs (${leaseMs})`);
+  const maxHoldMs = checkDuration(problems, 'maxHoldMs', pick('maxHoldMs'), { min: 1, infinite: true });
+
+  const poolSize = pick('poolSize');
+  if (typeof poolSize !== 'number' || !Number.isInteger(poolSize) || poolSize < 2 || poolSize > 100)
+    problems.push(`poolSize must be an integer from 2 to 100, got ${describe(poolSize)}`);
+
+  const writerPreference = pick('writerPreference');
+  if (typeof writerPreference !== 'boolean')
+    problems.push(`writerPreference must be a boolean, got ${describe(writerPreference)}`);
+
+  const janitor = resolveJanitor(problems, input.janitor);
+
+  const onEvent = pick('onEvent');
+  if (onEvent !== undefined && typeof onEvent !== 'function')
+    problems.push(`onEvent must be a function, got ${describe(onEvent)}`);
+
+  if (problems.length > 0) throw new DbLockOptionsError(problems);
+  return Object.freeze({
+    namespace: namespace as string,
+    leaseMs: leaseMs!,
+    timeoutMs: timeoutMs!,
+    retryMinDelayMs: retryMinDelayMs!,
+    retryMaxDelayMs: retryMaxDelayMs!,
+    slowThresholdMs: slowThresholdMs!,
+    renewIntervalMs,
+    maxHoldMs: maxHoldMs!,
+    poolSize: poolSize as number,
+    writerPreference: writerPreference as boolean,
+    janitor,
+    onEvent: onEvent as LockEventListener | undefined,
+  });
+}
+
+function resolveJanitor(problems: string[], raw: unknown): ResolvedDbLockOptions['janitor'] {
+  if (raw === false) return false;
+  if (raw === undefined) return DB_LOCK_DEFAULTS.janitor;
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) {
+    problems.push(`janitor must be an object or false, got ${describe(raw)}`);
+    return false;
+  }
+  const input = raw as Record<string, unknown>;
+  const defaults = DB_LOCK_DEFAULTS.janitor;
+  for (const key of Object.keys(input)) {
+    if (!(key in defaults)) problems.push(`unknown option 'janitor.${key}'`);
+  }
+  const intervalMs = checkDuration(problems, 'janitor.intervalMs', input.intervalMs ?? defaults.intervalMs, { min: 100 });
+  const logRetentionMs = checkDuration(problems, 'janitor.logRetentionMs', input.logRetentionMs ?? defaults.logRetentionMs, {
+    min: 0,
+    infinite: true,
+    noTimer: true,
+  });
+  const batchSize = input.batchSize ?? defaults.batchSize;
+  if (typeof batchSize !== 'number' || !Number.isInteger(batchSize) || batchSize < 1 || batchSize > 100_000)
+    problems.push(`janitor.batchSize must be an integer from 1 to 100000, got ${describe(batchSize)}`);
+  return Object.freeze({ intervalMs: intervalMs!, logRetentionMs: logRetentionMs!, batchSize: batchSize as number });
+}
+
+/**
+ * Validates a duration in whole milliseconds. Timer-bound durations must fit Node's timer range
+ * (NaN, < 1 or > 2^31-1 would silently fire after 1 ms).
+ */
+export function checkDuration(
+  problems: string[],
+  name: string,
+  value: unknown,
+  rules: { min: number; infinite?: boolean; noTimer?: boolean },
+): number | undefined {
+  if (value === Infinity && rules.infinite) return Infinity;
+  const max = rules.noTimer ? Number.MAX_SAFE_INTEGER : MAX_TIMER_MS;
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < rules.min || value > max) {
+    const range = `an integer number of milliseconds from ${rules.min} to ${max}${rules.infinite ? ', or Infinity' : ''}`;
+    problems.push(`${name} must be ${range}, got ${describe(value)}`);
+    return undefined;
+  }
+  return value;
+}
+
+export function describe(value: unknown): string {
+  if (typeof value === 'string') return `'${value.length > 40 ? value.slice(0, 40) + '…' : value}'`;
+  if (typeof value === 'number' || typeof value === 'boolean' || typeof value === 'bigint') return String(value);
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return 'an array';
+  return typeof value === 'object' ? 'an object' : typeof value;
+}

@@ -1,0 +1,26 @@
+import { Column, Entity, PrimaryColumn } from 'typeorm';
+import { LOCK_TABLE } from '../storage/lock-tables.js';
+
+/**
+ * One row per key: the point where grants of that key serialise, and the key's fencing counter.
+ * Who holds the key lives in the log rows (one per holder, each with its own lease), so a
+ * reader's crash expires only that reader. Created on first use, reaped by the janitor when idle.
+ */
+@Entity({ name: LOCK_TABLE })
+export class LockEntity {
+  /** Namespaced key as UTF-8 bytes. Binary: 'k', 'K' and 'k ' are three keys (no collation folds or pads). */
+  @PrimaryColumn({ name: 'lock_key', type: 'varbinary', length: 764 })
+  key!: Buffer;
+
+  /** Grows by one on every grant of this key, in the granting transaction; never reset. */
+  @Column({ name: 'fencing_token', type: 'bigint', unsigned: true, default: 0 })
+  fencingToken!: string;
+
+  /** While in the future, a writer is waiting and new readers are held back (server UTC). */
+  @Column({ name: 'writer_waiting_until', type: 'datetime', precision: 6, nullable: true })
+  writerWaitingUntil!: Date | null;
+
+  /** Server UTC time of the last grant; the janitor reaps rows idle for long. */
+  @Column({ name: 'last_granted_at', type: 'datetime', precision: 6, nullable: true })
+  lastGrantedAt!: Date | null;
+}

@@ -1,0 +1,19 @@
+// The only public entry point of nestjs-db-lock. Everything not exported here is internal.
+export { DbLockModule, getLockServiceToken } from './db-lock.module.js';
+export type { DbLockModuleAsyncOptions, DbLockRegistration } from './db-lock.module.js';
+export { DB_LOCK_DEFAULTS, resolveOptions } from './db-lock.options.js';
+export type { DbLockModuleOptions, DbLockJanitorOptions, ResolvedDbLockOptions } from './db-lock.options.js';
+export { DB_LOCK_OPTIONS, DEFAULT_DATA_SOURCE_NAME } from './db-lock.constants.js';
+export { LockServiceRegistry } from './db-lock.registry.js';
+export { LockService } from './lock.service.js';
+export type { LockHandle, LockInfo, LockHolderInfo } from './lock-handle.js';
+export type { LockOptions } from './lock-request.js';
+export type { LockKeys, LockKeySpec } from './lock-key.js';
+export { MAX_KEY_LENGTH, MAX_KEYS_PER_LOCK } from './lock-key.js';
+export type { LockMode } from './lock-mode.js';
+export type { LockEvent, LockEventType, LockEventListener } from './events/lock-events.js';
+export type { LockStatsSnapshot, DurationSummary } from './observability/lock-stats.js';
+export { LockEntity, LockLogEntity, DB_LOCK_ENTITIES } from './entities/index.js';
+export { CreateDbLockTables1763769600000, DB_LOCK_MIGRATIONS } from './migrations/create-db-lock-tables.migration.js';
+export { LockStatus } from './storage/lock-tables.js';
+export * from './errors/index.js';

@@ -1,0 +1,97 @@
+/** Summary of a series of durations, in ms. Percentiles over the latest 1024 samples. */
+export interface DurationSummary {
+  readonly count: number;
+  readonly meanMs: number;
+  readonly maxMs: number;
+  readonly p50Ms: number;
+  readonly p99Ms: number;
+}
+
+/** What `LockService.stats()` returns: counts since start, and the current state. */
+export interface LockStatsSnapshot {
+  readonly acquired: number;
+  readonly reentrant: number;
+  readonly released: number;
+  readonly timedOut: number;
+  readonly skipped: number;
+  readonly lost: number;
+  readonly reclaimed: number;
+  /** Renewal statements sent (one per tick per process, however many locks). */
+  readonly renewals: number;
+  /** Lock leases renewed by those statements. */
+  readonly renewedLocks: number;
+  readonly renewalFailures: number;
+  /** Locks this process holds now. */
+  readonly held: number;
+  /** Callers of this process waiting now. */
+  readonly waiting: number;
+  /** Round trips the library sent to the database. */
+  readonly roundTrips: number;
+  readonly wait: DurationSummary;
+  readonly hold: DurationSummary;
+}
+
+const WINDOW = 1024;
+
+class DurationSeries {
+  private count = 0;
+  private total = 0;
+  private max = 0;
+  private readonly recent: number[] = [];
+  private next = 0;
+
+  add(ms: number): void {
+    this.count++;
+    this.total += ms;
+    if (ms > this.max) this.max = ms;
+    if (this.recent.length < WINDOW) this.recent.push(ms);
+    else this.recent[this.next] = ms;
+    this.next = (this.next + 1) % WINDOW;
+  }
+
+  summary(): DurationSummary {
+    const sorted = [...this.recent].sort((a, b) => a - b);
+    const at = (q: number): number => (sorted.length ? sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]! : 0);
+    return {
+      count: this.count,
+      meanMs: this.count ? this.total / this.count : 0,
+      maxMs: this.max,
+      p50Ms: at(0.5),
+      p99Ms: at(0.99),
+    };
+  }
+}
+
+/** Counters behind `stats()`. Plain numbers: cheap enough to update on every lock. */
+export class LockStats {
+  acquired = 0;
+  reentrant = 0;
+  released = 0;
+  timedOut = 0;
+  skipped = 0;
+  lost = 0;
+  reclaimed = 0;
+  renewals = 0;
+  renewedLocks = 0;
+  renewalFailures = 0;
+  readonly wait = new DurationSeries();
+  readonly hold = new DurationSeries();
+
+  snapshot(current: { held: number; waiting: number; roundTrips: number }): LockStatsSnapshot {
+    return {
+      acquired: this.acquired,
+      reentrant: this.reentrant,
+      released: this.released,
+      timedOut: this.timedOut,
+      skipped: this.skipped,
+      lost: this.lost,
+      reclaimed: this.reclaimed,
+      renewals: this.renewals,
+      renewedLocks: this.renewedLocks,
+      renewalFailures: this.renewalFailures,
+      ...current,
+      wait: this.wait.summary(),
+      hold: this.hold.summary(),
+    };
+  }
+}

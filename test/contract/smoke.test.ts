@@ -1,0 +1,77 @@
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { TestDatabase } from '../support/test-database.js';
+import { createLockApp } from '../support/lock-app.js';
+import { LockTimeoutError, type LockService } from '../../lib/index.js';
+import type { INestApplicationContext } from '@nestjs/common';
+
+describe('smoke', () => {
+  let db: TestDatabase;
+  let app: INestApplicationContext;
+  let locks: LockService;
+  before(async () => {
+    db = await TestDatabase.create();
+    ({ app, locks } = await createLockApp(db.settings, { leaseMs: 1000 }));
+  });
+  after(async () => {
+    await app?.close();
+    await db?.drop();
+  });
+
+  it('acquires, excludes, releases', async () => {
+    const a = await locks.acquire('k1');
+    assert.equal(a.fencingToken, 1);
+    await assert.rejects(locks.acquire('k1', { timeoutMs: 100 }), LockTimeoutError);
+    assert.equal(await locks.tryAcquire('k1'), null);
+    const info = await locks.inspect('k1');
+    assert.equal(info.mode, 'write');
+    await a.release();
+    const b = await locks.acquire('k1');
+    assert.equal(b.fencingToken, 2);
+    await b.release();
+    const rows = await db.logRows('k1');
+    assert.deepEqual(rows.map((r) => r.status), ['RELEASED', 'RELEASED']);
+  });
+
+  it('readers share, writer waits', async () => {
+    const r1 = await locks.acquire('r', { mode: 'read' });
+    const r2 = await locks.acquire('r', { mode: 'read' });
+    assert.equal(await locks.tryAcquire('r'), null);
+    await r1.release();
+    await r2.release();
+    const w = await locks.acquire('r');
+    await w.release();
+  });
+
+  it('withLock reentrancy and waiting handoff', async () => {
+    const order: string[] = [];
+    await Promise.all(
+      [1, 2, 3].map((i) =>
+        locks.withLock('w', async () => {
+          order.push(`in${i}`);
+          const nested = await locks.acquire('w');
+          assert.equal(nested.reentrant, true);
+          await nested.release();
+          await new Promise((r) => setTimeout(r, 20));
+          order.push(`out${i}`);
+        }),
+      ),
+    );
+    for (let i = 0; i < order.length; i += 2) assert.equal(order[i]!.slice(2), order[i + 1]!.slice(3));
+  });
+
+  it('takeover of expired holder fences it', async () => {
+    const stale = await locks.acquire('x', { leaseMs: 200 });
+    // Stop the watchdog renewing it by pretending we are in the fence phase (simulates a stall).
+    (stale as unknown as { fencing: boolean }).fencing = true;
+    await new Promise((r) => setTimeout(r, 400));
+    const fresh = await locks.acquire('x', { timeoutMs: 2000 });
+    await assert.rejects(stale.release(), { name: 'LockLostError' });
+    const info = await locks.inspect('x');
+    assert.equal(info.holders.length, 1);
+    assert.equal(info.holders[0]!.fencingToken, fresh.fencingToken);
+    await fresh.release();
+    const rows = await db.logRows('x');
+    assert.deepEqual(rows.map((r) => r.status), ['EXPIRED', 'RELEASED']);
+  });
+});

@@ -1,0 +1,50 @@
+import 'reflect-metadata';
+import { type INestApplicationContext, Module, type DynamicModule } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import { TypeOrmModule } from '@nestjs/typeorm';
+import { DbLockModule, type DbLockModuleOptions, LockService } from '../../lib/index.js';
+import type { ConnectionSettings } from './test-database.js';
+
+/** TypeORM root module for a test database. `extra` goes to mysql2 (e.g. flags). */
+export function typeOrmRoot(settings: ConnectionSettings, extra: Record<string, unknown> = {}, name?: string): DynamicModule {
+  return TypeOrmModule.forRoot({
+    name,
+    type: 'mysql',
+    host: settings.host,
+    port: settings.port,
+    username: settings.user,
+    password: settings.password,
+    database: settings.database,
+    synchronize: false,
+    logging: false,
+    poolSize: 10,
+    extra,
+    autoLoadEntities: true,
+  });
+}
+
+/** A Nest application context with TypeORM and DbLockModule on `settings`, ready to use. */
+export async function createLockApp(
+  settings: ConnectionSettings,
+  options: DbLockModuleOptions = {},
+  extra: { imports?: NonNullable<Parameters<typeof Module>[0]>['imports']; providers?: NonNullable<Parameters<typeof Module>[0]>['providers']; mysqlExtra?: Record<string, unknown> } = {},
+): Promise<{ app: INestApplicationContext; locks: LockService }> {
+  @Module({
+    imports: [typeOrmRoot(settings, extra.mysqlExtra), DbLockModule.forRoot(options), ...(extra.imports ?? [])],
+    providers: extra.providers ?? [],
+  })
+  class TestLockModule {}
+  const app = await NestFactory.createApplicationContext(TestLockModule, { logger: ['error', 'warn'] });
+  await app.init();
+  return { app, locks: app.get(LockService) };
+}
+
+/** Polls `check` until it returns true or `timeoutMs` passes: no fixed sleeps in tests. */
+export async function eventually(check: () => boolean | Promise<boolean>, timeoutMs = 10_000, what = 'condition'): Promise<void> {
+  const deadline = performance.now() + timeoutMs;
+  while (performance.now() < deadline) {
+    if (await check()) return;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  throw new Error(`Timed out after ${timeoutMs} ms waiting for ${what}`);
+}

@@ -1,0 +1,72 @@
+import { randomBytes } from 'node:crypto';
+import mysql from 'mysql2/promise';
+import { CreateDbLockTables1763769600000 } from '../../lib/index.js';
+
+/** Server to test against: DB_LOCK_TEST_URL (mysql://user:pass@host:port), else root@127.0.0.1:3306. */
+export function serverUrl(): URL {
+  return new URL(process.env.DB_LOCK_TEST_URL ?? 'mysql://root@127.0.0.1:3306');
+}
+
+export interface ConnectionSettings {
+  host: string;
+  port: number;
+  user: string;
+  password: string;
+  database: string;
+}
+
+export function connectionSettings(database: string): ConnectionSettings {
+  const url = serverUrl();
+  return {
+    host: url.hostname,
+    port: Number(url.port || 3306),
+    user: decodeURIComponent(url.username || 'root'),
+    password: decodeURIComponent(url.password),
+    database,
+  };
+}
+
+/**
+ * A fresh database for one test file, with the lock tables created by the shipped migration.
+ * `drop()` removes it. The name is unique per run, so parallel runs never meet.
+ */
+export class TestDatabase {
+  private constructor(
+    readonly name: string,
+    readonly admin: mysql.Connection,
+  ) {}
+
+  static async create(prefix = 'dblock'): Promise<TestDatabase> {
+    const name = `${prefix}_${process.pid}_${randomBytes(4).toString('hex')}`;
+    const settings = connectionSettings(name);
+    const admin = await mysql.createConnection({ ...settings, database: undefined, multipleStatements: true });
+    await admin.query(`CREATE DATABASE \`${name}\``);
+    await admin.query(`USE \`${name}\``);
+    const migration = new CreateDbLockTables1763769600000();
+    await migration.up({ query: (sql: string) => admin.query(sql) } as never);
+    return new TestDatabase(name, admin);
+  }
+
+  get settings(): ConnectionSettings {
+    return connectionSettings(this.name);
+  }
+
+  /** Runs SQL on the admin connection (in this database). */
+  async query<T = Record<string, unknown>[]>(sql: string, values?: unknown[]): Promise<T> {
+    const [rows] = await this.admin.query(sql, values);
+    return rows as T;
+  }
+
+  /** Log rows for a key (namespace included), oldest first. */
+  async logRows(storedKey: string): Promise<Record<string, unknown>[]> {
+    return this.query(`SELECT * FROM db_lock_log WHERE lock_key = ? ORDER BY id`, [Buffer.from(storedKey)]);
+  }
+
+  async drop(): Promise<void> {
+    try {
+      await this.admin.query(`DROP DATABASE IF EXISTS \`${this.name}\``);
+    } finally {
+      await this.admin.end();
+    }
+  }
+}
