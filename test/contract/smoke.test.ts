@@ -75,3 +75,26 @@ describe('smoke', () => {
     assert.deepEqual(rows.map((r) => r.status), ['EXPIRED', 'RELEASED']);
   });
 });
+
+describe('smoke: processes', () => {
+  it('a second process waits for the first and a SIGKILLed holder frees within the lease', async () => {
+    const { LockWorker } = await import('../support/worker-host.js');
+    const db = await TestDatabase.create();
+    const workers = await LockWorker.startMany(2, { settings: db.settings, options: { leaseMs: 500 } });
+    try {
+      const scenarios = new URL('../support/scenarios/basic.js', import.meta.url).href;
+      const token = await workers[0]!.run<number>(scenarios, 'acquireAndKeep', { key: 'p' });
+      assert.equal(token, 1);
+      const started = performance.now();
+      const waiting = workers[1]!.run<number>(scenarios, 'holdFor', { key: 'p', holdMs: 0 });
+      await workers[0]!.kill();
+      assert.equal(await waiting, 2);
+      assert.ok(performance.now() - started < 500 + 600, 'freed within lease + poll');
+      const rows = await db.logRows('p');
+      assert.deepEqual(rows.map((r) => r.status), ['EXPIRED', 'RELEASED']);
+    } finally {
+      await Promise.all(workers.map((w) => w.close()));
+      await db.drop();
+    }
+  });
+});
