@@ -17,3 +17,16 @@ export { LockEntity, LockLogEntity, DB_LOCK_ENTITIES } from './entities/index.js
 export { CreateDbLockTables1763769600000, DB_LOCK_MIGRATIONS } from './migrations/create-db-lock-tables.migration.js';
 export { LockStatus } from './storage/lock-tables.js';
 export * from './errors/index.js';
+// Lock decorators and locked calls (issue 3).
+export { DistributedLock, ReadLock, WriteLock } from './decorators/distributed-lock.decorator.js';
+export type { ReadWriteLockOptions } from './decorators/distributed-lock.decorator.js';
+export { getLockMetadata } from './decorators/lock-decorator.js';
+export type {
+  DistributedLockOptions,
+  LockDecoratorMetadata,
+  LockMethodDecorator,
+  LockableMethod,
+  SkippingLockMethodDecorator,
+} from './decorators/lock-decorator.js';
+export type { LockKeySource } from './decorators/lock-key-template.js';
+export type { LockIsolationLevel, LockTransactionMode, OnLockedPolicy, RunLockedOptions } from './transaction/locked-call.options.js';

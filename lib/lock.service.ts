@@ -16,6 +16,9 @@ import type { LockStatsSnapshot } from './observability/lock-stats.js';
 import { LockConnectionPool } from './storage/lock-connection-pool.js';
 import { lockPoolOptions } from './storage/lock-pool-options.js';
 import { LockStore } from './storage/lock-store.js';
+import { businessPoolWarning } from './transaction/business-pool.js';
+import { FencedTransaction } from './transaction/fenced-transaction.js';
+import { type RunLockedOptions, resolveRunLockedOptions } from './transaction/locked-call.options.js';
 
 /**
  * The public, programmatic API. Decorators delegate here. Locks live in the app's MySQL/MariaDB
@@ -173,6 +176,68 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown {
       );
     return manager;
   }
+
+  // ---- Locked calls (decorators forward here): see lib/transaction/ and lib/decorators/ ----
+
+  /**
+   * Runs `fn` under the lock on `keys`: the one method the lock decorators forward to.
+   * - `transaction: 'requires-new'` (default): once the lock is granted (its own committed
+   *   transaction), `fn` runs in a NEW transaction on the app's DataSource, READ COMMITTED unless
+   *   `isolationLevel` says otherwise, whose EntityManager is `lockService.manager`. Before COMMIT
+   *   the fence checks, in that transaction, that the lock is still ours: if it was taken over,
+   *   ROLLBACK and LockLostError (none of `fn`'s writes exist). If `fn` throws: ROLLBACK, the
+   *   lock is released with status FAILED, and `fn`'s error is rethrown.
+   * - `transaction: 'none'`: the lock only (as `withLock`); `lockService.currentLock` gives the
+   *   fencing token and AbortSignal.
+   * - `onLocked: 'skip'`: if the lock cannot be had within `timeoutMs` (default 0 then: one try),
+   *   `fn` is not run and the call resolves `undefined` (event 'skipped', `stats().skipped`).
+   * Reentrancy: inside an open fenced transaction of this call chain, the call JOINS it (same
+   * EntityManager, no new transaction or connection): keys the chain holds cost no round trip;
+   * other keys are granted and then fenced and released together with that transaction.
+   * Read-then-write on one key in one chain: LockUpgradeError at once.
+   */
+  runLocked<T>(keys: LockKeys, fn: (lock: LockHandle) => Promise<T> | T, options: RunLockedOptions & { onLocked: 'skip' }): Promise<T | undefined>;
+  runLocked<T>(keys: LockKeys, fn: (lock: LockHandle) => Promise<T> | T, options?: RunLockedOptions & { onLocked?: 'throw' }): Promise<T>;
+  runLocked<T>(keys: LockKeys, fn: (lock: LockHandle) => Promise<T> | T, options?: RunLockedOptions): Promise<T | undefined>;
+  async runLocked<T>(keys: LockKeys, fn: (lock: LockHandle) => Promise<T> | T, options?: RunLockedOptions): Promise<T | undefined> {
+    const engine = this.requireEngine();
+    const resolved = resolveRunLockedOptions(options);
+    let handle: LockHandle;
+    try {
+      handle = await this.acquire(keys, resolved.lock);
+    } catch (error) {
+      if (resolved.onLocked !== 'skip' || !(error instanceof LockTimeoutError)) throw error;
+      engine.stats.skipped++;
+      engine.emit({ type: 'skipped', keys: error.keys, mode: error.mode, waitedMs: error.waitedMs });
+      return undefined;
+    }
+    if (resolved.transaction === 'none') return this.runHolding(handle, fn);
+    const locks = locksOf(handle);
+    // Looked up after the grant: an outer transaction that ended meanwhile is not joined.
+    const outer = FencedTransaction.current();
+    if (outer) {
+      const own = handle instanceof HeldLock ? handle : handle instanceof NestedLock ? handle.own : undefined;
+      if (own) outer.enlist(own);
+      return LockContext.run({ handle, locks, manager: outer.manager }, () => fn(handle));
+    }
+    return FencedTransaction.run(
+      { dataSource: this.dataSource, isolationLevel: resolved.isolationLevel, logger: this.logger },
+      handle,
+      locks,
+      () => fn(handle),
+    );
+  }
+
+  /**
+   * Nest lifecycle hook: warns when the app's DataSource pool is too small for 'requires-new'
+   * locked calls (each may need a second connection while its caller holds one).
+   */
+  onApplicationBootstrap(): void {
+    const warning = businessPoolWarning(this.dataSource, this.dataSourceName);
+    if (warning) this.logger.warn(warning);
+  }
+
+  // ---- end of locked calls ----
 
   /** The engine, or DbLockNotInitializedError before init / after shutdown. */
   protected requireEngine(): LockEngine {

@@ -166,6 +166,21 @@ export function fenceStatement(owner: string): { sql: string; parameters: unknow
   };
 }
 
+/**
+ * The fence's second look, for an owner whose rows an earlier fenced transaction already flipped
+ * to COMPLETED (a lock held by an outer `withLock` or `transaction: 'none'` call, fenced once per
+ * nested REQUIRES_NEW call). A locking read: it waits for a takeover that is marking the rows
+ * EXPIRED right now and then sees its result, and it keeps the live rows locked until our COMMIT,
+ * so no takeover can slip in between. Counting rows read (not affectedRows) makes it independent
+ * of CLIENT_FOUND_ROWS.
+ */
+export function fenceCheckStatement(owner: string): { sql: string; parameters: unknown[] } {
+  return {
+    sql: `SELECT COUNT(*) AS live FROM ${LOCK_LOG_TABLE} WHERE owner = ? AND status IN ${LIVE_STATUSES_SQL} FOR UPDATE`,
+    parameters: [owner],
+  };
+}
+
 /** Live holders of one key, with the server's clock and the key's current fencing counter. */
 export function inspectStatement(key: Buffer): string {
   return [

@@ -1,0 +1,275 @@
+import 'reflect-metadata';
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { type INestApplicationContext, Injectable } from '@nestjs/common';
+import type { EntityManager } from 'typeorm';
+import {
+  DbLockError,
+  DistributedLock,
+  type LockEvent,
+  LockLostError,
+  LockService,
+  LockUpgradeError,
+  ReadLock,
+  WriteLock,
+} from '../../lib/index.js';
+import { createLockApp, eventually } from '../support/lock-app.js';
+import { TestDatabase } from '../support/test-database.js';
+
+class BusinessError extends Error {}
+
+const insert = (manager: EntityManager, k: string, who: string): Promise<unknown> =>
+  manager.query('INSERT INTO entries (k, who) VALUES (?, ?)', [k, who]);
+
+@Injectable()
+class Accounts {
+  innerManager: EntityManager | undefined;
+  innerReentrant: boolean | undefined;
+  constructor(readonly locks: LockService) {}
+
+  /** Writes, then calls `inner` on the same key; reports the lock round trips that call cost. */
+  @WriteLock('acct:{0}')
+  async outer(id: number, failAfterInner = false): Promise<{ roundTrips: number; sameManager: boolean }> {
+    const manager = this.locks.manager;
+    await insert(manager, `acct:${id}`, 'outer');
+    const before = this.locks.stats().roundTrips;
+    await this.inner(id);
+    const roundTrips = this.locks.stats().roundTrips - before;
+    if (failAfterInner) throw new BusinessError('after inner');
+    return { roundTrips, sameManager: this.innerManager === manager };
+  }
+
+  @WriteLock('acct:{0}')
+  async inner(id: number): Promise<void> {
+    this.innerManager = this.locks.manager;
+    this.innerReentrant = this.locks.currentLock!.reentrant;
+    await insert(this.locks.manager, `acct:${id}`, 'inner');
+  }
+
+  @ReadLock('acct:{0}')
+  async readThenWrite(id: number): Promise<number> {
+    const before = this.locks.stats().roundTrips;
+    try {
+      await this.inner(id);
+    } finally {
+      this.upgradeRoundTrips = this.locks.stats().roundTrips - before;
+    }
+    return 0;
+  }
+  upgradeRoundTrips = -1;
+
+  /** Calls a locked method on ANOTHER key: it joins this transaction; its lock lives until this one ends. */
+  @WriteLock('acct:{0}')
+  async outerWithOther(id: number, other: number): Promise<{ sameManager: boolean; otherHeldAfterInner: boolean }> {
+    const manager = this.locks.manager;
+    await this.inner(other);
+    const info = await this.locks.inspect(`acct:${other}`);
+    return { sameManager: this.innerManager === manager, otherHeldAfterInner: info.holders.length === 1 };
+  }
+
+  @WriteLock('acct:{0}')
+  async failing(id: number): Promise<never> {
+    await insert(this.locks.manager, `acct:${id}`, 'failing');
+    throw new BusinessError(`failed on ${id}`);
+  }
+
+  /** Two chains in one process: records enter/leave around an await. */
+  @WriteLock('chain')
+  async chain(name: string, trace: string[]): Promise<void> {
+    trace.push(`in:${name}`);
+    await sleep(30);
+    trace.push(`out:${name}`);
+  }
+
+  @DistributedLock('side-effect', 'write')
+  async plain(): Promise<void> {}
+
+  @WriteLock('none', { transaction: 'none' })
+  async outsideDb(): Promise<{ token: number; signal: AbortSignal; managerError: unknown }> {
+    const lock = this.locks.currentLock!;
+    let managerError: unknown;
+    try {
+      void this.locks.manager;
+    } catch (error) {
+      managerError = error;
+    }
+    return { token: lock.fencingToken, signal: lock.signal, managerError };
+  }
+
+  @WriteLock('job', { onLocked: 'skip' })
+  async job(): Promise<'ran' | undefined> {
+    return 'ran';
+  }
+}
+
+describe('decorators: fenced REQUIRES_NEW transactions in one process', () => {
+  let db: TestDatabase;
+  let app: INestApplicationContext;
+  let locks: LockService;
+  let accounts: Accounts;
+  const events: LockEvent[] = [];
+
+  before(async () => {
+    db = await TestDatabase.create();
+    await db.query('CREATE TABLE entries (id INT AUTO_INCREMENT PRIMARY KEY, k VARCHAR(64) NOT NULL, who VARCHAR(32) NOT NULL)');
+    // Long lease: no renewal lands inside the round-trip measurements.
+    ({ app, locks } = await createLockApp(db.settings, { leaseMs: 30_000, onEvent: (e) => events.push(e) }, { providers: [Accounts] }));
+    accounts = app.get(Accounts);
+  });
+  after(async () => {
+    await app?.close();
+    await db?.drop();
+  });
+
+  const entries = async (k: string): Promise<string[]> =>
+    (await db.query<{ who: string }[]>('SELECT who FROM entries WHERE k = ? ORDER BY id', [k])).map((r) => r.who);
+
+  it('a nested same-key call costs 0 lock round trips and joins the outer transaction', async () => {
+    const result = await accounts.outer(1);
+    assert.equal(result.roundTrips, 0, 'no lock statement for the nested call');
+    assert.equal(accounts.innerReentrant, true);
+    assert.ok(result.sameManager, 'the nested call ran in the outer transaction (same EntityManager)');
+    assert.deepEqual(await entries('acct:1'), ['outer', 'inner']);
+    const rows = await db.logRows('acct:1');
+    assert.deepEqual(rows.map((r) => r.status), ['RELEASED'], 'one grant, one log row');
+  });
+
+  it('a joined nested call shares the outer outcome: outer fails after it, its writes are rolled back too', async () => {
+    await assert.rejects(accounts.outer(2, true), BusinessError);
+    assert.deepEqual(await entries('acct:2'), []);
+    assert.deepEqual((await db.logRows('acct:2')).map((r) => r.status), ['FAILED']);
+  });
+
+  it('read then write on one key in one chain: LockUpgradeError at once, no lock statement', async () => {
+    await assert.rejects(accounts.readThenWrite(3), LockUpgradeError);
+    assert.equal(accounts.upgradeRoundTrips, 0);
+    assert.deepEqual(await entries('acct:3'), []);
+    assert.deepEqual((await db.logRows('acct:3')).map((r) => r.status), ['FAILED']);
+  });
+
+  it('a nested call on another key joins too; its lock is fenced and released with the outer transaction', async () => {
+    const result = await accounts.outerWithOther(4, 5);
+    assert.ok(result.sameManager);
+    assert.ok(result.otherHeldAfterInner, 'the nested key stays held until the outer transaction ends');
+    assert.equal((await locks.inspect('acct:5')).holders.length, 0, 'and is free once it has');
+    assert.deepEqual(await entries('acct:5'), ['inner']);
+    assert.deepEqual((await db.logRows('acct:5')).map((r) => r.status), ['RELEASED']);
+  });
+
+  it('two call chains in one process still exclude each other', async () => {
+    const trace: string[] = [];
+    await Promise.all(['a', 'b', 'c'].map((name) => accounts.chain(name, trace)));
+    for (let i = 0; i < trace.length; i += 2) assert.equal(trace[i]!.slice(3), trace[i + 1]!.slice(4), trace.join(' '));
+  });
+
+  it('business error: rolled back, lock free at once, log row FAILED, original error rethrown', async () => {
+    const error = await accounts.failing(6).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    assert.ok(error instanceof BusinessError && error.message === 'failed on 6', 'the very error the method threw');
+    assert.deepEqual(await entries('acct:6'), [], 'its write was rolled back');
+    const next = await locks.tryAcquire('acct:6');
+    assert.ok(next, 'the lock is free at once');
+    await next.release();
+    assert.deepEqual((await db.logRows('acct:6')).map((r) => r.status), ['FAILED', 'RELEASED']);
+  });
+
+  it("transaction 'none': the lock only; token and signal reachable, no manager", async () => {
+    const result = await accounts.outsideDb();
+    assert.ok(result.token >= 1);
+    assert.equal(result.signal.aborted, false);
+    assert.ok(result.managerError instanceof DbLockError);
+    assert.deepEqual((await db.logRows('none')).map((r) => r.status), ['RELEASED']);
+  });
+
+  it("onLocked 'skip': not run, resolves undefined, counted and reported", async () => {
+    const skippedBefore = locks.stats().skipped;
+    const held = await locks.acquire('job');
+    try {
+      assert.equal(await accounts.job(), undefined);
+    } finally {
+      await held.release();
+    }
+    assert.equal(locks.stats().skipped, skippedBefore + 1);
+    assert.ok(events.some((e) => e.type === 'skipped' && e.keys[0] === 'job'));
+    assert.equal(await accounts.job(), 'ran');
+  });
+
+  it('a lock held by an outer withLock is fenced by each nested REQUIRES_NEW call, and a lost one rolls back', async () => {
+    await locks.withLock('acct:7', async (outer) => {
+      await accounts.inner(7); // first fence: ACQUIRED -> COMPLETED
+      await accounts.inner(7); // second fence on the same rows (already COMPLETED): the locking re-check passes
+      assert.deepEqual(await entries('acct:7'), ['inner', 'inner']);
+      // Another holder reclaims the key (as a takeover would): the next fenced commit must fail.
+      const [owner] = (await db.logRows('acct:7')).map((r) => String(r.owner));
+      await db.query(`UPDATE db_lock_log SET status = 'EXPIRED' WHERE owner = ?`, [owner]);
+      await assert.rejects(accounts.inner(7), LockLostError);
+      assert.deepEqual(await entries('acct:7'), ['inner', 'inner'], 'the third write was rolled back');
+      assert.equal(outer.fencingToken, 1);
+    }).catch((error: unknown) => {
+      // The outer lock was taken away from it: its release says so.
+      if (!(error instanceof LockLostError)) throw error;
+    });
+  });
+
+  it('programmatic runLocked and the decorators validate options before any SQL', async () => {
+    const before = locks.stats().roundTrips;
+    await assert.rejects(locks.runLocked('x', () => 1, { transaction: 'nested' as 'none' }), DbLockError);
+    await assert.rejects(locks.runLocked('x', () => 1, { isolationLevel: 'SNAPSHOT' as 'READ COMMITTED' }), DbLockError);
+    await assert.rejects(locks.runLocked('', () => 1), DbLockError);
+    assert.equal(locks.stats().roundTrips, before);
+    await accounts.plain();
+  });
+});
+
+@Injectable()
+class SnapshotProbe {
+  constructor(readonly locks: LockService) {}
+
+  /**
+   * Turns on MariaDB >= 11.6.2's default (innodb_snapshot_isolation) for this session, reads (which
+   * starts the read view at REPEATABLE READ), then waits until the watchdog has renewed the lock's
+   * log row at least twice: the fence then writes a row changed after the read view began.
+   */
+  @WriteLock('snap:rc', { leaseMs: 150 })
+  async readCommitted(): Promise<void> {
+    await this.work();
+  }
+
+  @WriteLock('snap:rr', { leaseMs: 150, isolationLevel: 'REPEATABLE READ' })
+  async repeatableRead(): Promise<void> {
+    await this.work();
+  }
+
+  private async work(): Promise<void> {
+    const manager = this.locks.manager;
+    await manager.query('SET SESSION innodb_snapshot_isolation = ON');
+    await manager.query('SELECT COUNT(*) FROM db_lock_log');
+    const renewals = this.locks.stats().renewals;
+    await eventually(() => this.locks.stats().renewals >= renewals + 2, 5000, 'two renewals');
+    await insert(manager, 'snap', 'probe');
+  }
+}
+
+describe('decorators: the fence under innodb_snapshot_isolation (session scope)', () => {
+  it('READ COMMITTED (the default) commits after renewals; REPEATABLE READ would fail with 1020', async () => {
+    const db = await TestDatabase.create();
+    await db.query('CREATE TABLE entries (id INT AUTO_INCREMENT PRIMARY KEY, k VARCHAR(64) NOT NULL, who VARCHAR(32) NOT NULL)');
+    // Own app: the session variable stays on its pooled connections, which close with it.
+    const { app } = await createLockApp(db.settings, {}, { providers: [SnapshotProbe] });
+    try {
+      const probe = app.get(SnapshotProbe);
+      await probe.readCommitted();
+      assert.deepEqual((await db.logRows('snap:rc')).map((r) => r.status), ['RELEASED']);
+      // The control shows why the default is READ COMMITTED: a valid holder would look failed.
+      await assert.rejects(probe.repeatableRead(), (e: unknown) => /Record has changed since last read/.test(String(e)));
+      assert.deepEqual((await db.logRows('snap:rr')).map((r) => r.status), ['FAILED']);
+      assert.equal((await db.query<unknown[]>('SELECT * FROM entries')).length, 1, 'only the READ COMMITTED write exists');
+    } finally {
+      await app.close();
+      await db.drop();
+    }
+  });
+});

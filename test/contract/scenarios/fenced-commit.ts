@@ -1,0 +1,53 @@
+import 'reflect-metadata';
+import { Injectable } from '@nestjs/common';
+import { LockService, WriteLock } from '../../../lib/index.js';
+import type { WorkerContext } from '../../support/lock-worker.js';
+
+/**
+ * Blocks the event loop: the holder is "between its business write and its commit" and nothing
+ * else of it runs meanwhile (no renewal, no timer), like a long GC pause. The parent SIGSTOPs it
+ * inside this window and keeps it stopped until another process has taken the key over.
+ */
+function stall(ms: number): void {
+  const until = performance.now() + ms;
+  while (performance.now() < until) {
+    /* busy */
+  }
+}
+
+@Injectable()
+export class FenceService {
+  constructor(readonly locks: LockService) {}
+
+  /** Two business writes in the fenced transaction, then (holders only) a stall before the commit. */
+  @WriteLock('fence:{0}', { timeoutMs: 20_000 })
+  async write(key: string, round: number, writer: string, stallMs: number, emit: (event: string) => void): Promise<number> {
+    const manager = this.locks.manager;
+    const token = this.locks.currentLock!.fencingToken;
+    emit('granted');
+    await manager.query('INSERT INTO fence_writes (k, round, writer, token) VALUES (?, ?, ?, ?)', [key, round, writer, token]);
+    await manager.query('UPDATE fence_counters SET n = n + 1, last_writer = ? WHERE k = ?', [writer, key]);
+    emit('wrote');
+    if (stallMs > 0) stall(stallMs);
+    return token;
+  }
+}
+
+export const providers = [FenceService];
+
+type Outcome = { outcome: 'committed'; token: number } | { outcome: 'lost'; byDatabaseFence: boolean; message: string };
+
+/** One call of the locked method; LockLostError is an outcome, anything else an error. */
+export async function writeOnce(ctx: WorkerContext<{ key: string; round: number; writer: string; stallMs: number }>): Promise<Outcome> {
+  const { key, round, writer, stallMs } = ctx.args;
+  try {
+    const token = await ctx.app.get(FenceService).write(key, round, writer, stallMs, (event) => ctx.emit(event));
+    return { outcome: 'committed', token };
+  } catch (error) {
+    const e = error as Error;
+    if (e?.name !== 'LockLostError') throw error;
+    // The message tells which check caught it: the fence statement inside the transaction, or the
+    // watchdog (renewal found the rows taken over) before the fence ran.
+    return { outcome: 'lost', byDatabaseFence: e.message.includes('before this transaction could commit'), message: e.message };
+  }
+}
