@@ -17,3 +17,7 @@ export { LockEntity, LockLogEntity, DB_LOCK_ENTITIES } from './entities/index.js
 export { CreateDbLockTables1763769600000, DB_LOCK_MIGRATIONS } from './migrations/create-db-lock-tables.migration.js';
 export { LockStatus } from './storage/lock-tables.js';
 export * from './errors/index.js';
+// Liveness and admin (issue 5)
+export type { JanitorReport } from './janitor/lock-janitor.js';
+export type { JanitorStats } from './observability/lock-stats.js';
+export type { ListLocksOptions, LockList, LockListEntry, ForcedReleaseHolder } from './admin/lock-admin.js';

@@ -97,9 +97,14 @@ export class LockStore {
   }
 
   /** Every row of one owner with its status: names what a stale holder lost. */
-  async ownerRows(owner: string): Promise<{ storedKey: string; status: string; fencingToken: number }[]> {
+  async ownerRows(owner: string): Promise<{ storedKey: string; status: string; fencingToken: number; note: string | null }[]> {
     const rows = await this.pool.query<Record<string, unknown>[]>(ownerRowsStatement(owner));
-    return rows.map((row) => ({ storedKey: keyText(row.lock_key), status: String(row.status), fencingToken: Number(row.fencing_token) }));
+    return rows.map((row) => ({
+      storedKey: keyText(row.lock_key),
+      status: String(row.status),
+      fencingToken: Number(row.fencing_token),
+      note: row.note === null || row.note === undefined ? null : String(row.note),
+    }));
   }
 
   /** Live holders of a key (by the server clock), the server's time and the key's fencing counter. */
@@ -141,7 +146,8 @@ export class LockStore {
     }
   }
 
-  private async withRetries<T>(send: () => Promise<T>): Promise<T> {
+  /** Sends again after a deadlock or lock-wait timeout (a few times, with jitter). */
+  async withRetries<T>(send: () => Promise<T>): Promise<T> {
     for (let attempt = 1; ; attempt++) {
       try {
         return await send();
@@ -162,7 +168,7 @@ function toGrantedRow(row: Record<string, unknown>): GrantedRow {
   };
 }
 
-function keyText(value: unknown): string {
+export function keyText(value: unknown): string {
   return Buffer.isBuffer(value) ? value.toString('utf8') : String(value);
 }
 
