@@ -86,9 +86,12 @@ export class LockStore {
     }));
   }
 
-  /** One statement renewing every live row of these owners; returns live row counts per owner. */
+  /**
+   * One statement renewing every live row of these owners; returns live row counts per owner.
+   * Sent on the pool's reserved connection: renewals never queue behind grants.
+   */
   async renew(owners: readonly string[], timeoutMs: number): Promise<Map<string, { live: number; expiresAt: Date }>> {
-    const results = await this.withRetries(() => this.pool.query<unknown[][]>(renewStatement(owners), timeoutMs));
+    const results = await this.withRetries(() => this.pool.query<unknown[][]>(renewStatement(owners), timeoutMs, 'reserved'));
     const live = new Map<string, { live: number; expiresAt: Date }>();
     for (const row of results[1] as Record<string, unknown>[]) {
       live.set(String(row.owner), { live: Number(row.live), expiresAt: parseDate(row.expires_at) });
