@@ -84,7 +84,7 @@ export class LockJanitor {
     const delay = Math.max(1, Math.round(this.settings.intervalMs * (0.9 + 0.2 * Math.random())));
     this.timer = setTimeout(() => {
       this.timer = undefined;
-      this.run()
+      void this.run()
         .catch((error: unknown) => this.logger.warn(`Janitor run failed, retrying next interval: ${String(error)}`))
         .finally(() => {
           if (!this.stopped) this.schedule();
