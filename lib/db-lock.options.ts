@@ -12,6 +12,11 @@ export interface DbLockJanitorOptions {
   logRetentionMs?: number;
   /** Rows touched per statement, so no statement holds row locks for long. Default 1000. */
   batchSize?: number;
+  /**
+   * Lock-table rows of keys not granted for this long (and with no live holder or waiting writer)
+   * are deleted, in ms; Infinity keeps them. Fencing tokens keep growing across a reap. Default 3600000 (1 h).
+   */
+  idleKeyMs?: number;
 }
 
 /** Everything `DbLockModule.forRoot()` / `forRootAsync()`'s factory accepts. */
@@ -49,6 +54,11 @@ export interface DbLockModuleOptions {
   janitor?: DbLockJanitorOptions | false;
   /** Called synchronously for every lock event (acquired, released, renewed, lost, ...). Default none. */
   onEvent?: LockEventListener;
+  /**
+   * At shutdown, how long to wait for running `withLock`/decorated holders before their locks are
+   * released anyway (their signals abort), in ms. Default 10000.
+   */
+  shutdownTimeoutMs?: number;
 }
 
 /** Options after defaults and validation: what the library runs on. */
@@ -65,6 +75,7 @@ export interface ResolvedDbLockOptions {
   readonly writerPreference: boolean;
   readonly janitor: Readonly<Required<DbLockJanitorOptions>> | false;
   readonly onEvent: LockEventListener | undefined;
+  readonly shutdownTimeoutMs: number;
 }
 
 /** The one place defaults live. Documented in README's options table. */
@@ -79,8 +90,9 @@ export const DB_LOCK_DEFAULTS = Object.freeze({
   maxHoldMs: Infinity,
   poolSize: 4,
   writerPreference: true,
-  janitor: Object.freeze({ intervalMs: 30_000, logRetentionMs: 7 * 24 * 3600_000, batchSize: 1000 }),
+  janitor: Object.freeze({ intervalMs: 30_000, logRetentionMs: 7 * 24 * 3600_000, batchSize: 1000, idleKeyMs: 3600_000 }),
   onEvent: undefined,
+  shutdownTimeoutMs: 10_000,
 }) satisfies ResolvedDbLockOptions;
 
 /** Smallest lease accepted: renewals run every lease/3, so less is all overhead. */
@@ -139,6 +151,8 @@ export function resolveOptions(options: unknown): ResolvedDbLockOptions {
   if (onEvent !== undefined && typeof onEvent !== 'function')
     problems.push(`onEvent must be a function, got ${describe(onEvent)}`);
 
+  const shutdownTimeoutMs = checkDuration(problems, 'shutdownTimeoutMs', pick('shutdownTimeoutMs'), { min: 0 });
+
   if (problems.length > 0) throw new DbLockOptionsError(problems);
   return Object.freeze({
     namespace: namespace as string,
@@ -153,6 +167,7 @@ export function resolveOptions(options: unknown): ResolvedDbLockOptions {
     writerPreference: writerPreference as boolean,
     janitor,
     onEvent: onEvent as LockEventListener | undefined,
+    shutdownTimeoutMs: shutdownTimeoutMs!,
   });
 }
 
@@ -177,7 +192,8 @@ function resolveJanitor(problems: string[], raw: unknown): ResolvedDbLockOptions
   const batchSize = input.batchSize ?? defaults.batchSize;
   if (typeof batchSize !== 'number' || !Number.isInteger(batchSize) || batchSize < 1 || batchSize > 100_000)
     problems.push(`janitor.batchSize must be an integer from 1 to 100000, got ${describe(batchSize)}`);
-  return Object.freeze({ intervalMs: intervalMs!, logRetentionMs: logRetentionMs!, batchSize: batchSize as number });
+  const idleKeyMs = checkDuration(problems, 'janitor.idleKeyMs', input.idleKeyMs ?? defaults.idleKeyMs, { min: 0, infinite: true, noTimer: true });
+  return Object.freeze({ intervalMs: intervalMs!, logRetentionMs: logRetentionMs!, batchSize: batchSize as number, idleKeyMs: idleKeyMs! });
 }
 
 /**

@@ -30,3 +30,7 @@ export type {
 } from './decorators/lock-decorator.js';
 export type { LockKeySource } from './decorators/lock-key-template.js';
 export type { LockIsolationLevel, LockTransactionMode, OnLockedPolicy, RunLockedOptions } from './transaction/locked-call.options.js';
+// Liveness and admin (issue 5)
+export type { JanitorReport } from './janitor/lock-janitor.js';
+export type { JanitorStats } from './observability/lock-stats.js';
+export type { ListLocksOptions, LockList, LockListEntry, ForcedReleaseHolder } from './admin/lock-admin.js';

@@ -10,6 +10,7 @@ import { HeldLock, type HeldLockOwner } from './held-lock.js';
 import type { LockTarget } from './lock-key.js';
 import type { LockMode } from './lock-mode.js';
 import { LockStats } from './observability/lock-stats.js';
+import { isInternalTarget } from './storage/internal-keys.js';
 import type { LockStore } from './storage/lock-store.js';
 import { LockStatus } from './storage/lock-tables.js';
 import { backoffDelay } from './waiting/backoff.js';
@@ -42,6 +43,10 @@ export class LockEngine implements HeldLockOwner {
   private readonly localHolds = new Map<string, Set<HeldLock>>();
   private readonly watchdog: LeaseWatchdog;
   private closing = false;
+  /** Grant attempts on the wire: shutdown waits for them before the pool closes. */
+  private readonly inFlight = new Set<Promise<unknown>>();
+  /** Internal locks (the janitor's) held now: not part of `heldCount`. */
+  private internalHeld = 0;
 
   constructor(
     readonly store: LockStore,
@@ -52,8 +57,9 @@ export class LockEngine implements HeldLockOwner {
       store,
       {
         lost: (lock, error) => this.lost(lock, error),
-        renewed: (count) => {
+        renewed: (count, ms) => {
           this.stats.renewals++;
+          this.stats.renewal.add(ms);
           this.stats.renewedLocks += count;
           if (count > 0) this.emit({ type: 'renewed', keys: [], mode: 'write', count });
         },
@@ -69,7 +75,7 @@ export class LockEngine implements HeldLockOwner {
 
   /** Locks this process holds now (not counting nested reentrant handles). */
   get heldCount(): number {
-    return this.watchdog.size;
+    return this.watchdog.size - this.internalHeld;
   }
 
   get waitingCount(): number {
@@ -127,20 +133,24 @@ export class LockEngine implements HeldLockOwner {
       this.logger.warn(`Releasing ${describeKeys(lock)} took ${Math.round(releaseMs)} ms`);
     if (ended < lock.targets.length) {
       const rows = await this.store.ownerRows(lock.owner).catch(() => []);
-      const gone = rows.find((r) => r.status !== LockStatus.RELEASED && r.status !== LockStatus.FAILED);
+      // Ended by someone else: still live (cannot be), EXPIRED (taken over / reclaimed), or
+      // RELEASED with a note (force-released by an operator).
+      const gone =
+        rows.find((r) => r.status !== LockStatus.RELEASED && r.status !== LockStatus.FAILED) ?? rows.find((r) => r.note !== null);
       const key = lock.targets.find((t) => t.storedKey === gone?.storedKey)?.key ?? lock.keys[0]!;
       const error = new LockLostError(
         key,
         lock.fencingTokens[key] ?? lock.fencingToken,
         gone?.status === LockStatus.EXPIRED
-          ? 'its lease ran out and another holder took it over; the new holder was not touched'
-          : `it was ended before release (status ${gone?.status ?? 'unknown'})`,
+          ? `its lease ran out and it was ${gone.note ?? 'taken over'}; the new holder was not touched`
+          : `it was ended before release (status ${gone?.status ?? 'unknown'}${gone?.note ? `: ${gone.note}` : ''})`,
       );
       if (!wasLost) this.lost(lock, error);
       lock.markLost(error);
       throw error;
     }
     lock.markReleased();
+    if (isInternal(lock)) return;
     this.stats.released++;
     this.stats.hold.add(heldMs);
     if (heldMs > this.options.slowThresholdMs) this.logger.warn(`${describeKeys(lock)} was held for ${Math.round(heldMs)} ms`);
@@ -164,11 +174,46 @@ export class LockEngine implements HeldLockOwner {
     lock.expiresAt = new Date(Math.min(...rows.map((r) => r.expiresAt.getTime())));
   }
 
-  /** Refuses new locks, rejects waiters, releases what this process holds, stops the watchdog. */
-  async close(): Promise<void> {
+  /** First step of shutdown: refuses new locks and rejects every waiting caller. Idempotent. */
+  beginShutdown(): void {
+    if (this.closing) return;
     this.closing = true;
     const error = new DbLockError('The lock service shut down while this caller was waiting');
     for (const queue of this.queues.values()) queue.rejectAll(error);
+  }
+
+  /**
+   * Aborts the signal of every lock still held (they are about to be released at shutdown, so
+   * their holders must stop). Returns how many user locks it aborted.
+   */
+  abortHeld(reason: string): number {
+    let aborted = 0;
+    for (const lock of this.heldLocks()) {
+      if (!lock.live) continue;
+      lock.markLost(new LockLostError(lock.keys[0]!, lock.fencingToken, reason));
+      if (isInternal(lock)) continue;
+      aborted++;
+      this.stats.lost++;
+      this.emit({ type: 'lost', keys: lock.keys, mode: lock.mode, fencingToken: lock.fencingToken, heldMs: performance.now() - lock.acquiredAt });
+    }
+    return aborted;
+  }
+
+  /**
+   * Local locks whose log rows an operator ended (`forceRelease`): lost at once, without waiting
+   * for the next renewal to notice.
+   */
+  ownersEnded(owners: readonly string[], note: string): void {
+    const wanted = new Set(owners);
+    for (const lock of this.heldLocks()) {
+      if (wanted.has(lock.owner) && lock.live) this.lost(lock, new LockLostError(lock.keys[0]!, lock.fencingToken, `it was ${note}`));
+    }
+  }
+
+  /** Refuses new locks, rejects waiters, waits for grants on the wire, releases what this process holds, stops the watchdog. */
+  async close(): Promise<void> {
+    this.beginShutdown();
+    await Promise.allSettled([...this.inFlight]);
     const held = new Set<HeldLock>();
     for (const locks of this.localHolds.values()) for (const lock of locks) held.add(lock);
     this.watchdog.stop();
@@ -177,6 +222,12 @@ export class LockEngine implements HeldLockOwner {
         this.releaseHeld(lock, false).catch((e: unknown) => this.logger.warn(`Release at shutdown failed: ${String(e)}`)),
       ),
     );
+  }
+
+  private heldLocks(): Set<HeldLock> {
+    const held = new Set<HeldLock>();
+    for (const locks of this.localHolds.values()) for (const lock of locks) held.add(lock);
+    return held;
   }
 
   emit(event: LockEvent): void {
@@ -191,14 +242,22 @@ export class LockEngine implements HeldLockOwner {
 
   /** The wait queues' view of this engine. */
   private readonly driver = {
-    attempt: (waiter: Waiter<HeldLock>) => this.attempt(waiter),
+    attempt: (waiter: Waiter<HeldLock>) => {
+      const attempt = this.attempt(waiter);
+      this.inFlight.add(attempt);
+      const done = (): void => void this.inFlight.delete(attempt);
+      attempt.then(done, done);
+      return attempt;
+    },
     blockedLocally: (waiter: Waiter<HeldLock>) => this.blockedLocally(waiter.targets),
     delay: (failedTries: number) => backoffDelay(failedTries, this.options.retryMinDelayMs, this.options.retryMaxDelayMs),
     timeoutError: (waiter: Waiter<HeldLock>) => {
       const waitedMs = performance.now() - waiter.startedAt;
-      this.stats.timedOut++;
       const keys = waiter.targets.map((t) => t.key);
-      this.emit({ type: 'timed-out', keys, mode: waiter.mode, waitedMs });
+      if (!waiter.targets.some(isInternalTarget)) {
+        this.stats.timedOut++;
+        this.emit({ type: 'timed-out', keys, mode: waiter.mode, waitedMs });
+      }
       return new LockTimeoutError(keys, waiter.mode, waitedMs, Math.round(waiter.deadline - waiter.startedAt));
     },
     discard: (lock: HeldLock) => {
@@ -242,6 +301,10 @@ export class LockEngine implements HeldLockOwner {
       set.add(lock);
     }
     this.watchdog.add(lock);
+    if (isInternal(lock)) {
+      this.internalHeld++;
+      return lock;
+    }
     this.stats.acquired++;
     this.stats.wait.add(waitedMs);
     if (outcome.reclaimed > 0) {
@@ -268,8 +331,9 @@ export class LockEngine implements HeldLockOwner {
     if (lock.signal.aborted) return;
     this.forget(lock);
     lock.markLost(error);
-    this.stats.lost++;
     this.logger.warn(error.message);
+    if (isInternal(lock)) return;
+    this.stats.lost++;
     this.emit({ type: 'lost', keys: lock.keys, mode: lock.mode, fencingToken: lock.fencingToken, heldMs: performance.now() - lock.acquiredAt, error });
   }
 
@@ -279,6 +343,7 @@ export class LockEngine implements HeldLockOwner {
     for (const target of lock.targets) {
       const set = this.localHolds.get(target.storedKey);
       if (!set) continue;
+      if (set.has(lock) && isInternalTarget(target)) this.internalHeld--;
       set.delete(lock);
       if (set.size === 0) this.localHolds.delete(target.storedKey);
     }
@@ -286,6 +351,11 @@ export class LockEngine implements HeldLockOwner {
       if (lock.targets.some((t) => id.split('\u0000').includes(t.storedKey))) queue.wake();
     }
   }
+}
+
+/** The library's own locks (the janitor's) emit no events and count in no user stats. */
+function isInternal(lock: HeldLock): boolean {
+  return lock.targets.some(isInternalTarget);
 }
 
 function describeKeys(lock: HeldLock): string {

@@ -1,13 +1,26 @@
-import { type BeforeApplicationShutdown, Logger, type OnModuleInit } from '@nestjs/common';
+import { type BeforeApplicationShutdown, Logger, type OnApplicationBootstrap, type OnModuleInit } from '@nestjs/common';
 import type { DataSource, EntityManager } from 'typeorm';
+import {
+  checkListOptions,
+  checkReason,
+  FORCE_RELEASE_NOTE_PREFIX,
+  type ForcedReleaseHolder,
+  forceRelease,
+  listLocks,
+  type ListLocksOptions,
+  type LockList,
+} from './admin/lock-admin.js';
 import { LockContext } from './context/lock-context.js';
-import type { ResolvedDbLockOptions } from './db-lock.options.js';
+import { DB_LOCK_DEFAULTS, type ResolvedDbLockOptions } from './db-lock.options.js';
 import { LockServiceRegistry } from './db-lock.registry.js';
 import { DbLockError } from './errors/db-lock.error.js';
 import { DbLockNotInitializedError } from './errors/db-lock-not-initialized.error.js';
+import { InvalidLockKeyError } from './errors/invalid-lock-key.error.js';
 import { LockTimeoutError } from './errors/lock-timeout.error.js';
 import { LockUpgradeError } from './errors/lock-upgrade.error.js';
 import { HeldLock, NestedLock } from './held-lock.js';
+import { type JanitorReport, LockJanitor } from './janitor/lock-janitor.js';
+import { RunningHolders } from './lifecycle/running-holders.js';
 import { LockEngine } from './lock-engine.js';
 import type { LockHandle, LockInfo } from './lock-handle.js';
 import { type LockKeys, type LockTarget, resolveTargets } from './lock-key.js';
@@ -24,10 +37,13 @@ import { type RunLockedOptions, resolveRunLockedOptions } from './transaction/lo
  * The public, programmatic API. Decorators delegate here. Locks live in the app's MySQL/MariaDB
  * database (lease strategy: DESIGN.md §3); lock statements run on the library's own small pool.
  */
-export class LockService implements OnModuleInit, BeforeApplicationShutdown {
+export class LockService implements OnModuleInit, OnApplicationBootstrap, BeforeApplicationShutdown {
   private readonly logger = new Logger('DbLock');
   private engine: LockEngine | undefined;
   private pool: LockConnectionPool | undefined;
+  private janitor: LockJanitor | undefined;
+  /** withLock / decorated holders running now: shutdown waits for them (bounded). */
+  private readonly running = new RunningHolders();
 
   constructor(
     /** Validated options (defaults applied). */
@@ -49,15 +65,48 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown {
     }
     this.pool = pool;
     this.engine = new LockEngine(store, this.options, this.logger);
+    // Built even when disabled (janitor: false), so runJanitor() works for operators; only the timer is off.
+    this.janitor = new LockJanitor(this.engine, this.options.janitor || DB_LOCK_DEFAULTS.janitor, this.options.leaseMs, this.logger);
     LockServiceRegistry.register(this.dataSourceName, this);
   }
 
+  /**
+   * Once the whole app is up: starts the janitor's timer (unless `janitor: false`), and warns when
+   * the app's DataSource pool is too small for 'requires-new' locked calls (each may need a second
+   * connection while its caller holds one).
+   */
+  onApplicationBootstrap(): void {
+    if (this.options.janitor !== false) this.janitor?.start();
+    const warning = businessPoolWarning(this.dataSource, this.dataSourceName);
+    if (warning) this.logger.warn(warning);
+  }
+
+  /**
+   * Graceful shutdown: refuse new acquisitions and reject waiting callers; stop the janitor; wait
+   * up to `shutdownTimeoutMs` for running withLock/decorated holders; abort the signals of locks
+   * still held and release them (other processes get the keys at once, not after a lease); stop
+   * the watchdog; close the library's pool. Nothing of the library stays open afterwards.
+   */
   async beforeApplicationShutdown(): Promise<void> {
-    LockServiceRegistry.unregister(this.dataSourceName, this);
     const engine = this.engine;
-    if (!engine) return;
+    if (!engine) {
+      LockServiceRegistry.unregister(this.dataSourceName, this);
+      return;
+    }
+    engine.beginShutdown();
+    await this.janitor?.stop();
+    if (!(await this.running.waitIdle(this.options.shutdownTimeoutMs))) {
+      this.logger.warn(
+        `${this.running.size} lock holder(s) still running after shutdownTimeoutMs (${this.options.shutdownTimeoutMs} ms): ` +
+          'their signals are aborted and their locks released',
+      );
+    }
+    engine.abortHeld('the lock service shut down and released it');
     await engine.close();
+    // Unregistered only now: holders that finished during the wait could still reach the service.
+    LockServiceRegistry.unregister(this.dataSourceName, this);
     this.engine = undefined;
+    this.janitor = undefined;
     await this.pool?.close();
     this.pool = undefined;
   }
@@ -118,15 +167,20 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown {
    * threw). `manager` is what `LockService.manager` returns inside. Used by decorators too.
    */
   async runHolding<T>(handle: LockHandle, fn: (lock: LockHandle) => Promise<T> | T, manager?: EntityManager): Promise<T> {
-    let result: T;
+    const leave = this.running.enter();
     try {
-      result = await LockContext.run({ handle, locks: locksOf(handle), manager }, () => fn(handle));
-    } catch (error) {
-      await this.releaseQuietly(handle, true, error);
-      throw error;
+      let result: T;
+      try {
+        result = await LockContext.run({ handle, locks: locksOf(handle), manager }, () => fn(handle));
+      } catch (error) {
+        await this.releaseQuietly(handle, true, error);
+        throw error;
+      }
+      await releaseAs(handle, false);
+      return result;
+    } finally {
+      leave();
     }
-    await releaseAs(handle, false);
-    return result;
   }
 
   /** Who holds `key`, in what mode, until when (server clock). */
@@ -156,6 +210,51 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown {
   stats(): LockStatsSnapshot {
     const engine = this.requireEngine();
     return engine.stats.snapshot({ held: engine.heldCount, waiting: engine.waitingCount, roundTrips: this.pool?.roundTrips ?? 0 });
+  }
+
+  // --- Liveness and admin (issue 5) -------------------------------------------------------------
+
+  /**
+   * Runs the janitor once now, if no other node's janitor is running (else `ran: false`): reclaims
+   * expired holders, prunes old log rows, reaps idle key rows, in batches. Works even with
+   * `janitor: false` (only the timer is off then; default settings are used).
+   */
+  async runJanitor(): Promise<JanitorReport> {
+    this.requireEngine();
+    return this.janitor!.run();
+  }
+
+  /**
+   * Live holders (unexpired by the server clock) of this service's keys (its namespace), oldest
+   * grant first, one page of at most `limit` (default 100). Pass `next` as `after` for the next page.
+   */
+  async listLocks(options?: ListLocksOptions): Promise<LockList> {
+    const engine = this.requireEngine();
+    const { limit, after } = checkListOptions(options);
+    return listLocks(engine.store, this.options.namespace, limit, after);
+  }
+
+  /**
+   * Evicts every holder of `key`: their log rows (all keys of their acquisition) become RELEASED
+   * with note 'force-released: <reason>'. The evicted holders' signals abort (at once in this
+   * process, at their next renewal elsewhere), their fenced commits and releases fail with
+   * LockLostError, and the key is free at once. Returns the holders evicted (none if it was free).
+   */
+  async forceRelease(key: string, reason: string): Promise<ForcedReleaseHolder[]> {
+    const engine = this.requireEngine();
+    if (typeof key !== 'string') throw new InvalidLockKeyError(key, 'forceRelease() takes one key, a string');
+    const [target] = resolveTargets(key, 'write', this.options.namespace) as [LockTarget];
+    const why = checkReason(reason);
+    const evicted = await forceRelease(engine.store, target.bytes, why);
+    if (evicted.length > 0) {
+      engine.stats.forceReleased += evicted.length;
+      this.logger.warn(`Force-released '${key}' (${evicted.map((h) => `${h.mode} holder ${h.holder}`).join(', ')}): ${why}`);
+      engine.ownersEnded(
+        evicted.map((h) => h.owner),
+        FORCE_RELEASE_NOTE_PREFIX + why,
+      );
+    }
+    return evicted;
   }
 
   /** The lock the current call chain holds most recently (inside withLock or a lock decorator). */
@@ -220,21 +319,18 @@ export class LockService implements OnModuleInit, BeforeApplicationShutdown {
       if (own) outer.enlist(own);
       return LockContext.run({ handle, locks, manager: outer.manager }, () => fn(handle));
     }
-    return FencedTransaction.run(
-      { dataSource: this.dataSource, isolationLevel: resolved.isolationLevel, logger: this.logger },
-      handle,
-      locks,
-      () => fn(handle),
-    );
-  }
-
-  /**
-   * Nest lifecycle hook: warns when the app's DataSource pool is too small for 'requires-new'
-   * locked calls (each may need a second connection while its caller holds one).
-   */
-  onApplicationBootstrap(): void {
-    const warning = businessPoolWarning(this.dataSource, this.dataSourceName);
-    if (warning) this.logger.warn(warning);
+    // Counted as a running holder, so a graceful shutdown waits for its commit (like withLock).
+    const leave = this.running.enter();
+    try {
+      return await FencedTransaction.run(
+        { dataSource: this.dataSource, isolationLevel: resolved.isolationLevel, logger: this.logger },
+        handle,
+        locks,
+        () => fn(handle),
+      );
+    } finally {
+      leave();
+    }
   }
 
   // ---- end of locked calls ----

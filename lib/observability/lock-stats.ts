@@ -21,6 +21,12 @@ export interface LockStatsSnapshot {
   /** Lock leases renewed by those statements. */
   readonly renewedLocks: number;
   readonly renewalFailures: number;
+  /** Time per renewal statement (one per tick, covering every held lock). */
+  readonly renewal: DurationSummary;
+  /** Holders this process evicted with `forceRelease()`. */
+  readonly forceReleased: number;
+  /** What this node's janitor did (see JanitorStats). */
+  readonly janitor: JanitorStats;
   /** Locks this process holds now. */
   readonly held: number;
   /** Callers of this process waiting now. */
@@ -29,6 +35,24 @@ export interface LockStatsSnapshot {
   readonly roundTrips: number;
   readonly wait: DurationSummary;
   readonly hold: DurationSummary;
+}
+
+/** Janitor work of this node since start. `reclaimed` is also counted in the top-level `reclaimed`. */
+export interface JanitorStats {
+  /** Runs that got the cluster-wide janitor lock and did their work. */
+  readonly runs: number;
+  /** Runs skipped because another node's janitor held the lock. */
+  readonly skipped: number;
+  /** Runs that stopped on an error. */
+  readonly failures: number;
+  /** Expired live log rows set to EXPIRED. */
+  readonly reclaimed: number;
+  /** Terminal log rows deleted (older than logRetentionMs). */
+  readonly pruned: number;
+  /** Idle lock-table rows deleted. */
+  readonly reapedKeys: number;
+  /** Statements sent by the janitor's batches. */
+  readonly batches: number;
 }
 
 const WINDOW = 1024;
@@ -74,6 +98,9 @@ export class LockStats {
   renewals = 0;
   renewedLocks = 0;
   renewalFailures = 0;
+  forceReleased = 0;
+  readonly janitor = { runs: 0, skipped: 0, failures: 0, reclaimed: 0, pruned: 0, reapedKeys: 0, batches: 0 };
+  readonly renewal = new DurationSeries();
   readonly wait = new DurationSeries();
   readonly hold = new DurationSeries();
 
@@ -89,6 +116,9 @@ export class LockStats {
       renewals: this.renewals,
       renewedLocks: this.renewedLocks,
       renewalFailures: this.renewalFailures,
+      renewal: this.renewal.summary(),
+      forceReleased: this.forceReleased,
+      janitor: { ...this.janitor },
       ...current,
       wait: this.wait.summary(),
       hold: this.hold.summary(),

@@ -31,22 +31,30 @@ type QueryResult = unknown[] | Record<string, unknown>;
  */
 export class LockConnectionPool {
   private readonly pool: Pool;
+  /**
+   * One more connection, only for `reserved` statements (the watchdog's renewals): a burst of
+   * grants and releases queued on the main pool cannot delay a renewal past its lease.
+   */
+  private readonly reserved: Pool;
   private closed = false;
   /** Round trips sent to the server since the pool was created. */
   roundTrips = 0;
 
   constructor(private readonly options: PoolOptions) {
     this.pool = mysql.createPool(options);
-    this.pool.on('connection', (connection) => {
-      // Every lock statement: READ COMMITTED (no gap locks, fresh view per statement), and a
-      // short server-side row-lock wait so a blocked statement cannot outlive its caller by much.
-      connection.query(
-        'SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED; SET SESSION innodb_lock_wait_timeout = 1',
-        (error) => {
-          if (error) connection.destroy();
-        },
-      );
-    });
+    this.reserved = mysql.createPool({ ...options, connectionLimit: 1 });
+    for (const pool of [this.pool, this.reserved]) {
+      pool.on('connection', (connection) => {
+        // Every lock statement: READ COMMITTED (no gap locks, fresh view per statement), and a
+        // short server-side row-lock wait so a blocked statement cannot outlive its caller by much.
+        connection.query(
+          'SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED; SET SESSION innodb_lock_wait_timeout = 1',
+          (error) => {
+            if (error) connection.destroy();
+          },
+        );
+      });
+    }
   }
 
   /** Checks that the server answers; used at bootstrap so bad credentials fail early. */
@@ -61,10 +69,10 @@ export class LockConnectionPool {
    * inside a transaction batch is followed by ROLLBACK (after 1205 the transaction is still open:
    * never COMMIT it) before the connection goes back to the pool.
    */
-  async query<T = QueryResult>(sql: string, timeoutMs = Infinity): Promise<T> {
+  async query<T = QueryResult>(sql: string, timeoutMs = Infinity, lane: 'shared' | 'reserved' = 'shared'): Promise<T> {
     if (this.closed) throw new DbLockError('The lock connection pool is closed');
     const deadline = timeoutMs === Infinity ? Infinity : performance.now() + timeoutMs;
-    const connection = await this.getConnection(deadline);
+    const connection = await this.getConnection(deadline, lane === 'reserved' ? this.reserved : this.pool);
     this.roundTrips++;
     const outcome = await send<T>(connection, sql, deadline);
     if (outcome.ok) {
@@ -90,11 +98,11 @@ export class LockConnectionPool {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    await new Promise<void>((resolve) => this.pool.end(() => resolve()));
+    await Promise.all([this.pool, this.reserved].map((pool) => new Promise<void>((resolve) => pool.end(() => resolve()))));
   }
 
   /** A pooled connection, or LockStatementAbortedError if none frees up before the deadline. */
-  private getConnection(deadline: number): Promise<PoolConnection> {
+  private getConnection(deadline: number, pool: Pool): Promise<PoolConnection> {
     return new Promise((resolve, reject) => {
       let timer: NodeJS.Timeout | undefined;
       let gaveUp = false;
@@ -107,7 +115,7 @@ export class LockConnectionPool {
           clampTimer(deadline - performance.now()),
         );
       }
-      this.pool.getConnection((error, connection) => {
+      pool.getConnection((error, connection) => {
         if (timer) clearTimeout(timer);
         if (gaveUp) {
           if (!error) connection.release();

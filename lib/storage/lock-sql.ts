@@ -1,5 +1,6 @@
 import mysql from 'mysql2';
 import type { LockTarget } from '../lock-key.js';
+import { FENCING_FLOOR_KEY } from './internal-keys.js';
 import { LIVE_STATUSES_SQL, LOCK_LOG_TABLE, LOCK_TABLE, LockStatus } from './lock-tables.js';
 
 /**
@@ -24,12 +25,14 @@ export interface GrantStatementInput {
 }
 
 /** Index of the statement whose single row says whether the grant happened. */
-export const GRANT_SUMMARY_INDEX = 10;
+export const GRANT_SUMMARY_INDEX = 11;
 /** Index of the statement listing the granted log rows. */
-export const GRANT_ROWS_INDEX = 11;
+export const GRANT_ROWS_INDEX = 12;
 
 /**
  * One round trip, one transaction, all-or-nothing for every key:
+ *  0. read the fencing floor with a shared lock (the janitor's reap takes it exclusively): a key
+ *     row reaped and created again starts from the floor, so its tokens never go back,
  *  1. create missing key rows and lock them in key order (the same order in every process),
  *  2. count live, unexpired holders that conflict (a writer conflicts with all, a reader with writers),
  *  3. readers also yield to a writer that marked itself waiting,
@@ -48,7 +51,11 @@ export function grantStatement(input: GrantStatementInput): string {
   const leaseUs = input.leaseMs * 1000;
   const statements = [
     'START TRANSACTION',
-    format(`INSERT INTO ${LOCK_TABLE} (lock_key) VALUES ${keys.map(() => '(?)').join(', ')} ON DUPLICATE KEY UPDATE lock_key = lock_key`, keys),
+    format(`SELECT COALESCE(MAX(fencing_token), 0) INTO @dbl_floor FROM ${LOCK_TABLE} WHERE lock_key = ? LOCK IN SHARE MODE`, [FENCING_FLOOR_KEY]),
+    format(
+      `INSERT INTO ${LOCK_TABLE} (lock_key, fencing_token) VALUES ${keys.map(() => '(?, @dbl_floor)').join(', ')} ON DUPLICATE KEY UPDATE lock_key = lock_key`,
+      keys,
+    ),
     format(
       `SELECT COUNT(*) INTO @dbl_busy FROM ${LOCK_LOG_TABLE} WHERE lock_key IN (?) AND status IN ${LIVE_STATUSES_SQL} AND expires_at > ${NOW} AND (${conflict.sql})`,
       [keys, ...conflict.values],
@@ -195,7 +202,7 @@ export function inspectStatement(key: Buffer): string {
 
 /** Status of every row of one owner (used to name what was lost). */
 export function ownerRowsStatement(owner: string): string {
-  return format(`SELECT lock_key, status, fencing_token FROM ${LOCK_LOG_TABLE} WHERE owner = ?`, [owner]);
+  return format(`SELECT lock_key, status, fencing_token, note FROM ${LOCK_LOG_TABLE} WHERE owner = ?`, [owner]);
 }
 
 /** Checks that both tables exist with the columns the protocol uses. */

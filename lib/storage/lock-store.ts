@@ -86,9 +86,12 @@ export class LockStore {
     }));
   }
 
-  /** One statement renewing every live row of these owners; returns live row counts per owner. */
+  /**
+   * One statement renewing every live row of these owners; returns live row counts per owner.
+   * Sent on the pool's reserved connection: renewals never queue behind grants.
+   */
   async renew(owners: readonly string[], timeoutMs: number): Promise<Map<string, { live: number; expiresAt: Date }>> {
-    const results = await this.withRetries(() => this.pool.query<unknown[][]>(renewStatement(owners), timeoutMs));
+    const results = await this.withRetries(() => this.pool.query<unknown[][]>(renewStatement(owners), timeoutMs, 'reserved'));
     const live = new Map<string, { live: number; expiresAt: Date }>();
     for (const row of results[1] as Record<string, unknown>[]) {
       live.set(String(row.owner), { live: Number(row.live), expiresAt: parseDate(row.expires_at) });
@@ -97,9 +100,14 @@ export class LockStore {
   }
 
   /** Every row of one owner with its status: names what a stale holder lost. */
-  async ownerRows(owner: string): Promise<{ storedKey: string; status: string; fencingToken: number }[]> {
+  async ownerRows(owner: string): Promise<{ storedKey: string; status: string; fencingToken: number; note: string | null }[]> {
     const rows = await this.pool.query<Record<string, unknown>[]>(ownerRowsStatement(owner));
-    return rows.map((row) => ({ storedKey: keyText(row.lock_key), status: String(row.status), fencingToken: Number(row.fencing_token) }));
+    return rows.map((row) => ({
+      storedKey: keyText(row.lock_key),
+      status: String(row.status),
+      fencingToken: Number(row.fencing_token),
+      note: row.note === null || row.note === undefined ? null : String(row.note),
+    }));
   }
 
   /** Live holders of a key (by the server clock), the server's time and the key's fencing counter. */
@@ -141,7 +149,8 @@ export class LockStore {
     }
   }
 
-  private async withRetries<T>(send: () => Promise<T>): Promise<T> {
+  /** Sends again after a deadlock or lock-wait timeout (a few times, with jitter). */
+  async withRetries<T>(send: () => Promise<T>): Promise<T> {
     for (let attempt = 1; ; attempt++) {
       try {
         return await send();
@@ -162,7 +171,7 @@ function toGrantedRow(row: Record<string, unknown>): GrantedRow {
   };
 }
 
-function keyText(value: unknown): string {
+export function keyText(value: unknown): string {
   return Buffer.isBuffer(value) ? value.toString('utf8') : String(value);
 }
 

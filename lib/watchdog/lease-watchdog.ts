@@ -8,7 +8,8 @@ const OWNERS_PER_STATEMENT = 5000;
 export interface LeaseWatchdogHooks {
   /** The lock is gone: abort its signal, forget it locally, count and report it. */
   lost(lock: HeldLock, error: LockLostError): void;
-  renewed(count: number): void;
+  /** One renewal statement succeeded: `count` leases renewed, the statement took `ms`. */
+  renewed(count: number, ms: number): void;
   renewalFailed(error: unknown, locks: number): void;
 }
 
@@ -119,10 +120,13 @@ export class LeaseWatchdog {
         renewed++;
       } else {
         this.locks.delete(lock);
-        this.hooks.lost(lock, lostError(lock, 'another holder took it over after its lease ran out'));
+        this.hooks.lost(
+          lock,
+          lostError(lock, 'its log rows were ended by someone else (taken over or reclaimed after its lease ran out, or force-released)'),
+        );
       }
     }
-    this.hooks.renewed(renewed);
+    this.hooks.renewed(renewed, performance.now() - sentAt);
   }
 
   private intervalFor(leaseMs: number): number {
