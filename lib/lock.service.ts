@@ -155,7 +155,8 @@ export class LockService implements OnModuleInit, OnApplicationBootstrap, Before
   /**
    * Acquires, runs `fn`, and releases on every path: RELEASED if `fn` resolved, FAILED if it threw
    * (its error is rethrown). Inside `fn` the lock is part of the call chain: nested acquisitions of
-   * the same keys are free. If the lock was lost while `fn` ran, LockLostError is thrown after it.
+   * the same keys are free. If another holder took the keys over while `fn` ran, the release after it
+   * throws LockLostError (a lease that ran out with nobody taking over is no loss: nobody else got in).
    */
   async withLock<T>(keys: LockKeys, fn: (lock: LockHandle) => Promise<T> | T, options?: LockOptions): Promise<T> {
     const handle = await this.acquire(keys, options);
