@@ -24,14 +24,17 @@ export interface GrantStatementInput {
 }
 
 /** Index of the statement whose single row says whether the grant happened. */
-export const GRANT_SUMMARY_INDEX = 10;
+export const GRANT_SUMMARY_INDEX = 12;
 /** Index of the statement listing the granted log rows. */
-export const GRANT_ROWS_INDEX = 11;
+export const GRANT_ROWS_INDEX = 13;
 
 /**
  * One round trip, one transaction, all-or-nothing for every key:
  *  1. create missing key rows and lock them in key order (the same order in every process),
- *  2. count live, unexpired holders that conflict (a writer conflicts with all, a reader with writers),
+ *  2. fix "now" once, lock the conflicting holders whose lease ran out by then (a late renewal of
+ *     one of them must wait for our COMMIT instead of reviving it between our count and our
+ *     takeover), then count live, unexpired conflicting holders (a writer conflicts with all, a
+ *     reader with writers),
  *  3. readers also yield to a writer that marked itself waiting,
  *  4. if free: insert one log row per key with the key's next fencing token, bump the tokens,
  *     and mark conflicting expired holders EXPIRED: that marking is what fences them,
@@ -49,8 +52,19 @@ export function grantStatement(input: GrantStatementInput): string {
   const statements = [
     'START TRANSACTION',
     format(`INSERT INTO ${LOCK_TABLE} (lock_key) VALUES ${keys.map(() => '(?)').join(', ')} ON DUPLICATE KEY UPDATE lock_key = lock_key`, keys),
+    // One instant for "expired" in the whole grant. The expired conflicting holders are locked
+    // (FOR UPDATE) before anything is counted: rows not locked here were unexpired at @dbl_now by
+    // their latest committed version, and renewals only push expiry later, so the count below and
+    // the takeover at the end see the same holders. Without the lock a renewal committing between
+    // the count (a non-locking read) and the takeover (which then skips the renewed row) let a
+    // grant through while the renewed holder stayed live: two writers.
+    'SET @dbl_now = UTC_TIMESTAMP(6)',
     format(
-      `SELECT COUNT(*) INTO @dbl_busy FROM ${LOCK_LOG_TABLE} WHERE lock_key IN (?) AND status IN ${LIVE_STATUSES_SQL} AND expires_at > ${NOW} AND (${conflict.sql})`,
+      `SELECT COUNT(*) INTO @dbl_stale FROM ${LOCK_LOG_TABLE} WHERE lock_key IN (?) AND status IN ${LIVE_STATUSES_SQL} AND expires_at <= @dbl_now AND (${conflict.sql}) FOR UPDATE`,
+      [keys, ...conflict.values],
+    ),
+    format(
+      `SELECT COUNT(*) INTO @dbl_busy FROM ${LOCK_LOG_TABLE} WHERE lock_key IN (?) AND status IN ${LIVE_STATUSES_SQL} AND expires_at > @dbl_now AND (${conflict.sql})`,
       [keys, ...conflict.values],
     ),
     readKeys.length > 0 && input.writerPreference
@@ -80,8 +94,10 @@ export function grantStatement(input: GrantStatementInput): string {
       : 'DO 0',
     format(
       `UPDATE ${LOCK_LOG_TABLE} SET status = '${LockStatus.EXPIRED}', ended_at = ${NOW}, hold_ms = ${HOLD_MS}, note = ? ` +
-        `WHERE lock_key IN (?) AND status IN ${LIVE_STATUSES_SQL} AND expires_at <= ${NOW} AND (${conflict.sql}) AND @dbl_granted = 1`,
-      [`taken over by ${input.owner}`, keys, ...conflict.values],
+        // @dbl_now, not NOW: exactly the rows locked above. (With NOW, a grant that had waited
+        // longer than its own lease on a row lock also expired the row it had just inserted.)
+        `WHERE lock_key IN (?) AND status IN ${LIVE_STATUSES_SQL} AND expires_at <= @dbl_now AND owner <> ? AND (${conflict.sql}) AND @dbl_granted = 1`,
+      [`taken over by ${input.owner}`, keys, input.owner, ...conflict.values],
     ),
     'SET @dbl_reclaimed = IF(@dbl_granted = 1, ROW_COUNT(), 0)',
     `SELECT @dbl_granted AS granted, @dbl_busy AS busy, @dbl_writer_waiting AS writer_waiting, @dbl_reclaimed AS reclaimed, ${NOW} AS now_at`,
