@@ -31,16 +31,24 @@ export const GRANT_ROWS_INDEX = 13;
 /**
  * One round trip, one transaction, all-or-nothing for every key:
  *  1. create missing key rows and lock them in key order (the same order in every process),
- *  2. fix "now" once, lock the conflicting holders whose lease ran out by then (a late renewal of
- *     one of them must wait for our COMMIT instead of reviving it between our count and our
- *     takeover), then count live, unexpired conflicting holders (a writer conflicts with all, a
- *     reader with writers),
+ *  2. fix "now" once (@dbl_now) and count live holders that conflict and were unexpired then
+ *     (a writer conflicts with all, a reader with writers),
  *  3. readers also yield to a writer that marked itself waiting,
- *  4. if free: insert one log row per key with the key's next fencing token, bump the tokens,
- *     and mark conflicting expired holders EXPIRED: that marking is what fences them,
- *  5. if not free: a writer marks itself waiting; nothing else changes,
- *  6. read back the outcome and the granted rows, then COMMIT.
+ *  4. if free: mark the conflicting holders that had expired by @dbl_now EXPIRED (that marking is
+ *     what fences them), then count again: if a late renewal revived one of them after the first
+ *     count, the takeover skipped it and the recount sees it, so nothing is granted,
+ *  5. if still free: insert one log row per key with the key's next fencing token, bump the tokens,
+ *  6. if not free: a writer marks itself waiting; nothing else changes,
+ *  7. read back the outcome and the granted rows, then COMMIT.
  * The outcome is read from the rows themselves, never from affectedRows (CLIENT_FOUND_ROWS).
+ *
+ * Why the recount (G1): the counts are non-locking reads and renewals do not touch the key rows,
+ * so a renewal of an expired-but-unreclaimed holder can commit between the first count and the
+ * takeover; the takeover (a locking UPDATE) then skips the renewed row. Rows the takeover did mark
+ * stay locked until COMMIT (a renewal waits, then finds them EXPIRED); every other conflicting row
+ * was unexpired at @dbl_now or got so by a renewal that committed before the takeover read it, and
+ * the recount (a fresh READ COMMITTED view) sees both. Locking the expired rows up front instead
+ * (SELECT ... FOR UPDATE) deadlocks with releases under load (secondary-index vs clustered-row order).
  */
 export function grantStatement(input: GrantStatementInput): string {
   const keys = input.targets.map((t) => t.bytes);
@@ -49,28 +57,27 @@ export function grantStatement(input: GrantStatementInput): string {
   const conflict = conflictCondition(input.targets);
   const modeExpr = modeExpression(input.targets);
   const leaseUs = input.leaseMs * 1000;
+  const countLive = (into: string): string =>
+    format(
+      `SELECT COUNT(*) INTO ${into} FROM ${LOCK_LOG_TABLE} WHERE lock_key IN (?) AND status IN ${LIVE_STATUSES_SQL} AND expires_at > @dbl_now AND (${conflict.sql})`,
+      [keys, ...conflict.values],
+    );
   const statements = [
     'START TRANSACTION',
     format(`INSERT INTO ${LOCK_TABLE} (lock_key) VALUES ${keys.map(() => '(?)').join(', ')} ON DUPLICATE KEY UPDATE lock_key = lock_key`, keys),
-    // One instant for "expired" in the whole grant. The expired conflicting holders are locked
-    // (FOR UPDATE) before anything is counted: rows not locked here were unexpired at @dbl_now by
-    // their latest committed version, and renewals only push expiry later, so the count below and
-    // the takeover at the end see the same holders. Without the lock a renewal committing between
-    // the count (a non-locking read) and the takeover (which then skips the renewed row) let a
-    // grant through while the renewed holder stayed live: two writers.
     'SET @dbl_now = UTC_TIMESTAMP(6)',
-    format(
-      `SELECT COUNT(*) INTO @dbl_stale FROM ${LOCK_LOG_TABLE} WHERE lock_key IN (?) AND status IN ${LIVE_STATUSES_SQL} AND expires_at <= @dbl_now AND (${conflict.sql}) FOR UPDATE`,
-      [keys, ...conflict.values],
-    ),
-    format(
-      `SELECT COUNT(*) INTO @dbl_busy FROM ${LOCK_LOG_TABLE} WHERE lock_key IN (?) AND status IN ${LIVE_STATUSES_SQL} AND expires_at > @dbl_now AND (${conflict.sql})`,
-      [keys, ...conflict.values],
-    ),
+    countLive('@dbl_busy'),
     readKeys.length > 0 && input.writerPreference
       ? format(`SELECT COUNT(*) INTO @dbl_writer_waiting FROM ${LOCK_TABLE} WHERE lock_key IN (?) AND writer_waiting_until > ${NOW}`, [readKeys])
       : 'SET @dbl_writer_waiting = 0',
-    'SET @dbl_granted = (@dbl_busy = 0 AND @dbl_writer_waiting = 0)',
+    format(
+      `UPDATE ${LOCK_LOG_TABLE} SET status = '${LockStatus.EXPIRED}', ended_at = ${NOW}, hold_ms = ${HOLD_MS}, note = ? ` +
+        `WHERE lock_key IN (?) AND status IN ${LIVE_STATUSES_SQL} AND expires_at <= @dbl_now AND (${conflict.sql}) AND @dbl_busy = 0 AND @dbl_writer_waiting = 0`,
+      [`taken over by ${input.owner}`, keys, ...conflict.values],
+    ),
+    'SET @dbl_reclaimed = IF(@dbl_busy = 0 AND @dbl_writer_waiting = 0, ROW_COUNT(), 0)',
+    countLive('@dbl_revived'),
+    'SET @dbl_granted = (@dbl_busy = 0 AND @dbl_writer_waiting = 0 AND @dbl_revived = 0)',
     format(
       `INSERT INTO ${LOCK_LOG_TABLE} (lock_key, mode, owner, holder, fencing_token, status, lease_ms, acquired_at, expires_at, wait_ms) ` +
         `SELECT l.lock_key, ${modeExpr.sql}, ?, ?, l.fencing_token + 1, '${LockStatus.ACQUIRED}', ?, ${NOW}, ${NOW} + INTERVAL ? MICROSECOND, ? ` +
@@ -92,15 +99,7 @@ export function grantStatement(input: GrantStatementInput): string {
           [input.writerWaitMarkMs * 1000, writeKeys, input.writerWaitMarkMs * 500],
         )
       : 'DO 0',
-    format(
-      `UPDATE ${LOCK_LOG_TABLE} SET status = '${LockStatus.EXPIRED}', ended_at = ${NOW}, hold_ms = ${HOLD_MS}, note = ? ` +
-        // @dbl_now, not NOW: exactly the rows locked above. (With NOW, a grant that had waited
-        // longer than its own lease on a row lock also expired the row it had just inserted.)
-        `WHERE lock_key IN (?) AND status IN ${LIVE_STATUSES_SQL} AND expires_at <= @dbl_now AND owner <> ? AND (${conflict.sql}) AND @dbl_granted = 1`,
-      [`taken over by ${input.owner}`, keys, input.owner, ...conflict.values],
-    ),
-    'SET @dbl_reclaimed = IF(@dbl_granted = 1, ROW_COUNT(), 0)',
-    `SELECT @dbl_granted AS granted, @dbl_busy AS busy, @dbl_writer_waiting AS writer_waiting, @dbl_reclaimed AS reclaimed, ${NOW} AS now_at`,
+    `SELECT @dbl_granted AS granted, @dbl_busy + @dbl_revived AS busy, @dbl_writer_waiting AS writer_waiting, @dbl_reclaimed AS reclaimed, ${NOW} AS now_at`,
     format(`SELECT id, lock_key, fencing_token, expires_at FROM ${LOCK_LOG_TABLE} WHERE owner = ? AND @dbl_granted = 1`, [input.owner]),
     'COMMIT',
   ];
