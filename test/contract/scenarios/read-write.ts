@@ -154,3 +154,15 @@ export async function periodicWriter(
   }
   return { waits, timeouts };
 }
+
+/** Takes `key` once for writing (after `startAt`, epoch ms, if given) and returns how long it waited. */
+export async function writeOnce(
+  ctx: WorkerContext<{ key: string; timeoutMs: number; leaseMs?: number }>,
+): Promise<{ waitedMs: number; fencingToken: number; owner: string }> {
+  const asked = performance.now();
+  const lock = await ctx.locks.acquire(ctx.args.key, { mode: 'write', timeoutMs: ctx.args.timeoutMs, leaseMs: ctx.args.leaseMs });
+  const waitedMs = performance.now() - asked;
+  ctx.emit('acquired');
+  await lock.release();
+  return { waitedMs, fencingToken: lock.fencingToken, owner: (lock as unknown as { owner: string }).owner };
+}
