@@ -166,3 +166,21 @@ export async function writeOnce(
   await lock.release();
   return { waitedMs, fencingToken: lock.fencingToken, owner: (lock as unknown as { owner: string }).owner };
 }
+
+/**
+ * Takes `key` for reading, says 'acquired', keeps it `holdMs` (the test may SIGSTOP the process
+ * meanwhile), then releases. Returns what the release said and whether the signal had fired.
+ */
+export async function readThenRelease(
+  ctx: WorkerContext<{ key: string; holdMs: number; leaseMs: number }>,
+): Promise<{ fencingToken: number; release: string; aborted: boolean }> {
+  const lock = await ctx.locks.acquire(ctx.args.key, { mode: 'read', leaseMs: ctx.args.leaseMs });
+  ctx.emit('acquired', { fencingToken: lock.fencingToken });
+  await sleep(ctx.args.holdMs);
+  const aborted = lock.signal.aborted;
+  const release = await lock.release().then(
+    () => 'released',
+    (error: unknown) => (error as Error).name,
+  );
+  return { fencingToken: lock.fencingToken, release, aborted };
+}
