@@ -151,6 +151,27 @@ describe('read/write liveness: writer preference and crashed readers', () => {
       await victim.kill();
     }
   });
+
+  it('a waiting writer that crashes holds new readers back at most 2 x retryMaxDelayMs + 500 ms', async (t) => {
+    const MARK_MS = 2 * RETRY_MAX_MS + 500; // the longest "writer waiting" mark a writer leaves behind
+    const holder = workers[0]!.run(SCENARIOS, 'readThenRelease', { key: 'loan:11', holdMs: 4000, leaseMs: LEASE_MS });
+    await waitFor(async () => (await locks(db, 'loan:11')) === 1);
+    const victim = await LockWorker.start({ settings: db.settings, options: { leaseMs: LEASE_MS } });
+    try {
+      const writer = victim.run(SCENARIOS, 'writeOnce', { key: 'loan:11', timeoutMs: 30_000 }).catch(() => undefined);
+      await waitFor(async () => (await markLeftMs(db, 'loan:11')) > 0);
+      await victim.kill();
+      await writer;
+    } finally {
+      await victim.kill();
+    }
+    const markLeft = await markLeftMs(db, 'loan:11');
+    const { waitedMs } = await workers[1]!.run<{ waitedMs: number }>(SCENARIOS, 'readOnce', { key: 'loan:11', timeoutMs: 5000 });
+    t.diagnostic(`mark left at the kill ${Math.round(markLeft)} ms; a new reader waited ${Math.round(waitedMs)} ms`);
+    assert.ok(markLeft > 0 && markLeft <= MARK_MS, `the dead writer's mark ran at most ${MARK_MS} ms (${markLeft})`);
+    assert.ok(waitedMs <= MARK_MS + EPSILON_MS, `the reader got in once the mark ran out (${waitedMs} ms)`);
+    await holder;
+  });
 });
 
 async function waitFor(check: () => Promise<boolean>, timeoutMs = 10_000): Promise<void> {
@@ -159,4 +180,22 @@ async function waitFor(check: () => Promise<boolean>, timeoutMs = 10_000): Promi
     if (performance.now() > deadline) throw new Error('condition not reached in time');
     await new Promise((r) => setTimeout(r, 20));
   }
+}
+
+/** Live, unexpired holders of a key. */
+async function locks(db: TestDatabase, key: string): Promise<number> {
+  const rows = await db.query<{ n: number }[]>(
+    "SELECT COUNT(*) AS n FROM db_lock_log WHERE lock_key = ? AND status IN ('ACQUIRED', 'COMPLETED') AND expires_at > UTC_TIMESTAMP(6)",
+    [Buffer.from(key)],
+  );
+  return Number(rows[0]!.n);
+}
+
+/** How long the key's "writer waiting" mark still holds new readers back, in ms (server clock; <= 0: none). */
+async function markLeftMs(db: TestDatabase, key: string): Promise<number> {
+  const rows = await db.query<{ left_us: number | null }[]>(
+    'SELECT TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), writer_waiting_until) AS left_us FROM db_lock WHERE lock_key = ?',
+    [Buffer.from(key)],
+  );
+  return rows[0]?.left_us == null ? 0 : Number(rows[0].left_us) / 1000;
 }

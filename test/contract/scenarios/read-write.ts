@@ -184,3 +184,12 @@ export async function readThenRelease(
   );
   return { fencingToken: lock.fencingToken, release, aborted };
 }
+
+/** Takes `key` once for reading and returns how long it waited, in ms. */
+export async function readOnce(ctx: WorkerContext<{ key: string; timeoutMs: number }>): Promise<{ waitedMs: number }> {
+  const asked = performance.now();
+  const lock = await ctx.locks.acquire(ctx.args.key, { mode: 'read', timeoutMs: ctx.args.timeoutMs });
+  const waitedMs = performance.now() - asked;
+  await lock.release();
+  return { waitedMs };
+}
