@@ -13,9 +13,10 @@ const RETRY_MAX_MS = DB_LOCK_DEFAULTS.retryMaxDelayMs;
 const LEASE_MS = 1500;
 /**
  * Slack for round trips and scheduling on a shared 2-core test machine. The protocol itself adds
- * a few round trips (ms); this epsilon is what an overloaded CI box needs on top.
+ * a few round trips (ms; measured writer waits stay under ~350 ms here); this epsilon is what an
+ * overloaded CI box needs on top. Without writer preference the same writer waits > 5 s.
  */
-const EPSILON_MS = 600;
+const EPSILON_MS = 1000;
 
 /**
  * Writer preference (G1 liveness for writers) and reader crash recovery (G3 for readers), with
@@ -155,7 +156,7 @@ describe('read/write liveness: writer preference and crashed readers', () => {
   it('a waiting writer that crashes holds new readers back at most 2 x retryMaxDelayMs + 500 ms', async (t) => {
     const MARK_MS = 2 * RETRY_MAX_MS + 500; // the longest "writer waiting" mark a writer leaves behind
     const holder = workers[0]!.run(SCENARIOS, 'readThenRelease', { key: 'loan:11', holdMs: 4000, leaseMs: LEASE_MS });
-    await waitFor(async () => (await locks(db, 'loan:11')) === 1);
+    await waitFor(async () => (await liveHolders(db, 'loan:11')) === 1);
     const victim = await LockWorker.start({ settings: db.settings, options: { leaseMs: LEASE_MS } });
     try {
       const writer = victim.run(SCENARIOS, 'writeOnce', { key: 'loan:11', timeoutMs: 30_000 }).catch(() => undefined);
@@ -183,7 +184,7 @@ async function waitFor(check: () => Promise<boolean>, timeoutMs = 10_000): Promi
 }
 
 /** Live, unexpired holders of a key. */
-async function locks(db: TestDatabase, key: string): Promise<number> {
+async function liveHolders(db: TestDatabase, key: string): Promise<number> {
   const rows = await db.query<{ n: number }[]>(
     "SELECT COUNT(*) AS n FROM db_lock_log WHERE lock_key = ? AND status IN ('ACQUIRED', 'COMPLETED') AND expires_at > UTC_TIMESTAMP(6)",
     [Buffer.from(key)],
