@@ -12,6 +12,7 @@ import type { LockMode } from './lock-mode.js';
 import { LockStats } from './observability/lock-stats.js';
 import { isInternalTarget } from './storage/internal-keys.js';
 import type { LockStore } from './storage/lock-store.js';
+import { LockStatementAbortedError } from './storage/lock-connection-pool.js';
 import { LockStatus } from './storage/lock-tables.js';
 import { backoffDelay } from './waiting/backoff.js';
 import { WaitQueue, type Waiter } from './waiting/wait-queue.js';
@@ -251,14 +252,14 @@ export class LockEngine implements HeldLockOwner {
     },
     blockedLocally: (waiter: Waiter<HeldLock>) => this.blockedLocally(waiter.targets),
     delay: (failedTries: number) => backoffDelay(failedTries, this.options.retryMinDelayMs, this.options.retryMaxDelayMs),
-    timeoutError: (waiter: Waiter<HeldLock>) => {
+    timeoutError: (waiter: Waiter<HeldLock>, cause?: unknown) => {
       const waitedMs = performance.now() - waiter.startedAt;
       const keys = waiter.targets.map((t) => t.key);
       if (!waiter.targets.some(isInternalTarget)) {
         this.stats.timedOut++;
         this.emit({ type: 'timed-out', keys, mode: waiter.mode, waitedMs });
       }
-      return new LockTimeoutError(keys, waiter.mode, waitedMs, Math.round(waiter.deadline - waiter.startedAt));
+      return new LockTimeoutError(keys, waiter.mode, waitedMs, Math.round(waiter.deadline - waiter.startedAt), cause === undefined ? undefined : { cause });
     },
     discard: (lock: HeldLock) => {
       this.releaseHeld(lock, false).catch((e: unknown) => this.logger.warn(`Could not give back an unwanted grant: ${String(e)}`));
@@ -285,7 +286,14 @@ export class LockEngine implements HeldLockOwner {
         writerPreference: this.options.writerPreference,
       },
       remaining === Infinity ? Infinity : Math.max(0, remaining) + GRANT_GRACE_MS,
-    );
+    ).catch((error: unknown) => {
+      // G7: a try the pool cut short past the caller's deadline (killed on the server, any rows
+      // it may have committed already given back by tryGrant) is a timeout, not a failure.
+      if (error instanceof LockStatementAbortedError && performance.now() >= waiter.deadline) {
+        throw this.driver.timeoutError(waiter, error);
+      }
+      throw error;
+    });
     if (!outcome.granted) return undefined;
     const grantedAt = performance.now();
     const waitedMs = grantedAt - waiter.startedAt;

@@ -14,8 +14,11 @@ export interface LockKeySpec {
   mode?: LockMode;
 }
 
-/** What `acquire()` and friends accept as keys. */
-export type LockKeys = string | readonly string[] | readonly LockKeySpec[];
+/**
+ * What `acquire()` and friends accept as keys: a key, keys, or `{ key, mode }`s (keys given as
+ * plain strings in a mixed array take the call's `mode`, as resolveTargets always did).
+ */
+export type LockKeys = string | readonly string[] | readonly LockKeySpec[] | readonly (string | LockKeySpec)[];
 
 /** A validated key: what the caller wrote, what is stored, and in which mode. */
 export interface LockTarget {

@@ -25,22 +25,33 @@ export interface GrantStatementInput {
 }
 
 /** Index of the statement whose single row says whether the grant happened. */
-export const GRANT_SUMMARY_INDEX = 11;
+export const GRANT_SUMMARY_INDEX = 13;
 /** Index of the statement listing the granted log rows. */
-export const GRANT_ROWS_INDEX = 12;
+export const GRANT_ROWS_INDEX = 14;
 
 /**
  * One round trip, one transaction, all-or-nothing for every key:
  *  0. read the fencing floor with a shared lock (the janitor's reap takes it exclusively): a key
  *     row reaped and created again starts from the floor, so its tokens never go back,
  *  1. create missing key rows and lock them in key order (the same order in every process),
- *  2. count live, unexpired holders that conflict (a writer conflicts with all, a reader with writers),
+ *  2. fix "now" once (@dbl_now) and count live holders that conflict and were unexpired then
+ *     (a writer conflicts with all, a reader with writers),
  *  3. readers also yield to a writer that marked itself waiting,
- *  4. if free: insert one log row per key with the key's next fencing token, bump the tokens,
- *     and mark conflicting expired holders EXPIRED: that marking is what fences them,
- *  5. if not free: a writer marks itself waiting; nothing else changes,
- *  6. read back the outcome and the granted rows, then COMMIT.
+ *  4. if free: mark the conflicting holders that had expired by @dbl_now EXPIRED (that marking is
+ *     what fences them), then count again: if a late renewal revived one of them after the first
+ *     count, the takeover skipped it and the recount sees it, so nothing is granted,
+ *  5. if still free: insert one log row per key with the key's next fencing token, bump the tokens,
+ *  6. if not free: a writer marks itself waiting; nothing else changes,
+ *  7. read back the outcome and the granted rows, then COMMIT.
  * The outcome is read from the rows themselves, never from affectedRows (CLIENT_FOUND_ROWS).
+ *
+ * Why the recount (G1): the counts are non-locking reads and renewals do not touch the key rows,
+ * so a renewal of an expired-but-unreclaimed holder can commit between the first count and the
+ * takeover; the takeover (a locking UPDATE) then skips the renewed row. Rows the takeover did mark
+ * stay locked until COMMIT (a renewal waits, then finds them EXPIRED); every other conflicting row
+ * was unexpired at @dbl_now or got so by a renewal that committed before the takeover read it, and
+ * the recount (a fresh READ COMMITTED view) sees both. Locking the expired rows up front instead
+ * (SELECT ... FOR UPDATE) deadlocks with releases under load (secondary-index vs clustered-row order).
  */
 export function grantStatement(input: GrantStatementInput): string {
   const keys = input.targets.map((t) => t.bytes);
@@ -49,6 +60,11 @@ export function grantStatement(input: GrantStatementInput): string {
   const conflict = conflictCondition(input.targets);
   const modeExpr = modeExpression(input.targets);
   const leaseUs = input.leaseMs * 1000;
+  const countLive = (into: string): string =>
+    format(
+      `SELECT COUNT(*) INTO ${into} FROM ${LOCK_LOG_TABLE} WHERE lock_key IN (?) AND status IN ${LIVE_STATUSES_SQL} AND expires_at > @dbl_now AND (${conflict.sql})`,
+      [keys, ...conflict.values],
+    );
   const statements = [
     'START TRANSACTION',
     format(`SELECT COALESCE(MAX(fencing_token), 0) INTO @dbl_floor FROM ${LOCK_TABLE} WHERE lock_key = ? LOCK IN SHARE MODE`, [FENCING_FLOOR_KEY]),
@@ -56,14 +72,19 @@ export function grantStatement(input: GrantStatementInput): string {
       `INSERT INTO ${LOCK_TABLE} (lock_key, fencing_token) VALUES ${keys.map(() => '(?, @dbl_floor)').join(', ')} ON DUPLICATE KEY UPDATE lock_key = lock_key`,
       keys,
     ),
-    format(
-      `SELECT COUNT(*) INTO @dbl_busy FROM ${LOCK_LOG_TABLE} WHERE lock_key IN (?) AND status IN ${LIVE_STATUSES_SQL} AND expires_at > ${NOW} AND (${conflict.sql})`,
-      [keys, ...conflict.values],
-    ),
+    'SET @dbl_now = UTC_TIMESTAMP(6)',
+    countLive('@dbl_busy'),
     readKeys.length > 0 && input.writerPreference
       ? format(`SELECT COUNT(*) INTO @dbl_writer_waiting FROM ${LOCK_TABLE} WHERE lock_key IN (?) AND writer_waiting_until > ${NOW}`, [readKeys])
       : 'SET @dbl_writer_waiting = 0',
-    'SET @dbl_granted = (@dbl_busy = 0 AND @dbl_writer_waiting = 0)',
+    format(
+      `UPDATE ${LOCK_LOG_TABLE} SET status = '${LockStatus.EXPIRED}', ended_at = ${NOW}, hold_ms = ${HOLD_MS}, note = ? ` +
+        `WHERE lock_key IN (?) AND status IN ${LIVE_STATUSES_SQL} AND expires_at <= @dbl_now AND (${conflict.sql}) AND @dbl_busy = 0 AND @dbl_writer_waiting = 0`,
+      [`taken over by ${input.owner}`, keys, ...conflict.values],
+    ),
+    'SET @dbl_reclaimed = IF(@dbl_busy = 0 AND @dbl_writer_waiting = 0, ROW_COUNT(), 0)',
+    countLive('@dbl_revived'),
+    'SET @dbl_granted = (@dbl_busy = 0 AND @dbl_writer_waiting = 0 AND @dbl_revived = 0)',
     format(
       `INSERT INTO ${LOCK_LOG_TABLE} (lock_key, mode, owner, holder, fencing_token, status, lease_ms, acquired_at, expires_at, wait_ms) ` +
         `SELECT l.lock_key, ${modeExpr.sql}, ?, ?, l.fencing_token + 1, '${LockStatus.ACQUIRED}', ?, ${NOW}, ${NOW} + INTERVAL ? MICROSECOND, ? ` +
@@ -85,13 +106,7 @@ export function grantStatement(input: GrantStatementInput): string {
           [input.writerWaitMarkMs * 1000, writeKeys, input.writerWaitMarkMs * 500],
         )
       : 'DO 0',
-    format(
-      `UPDATE ${LOCK_LOG_TABLE} SET status = '${LockStatus.EXPIRED}', ended_at = ${NOW}, hold_ms = ${HOLD_MS}, note = ? ` +
-        `WHERE lock_key IN (?) AND status IN ${LIVE_STATUSES_SQL} AND expires_at <= ${NOW} AND (${conflict.sql}) AND @dbl_granted = 1`,
-      [`taken over by ${input.owner}`, keys, ...conflict.values],
-    ),
-    'SET @dbl_reclaimed = IF(@dbl_granted = 1, ROW_COUNT(), 0)',
-    `SELECT @dbl_granted AS granted, @dbl_busy AS busy, @dbl_writer_waiting AS writer_waiting, @dbl_reclaimed AS reclaimed, ${NOW} AS now_at`,
+    `SELECT @dbl_granted AS granted, @dbl_busy + @dbl_revived AS busy, @dbl_writer_waiting AS writer_waiting, @dbl_reclaimed AS reclaimed, ${NOW} AS now_at`,
     format(`SELECT id, lock_key, fencing_token, expires_at FROM ${LOCK_LOG_TABLE} WHERE owner = ? AND @dbl_granted = 1`, [input.owner]),
     'COMMIT',
   ];

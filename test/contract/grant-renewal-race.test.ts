@@ -1,0 +1,114 @@
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import mysql from 'mysql2/promise';
+import type { INestApplicationContext } from '@nestjs/common';
+import { TestDatabase } from '../support/test-database.js';
+import { createLockApp, eventually } from '../support/lock-app.js';
+import { LockTimeoutError, type LockService } from '../../lib/index.js';
+import type { HeldLock } from '../../lib/held-lock.js';
+
+/**
+ * G1 against a late renewal. A holder whose lease ran out but was not reclaimed yet may still
+ * renew (its row is live). If that renewal commits while a waiting grant is between "count the
+ * live holders" and "mark the expired ones EXPIRED", the grant must not go ahead: otherwise it
+ * skips the now-renewed row and two holders own the key. We widen that window by holding the
+ * renewal's row lock open on a second connection until the grant is seen waiting on it.
+ */
+describe('grant vs concurrent renewal of an expired holder', () => {
+  let db: TestDatabase;
+  let app: INestApplicationContext;
+  let locks: LockService;
+  let admin: mysql.Connection;
+  before(async () => {
+    db = await TestDatabase.create();
+    ({ app, locks } = await createLockApp(db.settings, { leaseMs: 1000 }));
+    admin = await mysql.createConnection({ ...db.settings });
+  });
+  after(async () => {
+    await admin?.end();
+    await app?.close();
+    await db?.drop();
+  });
+
+  for (const staleMode of ['write', 'read'] as const) {
+    it(`a ${staleMode} holder renewed after its lease ran out is not taken over by a writer`, async () => {
+      const key = `race-${staleMode}`;
+      const stale = (await locks.acquire(key, { mode: staleMode, leaseMs: 200 })) as HeldLock;
+      stale.fencing = true; // the watchdog leaves it alone: a stalled holder
+      await eventually(async () => (await locks.inspect(key)).holders.length === 0, 5000, 'the stale lease to run out');
+
+      // The late renewal, exactly as the watchdog sends it, but kept uncommitted for a moment.
+      await admin.query('START TRANSACTION');
+      await admin.query(
+        `UPDATE db_lock_log SET expires_at = UTC_TIMESTAMP(6) + INTERVAL 30 SECOND WHERE owner = ? AND status IN ('ACQUIRED', 'COMPLETED')`,
+        [stale.owner],
+      );
+      const attempt = locks.acquire(key, { mode: 'write', timeoutMs: 1500 }).then(
+        (lock) => lock,
+        (error: unknown) => error,
+      );
+      // Commit the renewal once the grant either waits on its row lock or has already decided.
+      let settled = false;
+      void attempt.then(() => (settled = true));
+      try {
+        await eventually(async () => settled || (await lockWaits(db)) > 0, 900, 'the grant to wait on the renewing row or decide');
+      } finally {
+        await admin.query('COMMIT');
+      }
+      await admin.query('COMMIT');
+
+      const outcome = await attempt;
+      const live = await db.query<{ owner: string }[]>(
+        `SELECT owner FROM db_lock_log WHERE lock_key = ? AND status IN ('ACQUIRED', 'COMPLETED') AND expires_at > UTC_TIMESTAMP(6)`,
+        [Buffer.from(key)],
+      );
+      if (!(outcome instanceof LockTimeoutError)) await (outcome as HeldLock).release?.().catch(() => undefined);
+      assert.ok(
+        outcome instanceof LockTimeoutError,
+        `the writer must not be granted over a renewed holder (got ${(outcome as Error)?.name ?? 'a lock'}; live owners ${live.length})`,
+      );
+      assert.deepEqual(live.map((r) => r.owner), [stale.owner], 'only the renewed holder is live');
+      stale.fencing = false;
+      await stale.release(); // its row was renewed, so this is a normal release
+      const rows = await db.logRows(key);
+      assert.deepEqual(rows.map((r) => r.status), ['RELEASED']);
+    });
+  }
+
+  it('a grant that waited on a row lock longer than its own lease still holds a live row', async () => {
+    const key = 'race-own-row';
+    const stale = (await locks.acquire(key, { leaseMs: 200 })) as HeldLock;
+    stale.fencing = true;
+    await eventually(async () => (await locks.inspect(key)).holders.length === 0, 5000, 'the stale lease to run out');
+    // Something (a fenced commit, a janitor pass) holds the stale row's lock for a while; the row stays expired.
+    await admin.query('START TRANSACTION');
+    await admin.query(`UPDATE db_lock_log SET note = 'row lock held by the test' WHERE owner = ?`, [stale.owner]);
+    const attempt = locks.acquire(key, { leaseMs: 100, timeoutMs: 3000 });
+    try {
+      await eventually(async () => (await lockWaits(db, 300)) > 0, 900, 'the grant to wait on the stale row for 300 ms (3 x its lease)');
+    } finally {
+      await admin.query('COMMIT');
+    }
+    const fresh = await attempt;
+    const rows = await db.logRows(key);
+    assert.deepEqual(
+      rows.map((r) => [r.owner === stale.owner ? 'stale' : 'fresh', r.status]),
+      [
+        ['stale', 'EXPIRED'],
+        ['fresh', 'ACQUIRED'],
+      ],
+    );
+    assert.equal((await locks.inspect(key)).holders[0]?.owner, (fresh as HeldLock).owner);
+    await fresh.release(); // would throw LockLostError if the grant had expired its own row
+    await assert.rejects(stale.release(), { name: 'LockLostError' });
+  });
+});
+
+/** Statements on the lock tables of this database running for `minMs` or more: blocked on a row lock. */
+async function lockWaits(db: TestDatabase, minMs = 50): Promise<number> {
+  const rows = await db.query<{ n: number }[]>(
+    `SELECT COUNT(*) AS n FROM information_schema.PROCESSLIST WHERE db = ? AND id <> CONNECTION_ID() AND command = 'Query' AND time_ms >= ? AND info LIKE '%db_lock%'`,
+    [db.name, minMs],
+  );
+  return Number(rows[0]!.n);
+}

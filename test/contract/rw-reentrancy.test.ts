@@ -1,0 +1,110 @@
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import type { INestApplicationContext } from '@nestjs/common';
+import { TestDatabase } from '../support/test-database.js';
+import { createLockApp } from '../support/lock-app.js';
+import { LockUpgradeError, type LockService } from '../../lib/index.js';
+
+/** G5 for modes: the reentrancy matrix in one call chain, counted in round trips. */
+describe('read/write reentrancy matrix in one call chain', () => {
+  let db: TestDatabase;
+  let app: INestApplicationContext;
+  let locks: LockService;
+  before(async () => {
+    db = await TestDatabase.create();
+    // A long lease: no watchdog round trip lands inside a measured window.
+    ({ app, locks } = await createLockApp(db.settings, { leaseMs: 60_000 }));
+  });
+  after(async () => {
+    await app?.close();
+    await db?.drop();
+  });
+  const trips = (): number => locks.stats().roundTrips;
+
+  it('write -> read runs under the write: no round trip, same token, one holder', async () => {
+    await locks.withLock('loan:1', async (outer) => {
+      const before = trips();
+      const seen = await locks.withLock(
+        'loan:1',
+        async (inner) => {
+          assert.equal(inner.reentrant, true);
+          assert.equal(inner.mode, 'read');
+          assert.equal(inner.fencingToken, outer.fencingToken);
+          assert.equal(inner.signal, outer.signal, 'the nested hold is lost exactly when the outer one is');
+          return trips();
+        },
+        { mode: 'read' },
+      );
+      assert.equal(seen - before, 0, 'entering the nested read cost no round trip');
+      assert.equal(trips() - before, 0, 'nor did leaving it');
+      const info = await locks.inspect('loan:1');
+      assert.deepEqual(info.holders.map((h) => h.mode), ['write'], 'still one holder, the write');
+    });
+    const rows = await db.logRows('loan:1');
+    assert.deepEqual(rows.map((r) => [r.mode, r.status]), [['write', 'RELEASED']]);
+  });
+
+  it('read -> write is refused with LockUpgradeError before any SQL; the read stays held', async () => {
+    await locks.withLock(
+      'loan:2',
+      async (outer) => {
+        const before = trips();
+        await assert.rejects(locks.acquire('loan:2', { mode: 'write' }), (error: unknown) => {
+          assert.ok(error instanceof LockUpgradeError);
+          assert.equal(error.name, 'LockUpgradeError');
+          assert.equal(error.key, 'loan:2');
+          return true;
+        });
+        await assert.rejects(locks.withLock('loan:2', () => 'never runs'), LockUpgradeError);
+        // Mixed multi-key request that includes the upgrade: refused as a whole, the other key untouched.
+        await assert.rejects(locks.acquire([{ key: 'other', mode: 'write' }, { key: 'loan:2', mode: 'write' }]), LockUpgradeError);
+        await assert.rejects(locks.tryAcquire('loan:2', { mode: 'write' }), LockUpgradeError, 'tryAcquire refuses it too (not null)');
+        assert.equal(trips() - before, 0, 'no round trip for refused upgrades');
+        assert.equal(outer.released, false);
+        assert.deepEqual((await locks.inspect('loan:2')).holders.map((h) => h.mode), ['read']);
+        assert.equal((await db.logRows('other')).length, 0, 'the other key of the refused request was never taken');
+      },
+      { mode: 'read' },
+    );
+    assert.deepEqual((await db.logRows('loan:2')).map((r) => r.status), ['RELEASED']);
+  });
+
+  it('read -> read and write -> write are free; a nested request for new keys takes only those', async () => {
+    await locks.withLock(
+      'loan:3',
+      async (outer) => {
+        const before = trips();
+        const nested = await locks.acquire('loan:3', { mode: 'read' });
+        assert.equal(nested.reentrant, true);
+        assert.equal(nested.fencingToken, outer.fencingToken);
+        await nested.release();
+        assert.equal(trips() - before, 0);
+        assert.equal(outer.released, false, 'releasing the nested handle leaves the outer hold');
+      },
+      { mode: 'read' },
+    );
+    await locks.withLock('loan:4', async () => {
+      const before = trips();
+      await locks.withLock('loan:4', async (inner) => assert.equal(inner.reentrant, true));
+      assert.equal(trips() - before, 0);
+      // Nested [loan:4 read, claim:9 write]: loan:4 comes from the outer write, only claim:9 is granted.
+      const mixed = await locks.acquire([
+        { key: 'loan:4', mode: 'read' },
+        { key: 'claim:9', mode: 'write' },
+      ]);
+      assert.equal(mixed.reentrant, false);
+      assert.equal(trips() - before, 1, 'one grant for the one new key');
+      assert.deepEqual(mixed.modes, { 'claim:9': 'write', 'loan:4': 'read' });
+      await mixed.release();
+      assert.deepEqual((await locks.inspect('claim:9')).holders, []);
+      assert.deepEqual((await locks.inspect('loan:4')).holders.map((h) => h.mode), ['write'], 'the outer write is still held');
+    });
+  });
+
+  it('a separate call chain gets no reentrancy: it waits like any other process', async () => {
+    const outer = await locks.acquire('loan:5', { mode: 'read' });
+    // acquire() outside withLock puts nothing in the call chain: a write from here must wait.
+    assert.equal(await locks.tryAcquire('loan:5', { mode: 'write' }), null);
+    await outer.release();
+  });
+});
