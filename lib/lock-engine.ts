@@ -10,7 +10,8 @@ import { HeldLock, type HeldLockOwner } from './held-lock.js';
 import type { LockTarget } from './lock-key.js';
 import type { LockMode } from './lock-mode.js';
 import { LockStats } from './observability/lock-stats.js';
-import type { LockStore } from './storage/lock-store.js';
+import { LockStatementAbortedError } from './storage/lock-connection-pool.js';
+import type { GrantOutcome, LockStore } from './storage/lock-store.js';
 import { LockStatus } from './storage/lock-tables.js';
 import { backoffDelay } from './waiting/backoff.js';
 import { WaitQueue, type Waiter } from './waiting/wait-queue.js';
@@ -194,12 +195,18 @@ export class LockEngine implements HeldLockOwner {
     attempt: (waiter: Waiter<HeldLock>) => this.attempt(waiter),
     blockedLocally: (waiter: Waiter<HeldLock>) => this.blockedLocally(waiter.targets),
     delay: (failedTries: number) => backoffDelay(failedTries, this.options.retryMinDelayMs, this.options.retryMaxDelayMs),
-    timeoutError: (waiter: Waiter<HeldLock>) => {
+    timeoutError: (waiter: Waiter<HeldLock>, cause?: unknown) => {
       const waitedMs = performance.now() - waiter.startedAt;
       this.stats.timedOut++;
       const keys = waiter.targets.map((t) => t.key);
       this.emit({ type: 'timed-out', keys, mode: waiter.mode, waitedMs });
-      return new LockTimeoutError(keys, waiter.mode, waitedMs, Math.round(waiter.deadline - waiter.startedAt));
+      return new LockTimeoutError(
+        keys,
+        waiter.mode,
+        waitedMs,
+        Math.round(waiter.deadline - waiter.startedAt),
+        cause === undefined ? undefined : { cause },
+      );
     },
     discard: (lock: HeldLock) => {
       this.releaseHeld(lock, false).catch((e: unknown) => this.logger.warn(`Could not give back an unwanted grant: ${String(e)}`));
@@ -215,18 +222,29 @@ export class LockEngine implements HeldLockOwner {
       this.options.writerPreference && hasWriteKey && remaining > 0
         ? Math.round(Math.min(2 * this.options.retryMaxDelayMs + 500, remaining + this.options.retryMaxDelayMs))
         : 0;
-    const outcome = await this.store.tryGrant(
-      {
-        owner,
-        holder: this.holderId,
-        targets: waiter.targets,
-        leaseMs: waiter.leaseMs,
-        waitedMs: requestedAt - waiter.startedAt,
-        writerWaitMarkMs: markMs,
-        writerPreference: this.options.writerPreference,
-      },
-      remaining === Infinity ? Infinity : Math.max(0, remaining) + GRANT_GRACE_MS,
-    );
+    let outcome: GrantOutcome;
+    try {
+      outcome = await this.store.tryGrant(
+        {
+          owner,
+          holder: this.holderId,
+          targets: waiter.targets,
+          leaseMs: waiter.leaseMs,
+          waitedMs: requestedAt - waiter.startedAt,
+          writerWaitMarkMs: markMs,
+          writerPreference: this.options.writerPreference,
+        },
+        remaining === Infinity ? Infinity : Math.max(0, remaining) + GRANT_GRACE_MS,
+      );
+    } catch (error) {
+      // A grant still blocked (e.g. on a row lock) past the caller's deadline + GRANT_GRACE_MS was
+      // killed on the server and whatever it might have committed was given back (tryGrant's
+      // abandon). For the caller that is a timeout (G7), not an internal LockStatementAbortedError.
+      if (error instanceof LockStatementAbortedError && performance.now() >= waiter.deadline) {
+        throw this.driver.timeoutError(waiter, error);
+      }
+      throw error;
+    }
     if (!outcome.granted) return undefined;
     const grantedAt = performance.now();
     const waitedMs = grantedAt - waiter.startedAt;
