@@ -24,13 +24,19 @@ export interface GrantStatementInput {
 }
 
 /** Index of the statement whose single row says whether the grant happened. */
-export const GRANT_SUMMARY_INDEX = 10;
+export const GRANT_SUMMARY_INDEX = 12;
 /** Index of the statement listing the granted log rows. */
-export const GRANT_ROWS_INDEX = 11;
+export const GRANT_ROWS_INDEX = 13;
 
 /**
  * One round trip, one transaction, all-or-nothing for every key:
  *  1. create missing key rows and lock them in key order (the same order in every process),
+ *  1b. fix one instant @dbl_now for every lease comparison below, and lock (FOR UPDATE) the live
+ *     conflicting rows whose lease ran out by then: the takeover candidates. Without that lock a
+ *     renewal or extend() of such a row could commit between the (non-locking) count and the
+ *     EXPIRED update, so the update missed it and two holders were live at once. Now a renewal
+ *     either committed before (the row is no longer expired, counts as busy) or waits for this
+ *     transaction and then finds the row EXPIRED,
  *  2. count live, unexpired holders that conflict (a writer conflicts with all, a reader with writers),
  *  3. readers also yield to a writer that marked itself waiting,
  *  4. if free: insert one log row per key with the key's next fencing token, bump the tokens,
@@ -49,8 +55,13 @@ export function grantStatement(input: GrantStatementInput): string {
   const statements = [
     'START TRANSACTION',
     format(`INSERT INTO ${LOCK_TABLE} (lock_key) VALUES ${keys.map(() => '(?)').join(', ')} ON DUPLICATE KEY UPDATE lock_key = lock_key`, keys),
+    `SET @dbl_now = ${NOW}`,
     format(
-      `SELECT COUNT(*) INTO @dbl_busy FROM ${LOCK_LOG_TABLE} WHERE lock_key IN (?) AND status IN ${LIVE_STATUSES_SQL} AND expires_at > ${NOW} AND (${conflict.sql})`,
+      `SELECT COUNT(*) INTO @dbl_candidates FROM ${LOCK_LOG_TABLE} WHERE lock_key IN (?) AND status IN ${LIVE_STATUSES_SQL} AND expires_at <= @dbl_now AND (${conflict.sql}) FOR UPDATE`,
+      [keys, ...conflict.values],
+    ),
+    format(
+      `SELECT COUNT(*) INTO @dbl_busy FROM ${LOCK_LOG_TABLE} WHERE lock_key IN (?) AND status IN ${LIVE_STATUSES_SQL} AND expires_at > @dbl_now AND (${conflict.sql})`,
       [keys, ...conflict.values],
     ),
     readKeys.length > 0 && input.writerPreference
@@ -80,7 +91,7 @@ export function grantStatement(input: GrantStatementInput): string {
       : 'DO 0',
     format(
       `UPDATE ${LOCK_LOG_TABLE} SET status = '${LockStatus.EXPIRED}', ended_at = ${NOW}, hold_ms = ${HOLD_MS}, note = ? ` +
-        `WHERE lock_key IN (?) AND status IN ${LIVE_STATUSES_SQL} AND expires_at <= ${NOW} AND (${conflict.sql}) AND @dbl_granted = 1`,
+        `WHERE lock_key IN (?) AND status IN ${LIVE_STATUSES_SQL} AND expires_at <= @dbl_now AND (${conflict.sql}) AND @dbl_granted = 1`,
       [`taken over by ${input.owner}`, keys, ...conflict.values],
     ),
     'SET @dbl_reclaimed = IF(@dbl_granted = 1, ROW_COUNT(), 0)',
