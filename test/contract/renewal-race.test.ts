@@ -33,7 +33,7 @@ async function untilTrx(db: TestDatabase, where: string, what: string): Promise<
   throw new Error(`Timed out waiting for ${what}`);
 }
 
-describe('renewal racing a takeover', () => {
+describe("grants paused on db_lock_log's AUTO-INC lock", () => {
   let db: TestDatabase;
   let oldApp: INestApplicationContext;
   let newApp: INestApplicationContext;
@@ -103,4 +103,25 @@ describe('renewal racing a takeover', () => {
       }
     });
   }
+
+  it('a grant waiting longer than innodb_lock_wait_timeout for the AUTO-INC lock is retried within the wait budget', async () => {
+    const [{ mode }] = (await db.query('SELECT @@innodb_autoinc_lock_mode AS mode')) as [{ mode: number }];
+    if (Number(mode) !== 1) return;
+    const admin = await mysql.createConnection(db.settings);
+    try {
+      // ~2 s of AUTO-INC lock: twice the library sessions' 1 s innodb_lock_wait_timeout.
+      const blocker = admin.query(
+        `INSERT INTO db_lock_log (lock_key, mode, owner, holder, fencing_token, status, lease_ms, acquired_at, expires_at) ` +
+          `SELECT 'blocker', 'write', '00000000-0000-0000-0000-000000000000', 'test', 0, 'RELEASED', 0, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) ` +
+          `FROM (SELECT 1 AS n UNION ALL SELECT 2 UNION ALL SELECT 3) rows3 WHERE SLEEP(1) = 0`,
+      );
+      await untilTrx(db, `trx_rows_modified > 0 AND trx_query LIKE '%blocker%'`, 'the blocker to hold the AUTO-INC lock');
+      const lock = await newLocks.acquire('autoinc', { timeoutMs: 10_000 });
+      assert.equal(lock.fencingToken, 1);
+      await lock.release();
+      await blocker;
+    } finally {
+      await admin.end();
+    }
+  });
 });
