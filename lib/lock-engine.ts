@@ -8,6 +8,7 @@ import { LockTimeoutError } from './errors/lock-timeout.error.js';
 import type { LockEvent } from './events/lock-events.js';
 import { HeldLock, type HeldLockOwner } from './held-lock.js';
 import type { LockTarget } from './lock-key.js';
+import { checkLease } from './lock-request.js';
 import type { LockMode } from './lock-mode.js';
 import { LockStats } from './observability/lock-stats.js';
 import { isInternalTarget } from './storage/internal-keys.js';
@@ -159,7 +160,9 @@ export class LockEngine implements HeldLockOwner {
   }
 
   async extendHeld(lock: HeldLock, leaseMs: number | undefined): Promise<void> {
-    const lease = leaseMs ?? lock.leaseMs;
+    // Validate before any SQL (G9): NaN/Infinity broke the statement, and a negative or tiny lease
+    // would have ended the caller's own lease at once.
+    const lease = checkLease(leaseMs) ?? lock.leaseMs;
     if (!lock.live) {
       throw new LockLostError(lock.keys[0]!, lock.fencingToken, `it was already ${lock.state}; it cannot be extended`);
     }

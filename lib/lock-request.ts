@@ -20,17 +20,21 @@ export interface ResolvedLockOptions {
 
 const KNOWN = new Set(['mode', 'timeoutMs', 'leaseMs']);
 
-/** Validates one call's options against the module defaults. Throws before any SQL. */
-export function resolveLockOptions(options: unknown, defaults: ResolvedDbLockOptions): ResolvedLockOptions {
+/**
+ * Validates one call's options against the module defaults. Throws before any SQL.
+ * `oneTry` (tryAcquire): `timeoutMs` is not an option there and is reported like an unknown one.
+ */
+export function resolveLockOptions(options: unknown, defaults: ResolvedDbLockOptions, oneTry = false): ResolvedLockOptions {
   if (options === undefined || options === null) options = {};
   if (typeof options !== 'object' || Array.isArray(options))
     throw new DbLockOptionsError([`lock options must be an object, got ${describe(options)}`], 'lock options');
   const input = options as Record<string, unknown>;
   const problems: string[] = [];
   for (const key of Object.keys(input)) if (!KNOWN.has(key)) problems.push(`unknown option '${key}'`);
+  if (oneTry && 'timeoutMs' in input) problems.push(`unknown option 'timeoutMs': tryAcquire() never waits (use acquire() for a wait budget)`);
   const mode = input.mode ?? 'write';
   if (!LOCK_MODES.includes(mode as LockMode)) problems.push(`mode must be 'read' or 'write', got ${describe(mode)}`);
-  const timeoutMs = checkDuration(problems, 'timeoutMs', input.timeoutMs ?? defaults.timeoutMs, { min: 0, infinite: true });
+  const timeoutMs = oneTry ? 0 : checkDuration(problems, 'timeoutMs', input.timeoutMs ?? defaults.timeoutMs, { min: 0, infinite: true });
   const leaseMs = checkDuration(problems, 'leaseMs', input.leaseMs ?? defaults.leaseMs, { min: MIN_LEASE_MS });
   if (problems.length > 0) throw new DbLockOptionsError(problems, 'lock options');
   return { mode: mode as LockMode, timeoutMs: timeoutMs!, leaseMs: leaseMs! };

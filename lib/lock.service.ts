@@ -11,10 +11,11 @@ import {
   type LockList,
 } from './admin/lock-admin.js';
 import { LockContext } from './context/lock-context.js';
-import { DB_LOCK_DEFAULTS, type ResolvedDbLockOptions } from './db-lock.options.js';
+import { DB_LOCK_DEFAULTS, describe, type ResolvedDbLockOptions } from './db-lock.options.js';
 import { LockServiceRegistry } from './db-lock.registry.js';
 import { DbLockError } from './errors/db-lock.error.js';
 import { DbLockNotInitializedError } from './errors/db-lock-not-initialized.error.js';
+import { DbLockOptionsError } from './errors/db-lock-options.error.js';
 import { InvalidLockKeyError } from './errors/invalid-lock-key.error.js';
 import { LockTimeoutError } from './errors/lock-timeout.error.js';
 import { LockUpgradeError } from './errors/lock-upgrade.error.js';
@@ -144,6 +145,9 @@ export class LockService implements OnModuleInit, OnApplicationBootstrap, Before
 
   /** One try, never waits: the lock, or null if someone else holds it. Same errors as acquire otherwise. */
   async tryAcquire(keys: LockKeys, options?: Omit<LockOptions, 'timeoutMs'>): Promise<LockHandle | null> {
+    // Validate the caller's own options first: spreading a string or array below would hide what
+    // was wrong with it, and a timeoutMs given here would be silently replaced by 0.
+    resolveLockOptions(options, this.options, true);
     try {
       return await this.acquire(keys, { ...options, timeoutMs: 0 });
     } catch (error) {
@@ -159,6 +163,9 @@ export class LockService implements OnModuleInit, OnApplicationBootstrap, Before
    * throws LockLostError (a lease that ran out with nobody taking over is no loss: nobody else got in).
    */
   async withLock<T>(keys: LockKeys, fn: (lock: LockHandle) => Promise<T> | T, options?: LockOptions): Promise<T> {
+    // A missing callback is bad input like a bad key: refuse it before any lock is taken (G9).
+    if (typeof fn !== 'function')
+      throw new DbLockOptionsError([`fn must be a function, got ${describe(fn)}`], 'withLock() arguments');
     const handle = await this.acquire(keys, options);
     return this.runHolding(handle, fn);
   }
@@ -187,6 +194,8 @@ export class LockService implements OnModuleInit, OnApplicationBootstrap, Before
   /** Who holds `key`, in what mode, until when (server clock). */
   async inspect(key: string): Promise<LockInfo> {
     const engine = this.requireEngine();
+    // One key only: resolveTargets also accepts arrays, which would silently inspect just one of them.
+    if (typeof key !== 'string') throw new InvalidLockKeyError(key, 'inspect() takes one key (a string)');
     const [target] = resolveTargets(key, 'write', this.options.namespace) as [LockTarget];
     const { holders, serverNow, fencingToken } = await engine.store.inspect(target.bytes);
     const expiresAt = holders.length ? new Date(Math.max(...holders.map((h) => h.expiresAt.getTime()))) : null;

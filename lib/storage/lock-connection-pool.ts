@@ -5,17 +5,25 @@ import { DbLockError } from '../errors/db-lock.error.js';
 /** MySQL/MariaDB error numbers the lock protocol treats as "try again". */
 export const ER_LOCK_WAIT_TIMEOUT = 1205;
 export const ER_LOCK_DEADLOCK = 1213;
+/**
+ * "Failed to read auto-increment value from storage engine": what InnoDB reports when a grant's
+ * INSERT ... SELECT into db_lock_log waited longer than innodb_lock_wait_timeout for the table's
+ * AUTO-INC lock (innodb_autoinc_lock_mode 1 takes it for a whole bulk insert). A lock-wait timeout
+ * in all but name: only the statement failed.
+ */
+export const ER_AUTOINC_READ_FAILED = 1467;
 
 /** A statement whose outcome is unknown: the connection died or was killed mid-flight. */
 export class LockStatementAbortedError extends DbLockError {}
 
 /**
  * True for errors after which the same statement may simply be sent again: lock-wait timeout
- * (1205, only the statement was rolled back) and deadlock (1213, the whole transaction was).
+ * (1205, only the statement was rolled back; 1467 for the AUTO-INC lock) and deadlock (1213, the
+ * whole transaction was).
  */
 export function isTransient(error: unknown): boolean {
   const errno = (error as { errno?: unknown } | null)?.errno;
-  return errno === ER_LOCK_WAIT_TIMEOUT || errno === ER_LOCK_DEADLOCK;
+  return errno === ER_LOCK_WAIT_TIMEOUT || errno === ER_LOCK_DEADLOCK || errno === ER_AUTOINC_READ_FAILED;
 }
 
 type QueryResult = unknown[] | Record<string, unknown>;

@@ -27,8 +27,8 @@ export interface WaitQueueDriver<T> {
   blockedLocally(waiter: Waiter<T>): boolean;
   /** Pause after `failedTries` consecutive failures, in ms. */
   delay(failedTries: number): number;
-  /** The error for a waiter whose deadline passed. */
-  timeoutError(waiter: Waiter<T>): unknown;
+  /** The error for a waiter whose deadline passed (`cause`: why its last try ended, if it failed). */
+  timeoutError(waiter: Waiter<T>, cause?: unknown): unknown;
   /** Gives back a grant nobody will take (its waiter was rejected while the try was in flight). */
   discard(value: T): void;
 }

@@ -1,0 +1,283 @@
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import type { INestApplicationContext } from '@nestjs/common';
+import { TestDatabase } from '../support/test-database.js';
+import { createLockApp } from '../support/lock-app.js';
+import { bootLockApp } from '../support/boot-app.js';
+import {
+  DbLockError,
+  DbLockModule,
+  DbLockOptionsError,
+  InvalidLockKeyError,
+  type LockHandle,
+  type LockService,
+  MAX_KEY_LENGTH,
+} from '../../lib/index.js';
+
+/**
+ * G9: an invalid key or option is rejected with a typed error before any SQL runs: the
+ * library's round-trip counter does not move and no row is written.
+ */
+const NAMESPACE = 'ns'; // keys are stored as 'ns:<key>', so the key itself may have 188 characters
+const KEY_ROOM = MAX_KEY_LENGTH - NAMESPACE.length - 1;
+
+const BAD_KEYS: [string, unknown][] = [
+  ['empty', ''],
+  ['over-long (192 chars incl. namespace)', 'x'.repeat(KEY_ROOM + 1)],
+  ['over-long in code points (emoji)', '🔒'.repeat(KEY_ROOM + 1)],
+  ['number', 42],
+  ['null', null],
+  ['undefined', undefined],
+  ['boolean', true],
+  ['bigint', 10n],
+  ['symbol', Symbol('k')],
+  ['function', () => 'k'],
+  ['object', { toString: () => 'k' }],
+  ['key spec not in an array', { key: 'k' }],
+  ['Buffer', Buffer.from('k')],
+  ['String object', new String('k')],
+  ['empty array', []],
+  ['array with a number', ['ok', 1]],
+  ['array with null', [null]],
+  ['array with an object', ['ok', {}]],
+  ['nested array', [['k']]],
+  ['spec with a non-string key', [{ key: 42 }]],
+  ['spec with an empty key', [{ key: '' }]],
+  ['too many keys', Array.from({ length: 101 }, (_, i) => `k${i}`)],
+  ['lone high surrogate', '\uD800'],
+  ['lone low surrogate inside', 'a\uDC00b'],
+  ['lone surrogate in an array', ['ok', 'x\uD83D']],
+];
+
+const BAD_CALL_OPTIONS: [string, unknown, RegExp[]][] = [
+  ['timeoutMs NaN', { timeoutMs: NaN }, [/timeoutMs .*NaN/]],
+  ['timeoutMs negative', { timeoutMs: -1 }, [/timeoutMs .*-1/]],
+  ['timeoutMs fractional', { timeoutMs: 1.5 }, [/timeoutMs .*1\.5/]],
+  ['timeoutMs huge', { timeoutMs: 2 ** 31 }, [/timeoutMs .*2147483648/]],
+  ['timeoutMs string', { timeoutMs: '100' }, [/timeoutMs .*'100'/]],
+  ['leaseMs NaN', { leaseMs: NaN }, [/leaseMs .*NaN/]],
+  ['leaseMs negative', { leaseMs: -1000 }, [/leaseMs .*-1000/]],
+  ['leaseMs zero', { leaseMs: 0 }, [/leaseMs /]],
+  ['leaseMs fractional', { leaseMs: 1000.5 }, [/leaseMs .*1000\.5/]],
+  ['leaseMs huge', { leaseMs: 2 ** 31 }, [/leaseMs .*2147483648/]],
+  ['leaseMs Infinity', { leaseMs: Infinity }, [/leaseMs .*Infinity/]],
+  ['unknown option', { timeout: 5 }, [/unknown option 'timeout'/]],
+  ['bad mode', { mode: 'exclusive' }, [/mode .*'exclusive'/]],
+  ['options not an object', 'fast', [/must be an object/]],
+  ['options an array', [], [/must be an object/]],
+  [
+    'every problem at once',
+    { timeoutMs: NaN, leaseMs: -1, mode: 'x', lease: 1 },
+    [/unknown option 'lease'/, /mode /, /timeoutMs /, /leaseMs /],
+  ],
+];
+
+describe('G9 bad input is rejected before any SQL', () => {
+  let db: TestDatabase;
+  let app: INestApplicationContext;
+  let locks: LockService;
+  before(async () => {
+    db = await TestDatabase.create();
+    ({ app, locks } = await createLockApp(db.settings, { namespace: NAMESPACE }));
+  });
+  after(async () => {
+    await app?.close();
+    await db?.drop();
+  });
+
+  async function rowCounts(): Promise<[number, number]> {
+    const [a] = await db.query<{ n: number }[]>('SELECT COUNT(*) AS n FROM db_lock');
+    const [b] = await db.query<{ n: number }[]>('SELECT COUNT(*) AS n FROM db_lock_log');
+    return [Number(a!.n), Number(b!.n)];
+  }
+
+  /** Runs every call, expecting each to reject with `type` and no round trip, and no new rows overall. */
+  async function expectRejectedWithoutSql(calls: (() => Promise<unknown>)[], check: (error: unknown) => void): Promise<void> {
+    const rowsBefore = await rowCounts();
+    for (const call of calls) {
+      const roundTrips = locks.stats().roundTrips;
+      let caught: unknown;
+      try {
+        await call();
+      } catch (error) {
+        caught = error;
+      }
+      assert.ok(caught !== undefined, 'the call did not reject');
+      check(caught);
+      assert.equal(locks.stats().roundTrips, roundTrips, `SQL was sent before rejecting: ${String(caught)}`);
+    }
+    assert.deepEqual(await rowCounts(), rowsBefore, 'rows were written');
+  }
+
+  for (const [label, key] of BAD_KEYS) {
+    it(`key: ${label}`, async () => {
+      let ran = false;
+      const calls: (() => Promise<unknown>)[] = [
+        () => locks.acquire(key as never),
+        () => locks.tryAcquire(key as never),
+        () =>
+          locks.withLock(key as never, async () => {
+            ran = true;
+          }),
+        () => locks.acquire(key as never, { timeoutMs: 0, mode: 'read' }),
+      ];
+      if (!Array.isArray(key)) calls.push(() => locks.inspect(key as never));
+      await expectRejectedWithoutSql(calls, (error) => {
+        assert.ok(error instanceof InvalidLockKeyError, `expected InvalidLockKeyError, got ${String(error)}`);
+        assert.ok(error instanceof DbLockError);
+        assert.equal(error.name, 'InvalidLockKeyError');
+        assert.ok(error.reason.length > 0);
+      });
+      assert.equal(ran, false, 'withLock ran its function for a bad key');
+    });
+  }
+
+  it('key: a mode other than read/write in a key spec', async () => {
+    await expectRejectedWithoutSql([() => locks.acquire([{ key: 'a', mode: 'exclusive' as never }])], (error) => {
+      assert.ok(error instanceof DbLockOptionsError, String(error));
+      assert.match(error.problems.join('\n'), /mode must be 'read' or 'write', got 'exclusive'/);
+    });
+  });
+
+  it('inspect() takes one key, not an array', async () => {
+    await expectRejectedWithoutSql([() => locks.inspect(['a', 'b'] as never)], (error) => {
+      assert.ok(error instanceof InvalidLockKeyError, String(error));
+    });
+  });
+
+  for (const [label, options, patterns] of BAD_CALL_OPTIONS) {
+    it(`options: ${label}`, async () => {
+      let ran = false;
+      const calls: (() => Promise<unknown>)[] = [
+        () => locks.acquire('valid', options as never),
+        () =>
+          locks.withLock(
+            'valid',
+            async () => {
+              ran = true;
+            },
+            options as never,
+          ),
+      ];
+      // tryAcquire has no timeoutMs (it is refused there as unknown: see below).
+      if (typeof options !== 'object' || options === null || !('timeoutMs' in options))
+        calls.push(() => locks.tryAcquire('valid', options as never));
+      await expectRejectedWithoutSql(calls, (error) => {
+        assert.ok(error instanceof DbLockOptionsError, `expected DbLockOptionsError, got ${String(error)}`);
+        assert.equal(error.name, 'DbLockOptionsError');
+        assert.equal(error.problems.length, patterns.length, error.message);
+        for (const pattern of patterns) assert.match(error.message, pattern);
+      });
+      assert.equal(ran, false);
+    });
+  }
+
+  it('tryAcquire refuses timeoutMs (it never waits) and lists it with the other problems', async () => {
+    await expectRejectedWithoutSql([() => locks.tryAcquire('valid', { timeoutMs: 100 } as never)], (error) => {
+      assert.ok(error instanceof DbLockOptionsError, String(error));
+      assert.deepEqual(error.problems.length, 1);
+      assert.match(error.message, /unknown option 'timeoutMs'/);
+    });
+    await expectRejectedWithoutSql([() => locks.tryAcquire('valid', { timeoutMs: 0, leaseMs: NaN } as never)], (error) => {
+      assert.ok(error instanceof DbLockOptionsError, String(error));
+      assert.equal(error.problems.length, 2, error.message);
+    });
+  });
+
+  it('withLock without a function is rejected before any SQL', async () => {
+    await expectRejectedWithoutSql([() => locks.withLock('valid', 'not a function' as never)], (error) => {
+      assert.ok(error instanceof DbLockOptionsError, String(error));
+    });
+  });
+
+  describe('extend() with a bad lease', () => {
+    let lock: LockHandle;
+    before(async () => {
+      lock = await locks.acquire('extend-me', { leaseMs: 5_000 });
+    });
+    after(async () => {
+      await lock?.release();
+    });
+    for (const lease of [NaN, -1, 0, 99, 1.5, 2 ** 31, Infinity, '1000']) {
+      it(`extend(${String(lease)})`, async () => {
+        const [row] = await db.logRows(`${NAMESPACE}:extend-me`);
+        await expectRejectedWithoutSql([() => lock.extend(lease as never)], (error) => {
+          assert.ok(error instanceof DbLockOptionsError, `expected DbLockOptionsError, got ${String(error)}`);
+          assert.match(error.message, /leaseMs/);
+        });
+        assert.deepEqual((await db.logRows(`${NAMESPACE}:extend-me`))[0], row, 'the lease changed');
+        assert.equal(lock.signal.aborted, false);
+      });
+    }
+  });
+
+  it('the longest keys are accepted and stored exactly, never truncated', async () => {
+    for (const key of ['x'.repeat(KEY_ROOM), '🔒'.repeat(KEY_ROOM)]) {
+      const lock = await locks.acquire(key, { timeoutMs: 0 });
+      assert.deepEqual(lock.keys, [key]);
+      const [row] = await db.query<{ lock_key: Buffer }[]>('SELECT lock_key FROM db_lock WHERE lock_key = ?', [Buffer.from(`${NAMESPACE}:${key}`)]);
+      assert.equal(row!.lock_key.toString('utf8'), `${NAMESPACE}:${key}`);
+      assert.equal((await locks.inspect(key)).holders.length, 1);
+      await lock.release();
+    }
+  });
+});
+
+describe('G9 bad module options fail at bootstrap with every problem listed', () => {
+  let db: TestDatabase;
+  before(async () => {
+    db = await TestDatabase.create();
+  });
+  after(async () => {
+    await db?.drop();
+  });
+
+  it('DbLockModule.forRoot with many bad options', async () => {
+    const bad = {
+      namespace: 42,
+      leaseMs: -5,
+      timeoutMs: NaN,
+      retryMinDelayMs: 500,
+      retryMaxDelayMs: 100,
+      slowThresholdMs: 0,
+      renewIntervalMs: 60_000,
+      maxHoldMs: 1.5,
+      poolSize: 1,
+      writerPreference: 'yes',
+      janitor: { intervalMs: 5, sweep: true },
+      onEvent: 'log',
+      lease: 1000,
+    };
+    await assert.rejects(bootLockApp(db.settings, DbLockModule.forRoot(bad as never), { logger: false }), (error: unknown) => {
+      assert.ok(error instanceof DbLockOptionsError, `expected DbLockOptionsError, got ${String(error)}`);
+      const expected = [
+        /namespace must be a string, got 42/,
+        /leaseMs must be .*got -5/,
+        /timeoutMs must be .*got NaN/,
+        /retryMinDelayMs \(500\) must not exceed retryMaxDelayMs \(100\)/,
+        /slowThresholdMs must be .*got 0/,
+        /maxHoldMs must be .*got 1\.5/,
+        /poolSize must be .*got 1/,
+        /writerPreference must be a boolean, got 'yes'/,
+        /janitor\.intervalMs must be .*got 5/,
+        /unknown option 'janitor\.sweep'/,
+        /onEvent must be a function, got 'log'/,
+        /unknown option 'lease'/,
+      ];
+      for (const pattern of expected) assert.ok(error.problems.some((p) => pattern.test(p)), `no problem matches ${pattern}:\n${error.message}`);
+      assert.equal(error.problems.length, expected.length, error.message);
+      return true;
+    });
+    const [a] = await db.query<{ n: number }[]>('SELECT (SELECT COUNT(*) FROM db_lock) + (SELECT COUNT(*) FROM db_lock_log) AS n');
+    assert.equal(Number(a!.n), 0);
+  });
+
+  it('registration fields are checked when the module is built', () => {
+    assert.throws(() => DbLockModule.forRoot({ dataSourceName: '', isGlobal: 'yes' as never }), (error: unknown) => {
+      assert.ok(error instanceof DbLockOptionsError);
+      assert.equal(error.problems.length, 2, error.message);
+      return true;
+    });
+    assert.throws(() => DbLockModule.forRootAsync({} as never), DbLockOptionsError);
+  });
+});

@@ -1,0 +1,63 @@
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { TestDatabase } from '../support/test-database.js';
+import { bootLockApp } from '../support/boot-app.js';
+import { CreateDbLockTables1763769600000, DbLockModule, DbLockSchemaError } from '../../lib/index.js';
+
+/**
+ * Bootstrapping against a database without the lock tables (or with an older shape of them)
+ * fails fast with DbLockSchemaError naming the migration to run; after running it, it boots.
+ */
+const FAIL_FAST_MS = 5_000;
+
+describe('missing lock tables', () => {
+  let db: TestDatabase;
+  before(async () => {
+    db = await TestDatabase.create();
+  });
+  after(async () => {
+    await db?.drop();
+  });
+
+  async function expectSchemaError(): Promise<void> {
+    const started = performance.now();
+    await assert.rejects(bootLockApp(db.settings, DbLockModule.forRoot(), { logger: false }), (error: unknown) => {
+      assert.ok(error instanceof DbLockSchemaError, `expected DbLockSchemaError, got ${String(error)}`);
+      assert.equal(error.name, 'DbLockSchemaError');
+      assert.match(error.message, /CreateDbLockTables1763769600000/);
+      assert.ok(error.cause, 'the database error is kept as cause');
+      return true;
+    });
+    assert.ok(performance.now() - started < FAIL_FAST_MS, 'bootstrap did not fail fast');
+  }
+
+  it('no tables at all', async () => {
+    await db.query('DROP TABLE db_lock_log');
+    await db.query('DROP TABLE db_lock');
+    await expectSchemaError();
+  });
+
+  it('only the log table missing', async () => {
+    await new CreateDbLockTables1763769600000().up({ query: (sql: string) => db.query(sql) } as never);
+    await db.query('DROP TABLE db_lock_log');
+    await expectSchemaError();
+  });
+
+  it('a column missing (older schema)', async () => {
+    await new CreateDbLockTables1763769600000().up({ query: (sql: string) => db.query(sql) } as never);
+    await db.query('ALTER TABLE db_lock DROP COLUMN writer_waiting_until');
+    await expectSchemaError();
+    await db.query('ALTER TABLE db_lock ADD COLUMN writer_waiting_until DATETIME(6) NULL');
+  });
+
+  it('boots once the migration ran', async () => {
+    await new CreateDbLockTables1763769600000().up({ query: (sql: string) => db.query(sql) } as never);
+    const { app, locks } = await bootLockApp(db.settings, DbLockModule.forRoot());
+    try {
+      const lock = await locks.acquire('after-migration', { timeoutMs: 0 });
+      await lock.release();
+    } finally {
+      await app.close();
+    }
+  });
+});

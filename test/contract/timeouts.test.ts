@@ -1,0 +1,148 @@
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import type { INestApplicationContext } from '@nestjs/common';
+import mysql from 'mysql2/promise';
+import { TestDatabase } from '../support/test-database.js';
+import { createLockApp, eventually } from '../support/lock-app.js';
+import { DbLockError, type LockHandle, LockTimeoutError, type LockService } from '../../lib/index.js';
+import { GRANT_GRACE_MS } from '../../lib/lock-engine.js';
+
+/**
+ * G7 bounded waiting: against a held key, timeoutMs T ends in LockTimeoutError within T plus
+ * EPSILON_MS (one round trip and timer slack on a loaded 2-core machine); 0 is exactly one try.
+ * And a caller told "timeout" never ends up holding a lock, even when its grant statement was
+ * stuck on a row lock when the deadline passed.
+ */
+const EPSILON_MS = 200;
+const TIMEOUTS = [0, 50, 1000] as const;
+
+describe('G7 timeouts', () => {
+  let db: TestDatabase;
+  let holderApp: INestApplicationContext;
+  let waiterApp: INestApplicationContext;
+  let holderLocks: LockService;
+  let waiterLocks: LockService;
+  const held: LockHandle[] = [];
+  before(async () => {
+    db = await TestDatabase.create();
+    ({ app: holderApp, locks: holderLocks } = await createLockApp(db.settings));
+    ({ app: waiterApp, locks: waiterLocks } = await createLockApp(db.settings));
+    held.push(await holderLocks.acquire('busy'));
+    held.push(await holderLocks.acquire('shared', { mode: 'read' }));
+  });
+  after(async () => {
+    await holderApp?.close();
+    await waiterApp?.close();
+    await db?.drop();
+  });
+
+  async function expectTimeout(
+    locks: LockService,
+    keys: string | string[],
+    options: { timeoutMs: number; mode?: 'read' | 'write' },
+  ): Promise<{ error: LockTimeoutError; elapsed: number; roundTrips: number }> {
+    const roundTrips = locks.stats().roundTrips;
+    const started = performance.now();
+    let caught: unknown;
+    try {
+      const lock = await locks.acquire(keys, options);
+      await lock.release();
+    } catch (error) {
+      caught = error;
+    }
+    const elapsed = performance.now() - started;
+    assert.ok(caught instanceof LockTimeoutError, `expected LockTimeoutError, got ${String(caught)}`);
+    assert.ok(caught instanceof DbLockError);
+    assert.equal(caught.name, 'LockTimeoutError');
+    assert.ok(elapsed <= options.timeoutMs + EPSILON_MS, `timeout ${options.timeoutMs} ms took ${Math.round(elapsed)} ms`);
+    assert.equal(caught.timeoutMs, options.timeoutMs);
+    assert.ok(caught.waitedMs >= options.timeoutMs - 1, `gave up after ${caught.waitedMs} ms of ${options.timeoutMs}`);
+    assert.ok(caught.waitedMs <= elapsed + 1);
+    return { error: caught, elapsed, roundTrips: locks.stats().roundTrips - roundTrips };
+  }
+
+  for (const timeoutMs of TIMEOUTS) {
+    it(`timeoutMs ${timeoutMs} against a key held by another process`, async () => {
+      const { error, roundTrips } = await expectTimeout(waiterLocks, 'busy', { timeoutMs });
+      assert.deepEqual(error.keys, ['busy']);
+      assert.equal(error.key, 'busy');
+      assert.equal(error.mode, 'write');
+      if (timeoutMs === 0) assert.equal(roundTrips, 1, 'timeoutMs 0 is exactly one try');
+      else assert.ok(roundTrips >= 2, 'a waiter tries more than once');
+    });
+
+    it(`timeoutMs ${timeoutMs} against a key held in this process`, async () => {
+      const { error, roundTrips } = await expectTimeout(holderLocks, 'busy', { timeoutMs });
+      assert.deepEqual(error.keys, ['busy']);
+      assert.equal(roundTrips, 1, 'a local holder is known: one try, then no polling');
+    });
+
+    it(`timeoutMs ${timeoutMs} for a write lock on a read-held key, several keys`, async () => {
+      const { error } = await expectTimeout(waiterLocks, ['zz-free', 'shared'], { timeoutMs });
+      assert.deepEqual(error.keys, ['shared', 'zz-free'], 'keys in the global lock order');
+      assert.equal(error.mode, 'write');
+      assert.deepEqual(await db.logRows('zz-free'), [], 'all-or-nothing: the free key was not taken');
+    });
+  }
+
+  it('a read lock waiting for a writer reports mode read', async () => {
+    const { error } = await expectTimeout(waiterLocks, 'busy', { timeoutMs: 50, mode: 'read' });
+    assert.equal(error.mode, 'read');
+  });
+
+  it('waiters queued behind a longer waiter still time out on their own deadline', async () => {
+    const long = expectTimeout(waiterLocks, 'busy', { timeoutMs: 1000 });
+    const short = expectTimeout(waiterLocks, 'busy', { timeoutMs: 50 });
+    const zero = expectTimeout(waiterLocks, 'busy', { timeoutMs: 0 });
+    await Promise.all([long, short, zero]);
+  });
+
+  it('tryAcquire returns null in one round trip', async () => {
+    const before = waiterLocks.stats().roundTrips;
+    assert.equal(await waiterLocks.tryAcquire('busy'), null);
+    assert.equal(waiterLocks.stats().roundTrips - before, 1);
+  });
+
+  it('a caller told "timeout" while its grant was blocked on a row lock never ends up holding the lock', async (t) => {
+    const key = 'blocked';
+    const first = await waiterLocks.acquire(key);
+    await first.release();
+    const admin = await mysql.createConnection(db.settings);
+    try {
+      await admin.query('START TRANSACTION');
+      await admin.query('SELECT * FROM db_lock WHERE lock_key = ? FOR UPDATE', [Buffer.from(key)]);
+      const timeoutMs = 100;
+      const started = performance.now();
+      await assert.rejects(waiterLocks.acquire(key, { timeoutMs }), (error: unknown) => {
+        assert.ok(error instanceof LockTimeoutError, `expected LockTimeoutError, got ${String(error)}`);
+        assert.deepEqual(error.keys, [key]);
+        assert.equal(error.timeoutMs, timeoutMs);
+        return true;
+      });
+      const elapsed = performance.now() - started;
+      assert.ok(elapsed <= timeoutMs + GRANT_GRACE_MS + EPSILON_MS, `took ${Math.round(elapsed)} ms`);
+      t.diagnostic(`blocked grant gave up after ${Math.round(elapsed)} ms (bound ${timeoutMs} + ${GRANT_GRACE_MS} + ${EPSILON_MS})`);
+    } finally {
+      await admin.query('ROLLBACK');
+      await admin.end();
+    }
+    // Wait until no statement of the abandoned attempt is still running on the server (a grant that
+    // only timed out on the client would go on and commit right after the row lock was released) ...
+    await eventually(async () => {
+      const running = await db.query(
+        `SELECT id FROM information_schema.PROCESSLIST WHERE db = ? AND id <> CONNECTION_ID() AND info LIKE '%db_lock%'`,
+        [db.name],
+      );
+      return running.length === 0;
+    }, 5_000, 'the abandoned grant statement to end');
+    // ... then: it left no live row, and nobody holds the key.
+    const rows = await db.logRows(key);
+    assert.deepEqual(rows.filter((r) => r.status === 'ACQUIRED' || r.status === 'COMPLETED'), []);
+    const info = await waiterLocks.inspect(key);
+    assert.deepEqual(info.holders, []);
+    const next = await waiterLocks.tryAcquire(key);
+    assert.ok(next, 'the key is free after the abandoned attempt');
+    await next.release();
+    assert.equal(waiterLocks.stats().held, 0);
+  });
+});

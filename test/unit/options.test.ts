@@ -1,0 +1,143 @@
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { DB_LOCK_DEFAULTS, DbLockOptionsError, resolveOptions } from '../../lib/index.js';
+import { MAX_TIMER_MS, MIN_LEASE_MS } from '../../lib/db-lock.options.js';
+import { checkLease, resolveLockOptions } from '../../lib/lock-request.js';
+
+function problemsOf(fn: () => unknown): readonly string[] {
+  try {
+    fn();
+  } catch (error) {
+    assert.ok(error instanceof DbLockOptionsError, `expected DbLockOptionsError, got ${String(error)}`);
+    assert.equal(error.name, 'DbLockOptionsError');
+    for (const problem of error.problems) assert.ok(error.message.includes(problem), 'every problem is in the message');
+    return error.problems;
+  }
+  assert.fail('no DbLockOptionsError was thrown');
+}
+
+describe('resolveOptions', () => {
+  it('gives the documented defaults, frozen', () => {
+    const resolved = resolveOptions(undefined);
+    assert.deepEqual(resolved, { ...DB_LOCK_DEFAULTS });
+    assert.equal(resolved.leaseMs, 30_000);
+    assert.equal(resolved.timeoutMs, 10_000);
+    assert.equal(resolved.slowThresholdMs, 3_000);
+    assert.equal(resolved.poolSize, 4);
+    assert.ok(Object.isFrozen(resolved));
+    assert.ok(Object.isFrozen(DB_LOCK_DEFAULTS));
+    assert.ok(Object.isFrozen(DB_LOCK_DEFAULTS.janitor));
+    assert.throws(() => {
+      (DB_LOCK_DEFAULTS as { leaseMs: number }).leaseMs = 1;
+    }, TypeError);
+    assert.throws(() => {
+      (resolved as { leaseMs: number }).leaseMs = 1;
+    }, TypeError);
+    assert.deepEqual(resolveOptions(null), resolved);
+    assert.deepEqual(resolveOptions({}), resolved);
+  });
+
+  it('merges given values over the defaults without touching the defaults', () => {
+    const resolved = resolveOptions({ leaseMs: 5_000, namespace: 'app', timeoutMs: Infinity, janitor: false, writerPreference: false });
+    assert.equal(resolved.leaseMs, 5_000);
+    assert.equal(resolved.namespace, 'app');
+    assert.equal(resolved.timeoutMs, Infinity);
+    assert.equal(resolved.janitor, false);
+    assert.equal(resolved.writerPreference, false);
+    assert.equal(resolved.retryMaxDelayMs, DB_LOCK_DEFAULTS.retryMaxDelayMs);
+    assert.equal(DB_LOCK_DEFAULTS.leaseMs, 30_000);
+    const janitor = resolveOptions({ janitor: { intervalMs: 1_000 } }).janitor;
+    assert.ok(janitor && Object.isFrozen(janitor));
+    assert.deepEqual(janitor, { ...DB_LOCK_DEFAULTS.janitor, intervalMs: 1_000 });
+  });
+
+  it('lists every problem at once', () => {
+    const problems = problemsOf(() =>
+      resolveOptions({
+        namespace: 'x'.repeat(65),
+        leaseMs: NaN,
+        timeoutMs: -1,
+        retryMinDelayMs: 0,
+        retryMaxDelayMs: 1.5,
+        slowThresholdMs: '3s',
+        maxHoldMs: -Infinity,
+        poolSize: 101,
+        writerPreference: 1,
+        janitor: { batchSize: 0, extra: 1 },
+        onEvent: {},
+        typo: true,
+        leaseMS: 1,
+      }),
+    );
+    const expected = [
+      /namespace/,
+      /leaseMs .*NaN/,
+      /timeoutMs .*-1/,
+      /retryMinDelayMs .*0/,
+      /retryMaxDelayMs .*1\.5/,
+      /slowThresholdMs .*'3s'/,
+      /maxHoldMs .*-Infinity/,
+      /poolSize .*101/,
+      /writerPreference .*1/,
+      /janitor\.batchSize .*0/,
+      /unknown option 'janitor\.extra'/,
+      /onEvent/,
+      /unknown option 'typo'/,
+      /unknown option 'leaseMS'/,
+    ];
+    assert.equal(problems.length, expected.length, problems.join('\n'));
+    for (const pattern of expected) assert.ok(problems.some((p) => pattern.test(p)), `nothing matches ${pattern}`);
+  });
+
+  it('checks durations: integers within the timer range, Infinity only where it means "never"', () => {
+    for (const bad of [NaN, -1, 1.5, MAX_TIMER_MS + 1, Infinity, '100', null, true]) {
+      assert.equal(problemsOf(() => resolveOptions({ leaseMs: bad })).length, 1, `leaseMs ${String(bad)}`);
+    }
+    assert.equal(problemsOf(() => resolveOptions({ leaseMs: MIN_LEASE_MS - 1 })).length, 1);
+    assert.equal(resolveOptions({ leaseMs: MIN_LEASE_MS }).leaseMs, MIN_LEASE_MS);
+    assert.equal(resolveOptions({ leaseMs: MAX_TIMER_MS }).leaseMs, MAX_TIMER_MS);
+    for (const name of ['timeoutMs', 'slowThresholdMs', 'maxHoldMs'] as const) {
+      assert.equal(resolveOptions({ [name]: Infinity })[name], Infinity);
+      assert.equal(problemsOf(() => resolveOptions({ [name]: MAX_TIMER_MS + 1 })).length, 1, name);
+    }
+    assert.equal(resolveOptions({ timeoutMs: 0 }).timeoutMs, 0);
+    assert.equal(resolveOptions({ janitor: { logRetentionMs: MAX_TIMER_MS * 10 } }).janitor && true, true, 'retention is no timer');
+  });
+
+  it('checks relations between options', () => {
+    assert.match(problemsOf(() => resolveOptions({ retryMinDelayMs: 300, retryMaxDelayMs: 200 }))[0]!, /must not exceed/);
+    assert.match(problemsOf(() => resolveOptions({ leaseMs: 1_000, renewIntervalMs: 1_000 }))[0]!, /shorter than leaseMs/);
+    assert.equal(resolveOptions({ leaseMs: 1_000, renewIntervalMs: 999 }).renewIntervalMs, 999);
+  });
+
+  it('refuses options that are not an object', () => {
+    for (const bad of ['fast', 5, [], true]) assert.equal(problemsOf(() => resolveOptions(bad)).length, 1, String(bad));
+  });
+});
+
+describe('resolveLockOptions (one call)', () => {
+  const defaults = resolveOptions({ leaseMs: 2_000, timeoutMs: 500 });
+
+  it('takes the module defaults', () => {
+    assert.deepEqual(resolveLockOptions(undefined, defaults), { mode: 'write', timeoutMs: 500, leaseMs: 2_000 });
+    assert.deepEqual(resolveLockOptions({ mode: 'read', timeoutMs: 0 }, defaults), { mode: 'read', timeoutMs: 0, leaseMs: 2_000 });
+    assert.equal(resolveLockOptions({ timeoutMs: Infinity }, defaults).timeoutMs, Infinity);
+  });
+
+  it('lists every problem of one call', () => {
+    assert.equal(problemsOf(() => resolveLockOptions({ mode: 'x', timeoutMs: NaN, leaseMs: 99, foo: 1 }, defaults)).length, 4);
+    assert.equal(problemsOf(() => resolveLockOptions({ leaseMs: Infinity }, defaults)).length, 1);
+    assert.equal(problemsOf(() => resolveLockOptions('x', defaults)).length, 1);
+  });
+
+  it('one-try mode (tryAcquire) refuses timeoutMs and always gives 0', () => {
+    assert.equal(resolveLockOptions({ mode: 'read' }, defaults, true).timeoutMs, 0);
+    assert.match(problemsOf(() => resolveLockOptions({ timeoutMs: 100 }, defaults, true))[0]!, /unknown option 'timeoutMs'/);
+  });
+
+  it('checkLease accepts undefined and valid leases only', () => {
+    assert.equal(checkLease(undefined), undefined);
+    assert.equal(checkLease(MIN_LEASE_MS), MIN_LEASE_MS);
+    for (const bad of [NaN, 0, -5, 99, 1.5, Infinity, MAX_TIMER_MS + 1, '1000']) assert.equal(problemsOf(() => checkLease(bad)).length, 1);
+  });
+});
