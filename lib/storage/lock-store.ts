@@ -38,8 +38,14 @@ export interface LiveHolder {
   readonly expiresAt: Date;
 }
 
-/** How often a release, extend or renewal is re-sent after a deadlock or lock-wait timeout. */
-const TRANSIENT_RETRIES = 5;
+/**
+ * How long a release, extend or renewal keeps re-sending itself after deadlocks or lock-wait
+ * timeouts. Releases and renewals touch few rows but through secondary indexes (owner, status,
+ * expiry) that grants and renewals also walk, so under heavy contention InnoDB can pick them as
+ * deadlock victims several times in a row; giving up early would surface a raw 1213 to a caller
+ * whose release then never happened (the key stays taken until its lease runs out).
+ */
+const TRANSIENT_RETRY_MS = 3_000;
 
 /**
  * The lease protocol's statements against the library's pool, with their results parsed.
@@ -151,12 +157,13 @@ export class LockStore {
 
   /** Sends again after a deadlock or lock-wait timeout (a few times, with jitter). */
   async withRetries<T>(send: () => Promise<T>): Promise<T> {
+    const giveUpAt = performance.now() + TRANSIENT_RETRY_MS;
     for (let attempt = 1; ; attempt++) {
       try {
         return await send();
       } catch (error) {
-        if (!isTransient(error) || attempt >= TRANSIENT_RETRIES) throw error;
-        await sleep(5 + Math.random() * 20 * attempt);
+        if (!isTransient(error) || performance.now() >= giveUpAt) throw error;
+        await sleep(2 + Math.random() * Math.min(20 * attempt, 200));
       }
     }
   }
