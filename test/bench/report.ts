@@ -1,0 +1,278 @@
+/** Turns the results into docs/benchmarks.md: environment, targets, tables and mermaid charts. */
+import type { BenchConfig } from './config.js';
+import type { ContentionResult } from './contention.js';
+import { DESIGN_IDS, DESIGN_LABELS, type DesignId } from './designs.js';
+import type { BenchEnvironment } from './environment.js';
+import type { HeldLocksResult, LogTableResult } from './scale.js';
+import { type Figure, fmt, fmtFigure, fmtRatio, median } from './stats.js';
+import type { UncontendedFigure } from './uncontended.js';
+
+export interface BenchResults {
+  env: BenchEnvironment;
+  config: BenchConfig;
+  uncontended: Map<string, UncontendedFigure>;
+  contention: ContentionResult[];
+  backgroundQps: number[];
+  held: HeldLocksResult;
+  logTable: LogTableResult;
+  durationMs: number;
+  notes: string[];
+  /** Statements in one lease grant round trip. */
+  grantStatements: number;
+}
+
+export interface TargetCheck {
+  target: string;
+  measured: string;
+  verdict: 'met' | 'missed' | 'not measured';
+}
+
+const SHORT: Record<DesignId, string> = {
+  lease: 'lease',
+  'for-update': 'FOR UPDATE',
+  'get-lock': 'GET_LOCK',
+  redlock: 'redlock',
+  'naive-table': 'naive table',
+};
+
+const ms = (f: Figure): string => fmtFigure(f, 2);
+const pct = (f: Figure): string => `${fmt(f.median * 100, 0)} % (${fmt(f.min * 100, 0)}–${fmt(f.max * 100, 0)})`;
+
+export function checkTargets(r: BenchResults): TargetCheck[] {
+  const checks: TargetCheck[] = [];
+  const u = (id: string): Figure => r.uncontended.get(id)!.latency;
+  const leaseVsFloor = u('lease-write').median / u('pk-update-x2').median;
+  checks.push({
+    target: 'uncontended exclusive acquire + release, audit row ≤ 1.25× two autocommit PK UPDATEs',
+    measured: `${fmtRatio(leaseVsFloor)} (${fmt(u('lease-write').median)} ms vs ${fmt(u('pk-update-x2').median)} ms)`,
+    verdict: leaseVsFloor <= 1.25 ? 'met' : 'missed',
+  });
+  const reentrant = r.uncontended.get('reentrant')!.measuredRoundTrips ?? NaN;
+  checks.push({
+    target: 'reentrant acquire: 0 round trips',
+    measured: `${fmt(reentrant, 3)} round trips per acquire (stats().roundTrips), ${fmt(u('reentrant').median * 1000, 1)} µs`,
+    verdict: reentrant === 0 ? 'met' : 'missed',
+  });
+  for (const c of r.contention) {
+    const variant = c.pauseMs > 0 ? ` (callers pause ${c.pauseMs} ms after release)` : '';
+    const lease = c.byDesign.get('lease');
+    const forUpdate = c.byDesign.get('for-update');
+    const redlock = c.byDesign.get('redlock');
+    if (!lease) continue;
+    if (forUpdate && c.pauseMs === 0) {
+      const t = lease.throughput.median / forUpdate.throughput.median;
+      checks.push({
+        target: `contention, lease: throughput ≥ 0.8× blocking FOR UPDATE${variant}`,
+        measured: `${fmtRatio(t)} (${fmt(lease.throughput.median)} vs ${fmt(forUpdate.throughput.median)} ops/s)`,
+        verdict: t >= 0.8 ? 'met' : 'missed',
+      });
+      const p = lease.waitP99.median / forUpdate.waitP99.median;
+      checks.push({
+        target: `contention, lease: wait p99 ≤ 2× FOR UPDATE's${variant}`,
+        measured: `${fmtRatio(p)} (${fmt(lease.waitP99.median)} vs ${fmt(forUpdate.waitP99.median)} ms)`,
+        verdict: p <= 2 ? 'met' : 'missed',
+      });
+      checks.push({
+        target: `contention, lease: waiter queries ≤ 20 % of useful queries${variant}`,
+        measured: `${fmt(lease.waiterShare.median * 100, 1)} % (${fmt(lease.waiterQps.median)} waiter statements/s, SHOW GLOBAL STATUS)`,
+        verdict: lease.waiterShare.median <= 0.2 ? 'met' : 'missed',
+      });
+    }
+    if (redlock) {
+      const p = lease.waitP99.median / redlock.waitP99.median;
+      checks.push({
+        target: `contention, lease: wait p99 ≤ 0.25× redlock's${variant}`,
+        measured: `${fmtRatio(p)} (${fmt(lease.waitP99.median)} vs ${fmt(redlock.waitP99.median)} ms)`,
+        verdict: p <= 0.25 ? 'met' : 'missed',
+      });
+    }
+    checks.push({
+      target: `contention: lost updates = 0${variant}`,
+      measured: DESIGN_IDS.filter((d) => c.byDesign.has(d))
+        .map((d) => `${SHORT[d]} ${c.byDesign.get(d)!.lostTotal}`)
+        .join(', '),
+      verdict: [...c.byDesign.values()].every((f) => f.lostTotal === 0) ? 'met' : 'missed',
+    });
+  }
+  checks.push({
+    target: 'contention, row-lock strategy: throughput ≥ 0.9× blocking GET_LOCK; wait p99 ≤ 0.25× redlock',
+    measured: 'no row-lock strategy in this build of the library',
+    verdict: 'not measured',
+  });
+  const { small, large } = r.held;
+  const held = large.held === large.count && large.lost === 0 && large.renewalFailures === 0;
+  checks.push({
+    target: `${large.count.toLocaleString('en-US')} held locks on a pool of ${r.held.poolSize}`,
+    measured: `${large.held.toLocaleString('en-US')} held after ${fmt(large.windowMs / 1000, 1)} s of renewals, ${large.lost} lost, ${large.renewalFailures} failed renewals, ${fmt(large.heapBytesPerLock, 0)} B heap per lock`,
+    verdict: held ? 'met' : 'missed',
+  });
+  const rate = (h: typeof small): number => h.renewalStatements / (h.windowMs / 1000);
+  const stmtRatio = rate(large) / rate(small);
+  const tickRatio = median(large.tickMs) / median(small.tickMs);
+  checks.push({
+    target: 'renewal cost independent of the number of locks',
+    measured:
+      `statements/s ${fmt(rate(large))} vs ${fmt(rate(small))} with ${small.count} locks (${fmtRatio(stmtRatio)}); ` +
+      `time per renewal tick ${fmt(median(large.tickMs))} vs ${fmt(median(small.tickMs))} ms (${fmtRatio(tickRatio)})`,
+    verdict: stmtRatio <= 1.1 && tickRatio <= 1.5 ? 'met' : 'missed',
+  });
+  const lt = r.logTable.big.median / r.logTable.empty.median;
+  checks.push({
+    target: `${r.logTable.rows.toLocaleString('en-US')} log rows: acquire latency ≤ 1.2× the empty table`,
+    measured: `${fmtRatio(lt)} (${fmt(r.logTable.big.median)} vs ${fmt(r.logTable.empty.median)} ms)`,
+    verdict: lt <= 1.2 ? 'met' : 'missed',
+  });
+  return checks;
+}
+
+function chart(title: string, unit: string, labels: string[], values: number[]): string {
+  const max = Math.max(...values.filter(Number.isFinite), 0);
+  const top = max > 0 ? Number((max * 1.15).toPrecision(2)) : 1;
+  return [
+    '```mermaid',
+    'xychart-beta',
+    `    title "${title}"`,
+    `    x-axis [${labels.map((l) => `"${l}"`).join(', ')}]`,
+    `    y-axis "${unit}" 0 --> ${top}`,
+    `    bar [${values.map((v) => (Number.isFinite(v) ? Number(v.toPrecision(4)) : 0)).join(', ')}]`,
+    '```',
+  ].join('\n');
+}
+
+export function renderReport(r: BenchResults): string {
+  const { env, config } = r;
+  const out: string[] = [];
+  const u = (id: string): Figure => r.uncontended.get(id)!.latency;
+  const select1 = u('select1');
+  const pk2 = u('pk-update-x2');
+  out.push('# Benchmarks', '');
+  out.push(
+    `Generated by \`npm run bench\` (\`test/bench/\`) on ${env.date.slice(0, 10)}; do not edit by hand. ` +
+      `Everything runs on loopback on one machine. Each figure is the **median over ${config.rounds} rounds** with the ` +
+      `**min–max over rounds** in parentheses, and is given as a ratio to a floor measured in the same run. ` +
+      `Designs are interleaved round by round, so background load drifts over all of them alike.` +
+      (config.quick ? ' **Quick mode (BENCH_QUICK=1): short rounds, indicative only.**' : ''),
+    '',
+  );
+  out.push('## Environment', '', '| | |', '|---|---|');
+  out.push(`| date | ${env.date} |`);
+  out.push(`| machine | ${env.cpus} CPUs (\`nproc\`), ${env.cpuModel}, ${fmt(env.memoryGiB, 1)} GiB RAM, ${env.os} |`);
+  out.push(`| database | ${env.database} (${env.databaseSettings}) |`);
+  out.push(`| Redis | ${env.redis} |`);
+  out.push(`| Node.js | ${env.node} |`);
+  out.push(`| packages | ${Object.entries(env.packages).map(([k, v]) => `${k} ${v}`).join(', ')} |`);
+  out.push(
+    `| run | ${config.rounds} rounds; ${config.opsPerRound} ops per uncontended round; ${config.processes} processes × ${config.callersPerProcess} callers, ` +
+      `${config.contentionWindowMs} ms per contention round; whole run ${fmt(r.durationMs / 60000, 1)} min |`,
+  );
+  out.push(
+    `| background | other clients of the server sent ${r.backgroundQps.map((q) => fmt(q, 0)).join(' / ')} statements/s while the bench was idle (before / after the contention section); ` +
+      `they are included in the "waiter statements/s" column, the client-side count is not |`,
+    '',
+  );
+
+  out.push('## Targets', '', '| target | measured (same run) | verdict |', '|---|---|---|');
+  for (const c of checkTargets(r)) out.push(`| ${c.target} | ${c.measured} | ${c.verdict === 'met' ? '✅ met' : c.verdict === 'missed' ? '❌ missed' : '— not measured'} |`);
+  out.push('');
+
+  out.push('## Uncontended: one caller, one key', '');
+  out.push(
+    `Latency per operation (ms), median of each round's ops. Floors: \`SELECT 1\` = ${fmt(select1.median, 3)} ms, two autocommit PK UPDATEs = ${fmt(pk2.median, 3)} ms.`,
+    '',
+  );
+  out.push('| kind | operation | round trips | latency ms | × `SELECT 1` | × two PK UPDATEs |', '|---|---|---|---|---|---|');
+  for (const f of r.uncontended.values()) {
+    const trips = f.measuredRoundTrips !== undefined && f.item.countsRoundTrips ? `${f.item.roundTrips} (measured ${fmt(f.measuredRoundTrips, 2)})` : f.item.roundTrips;
+    out.push(
+      `| ${f.item.kind} | ${f.item.label} | ${trips} | ${fmtFigure(f.latency, 3)} | ${fmtRatio(f.latency.median / select1.median)} | ${fmtRatio(f.latency.median / pk2.median)} |`,
+    );
+  }
+  const write = r.uncontended.get('lease-write')!;
+  if (write.firstPhase) {
+    const grantMs = write.firstPhase.median;
+    out.push(
+      '',
+      `Where the exclusive acquire + release goes: acquire (the grant: one round trip of ${r.grantStatements} statements, one commit) ${fmtFigure(write.firstPhase, 3)} ms, ` +
+        `release (one UPDATE, one commit) ≈ ${fmt(write.latency.median - grantMs, 3)} ms. The minimal one-round-trip grant shape ` +
+        `(START TRANSACTION; INSERT audit row; UPDATE counter; COMMIT) costs ${fmt(u('one-trip-grant').median, 3)} ms, one autocommit PK UPDATE ${fmt(u('pk-update').median, 3)} ms.`,
+    );
+  }
+  const fenced = u('fenced-tx').median;
+  const locked = u('locked-tx').median;
+  const plain = u('plain-tx').median;
+  out.push(
+    '',
+    `Decorator overhead (fence by hand; see notes): a fenced transaction under its lock costs ${fmtRatio(fenced / plain)} a plain transaction doing the same write; ` +
+      `the fence statement itself adds ${fmt(fenced - locked, 3)} ms (${fmtRatio(fenced / locked)} of lock + plain transaction).`,
+    '',
+  );
+  const latencyIds = ['select1', 'pk-update-x2', 'one-trip-grant', 'get-lock', 'for-update', 'naive-table', 'redlock', 'lease-write', 'lease-read'];
+  const latencyLabels = ['SELECT 1', '2x PK UPDATE', '1-trip grant shape', 'GET_LOCK', 'FOR UPDATE', 'naive table', 'redlock', 'lease write', 'lease read'];
+  out.push(chart('Uncontended acquire + release latency by design (ms, lower is better)', 'ms', latencyLabels, latencyIds.map((id) => u(id).median)), '');
+
+  for (const c of r.contention) {
+    const title = c.pauseMs > 0 ? `Contention, callers pause ${c.pauseMs} ms after each release` : 'Contention: callers re-request at once';
+    out.push(`## ${title}`, '');
+    out.push(
+      `${config.processes} processes × ${config.callersPerProcess} callers on one key; critical section = read a counter row, write it back plus one ` +
+        `(lost updates show any overlap). Floor: the same critical section run serially by one caller without a lock, ` +
+        `${fmt(c.serialFloor.median)} ops/s (${fmt(c.serialFloor.min)}–${fmt(c.serialFloor.max)}). Handoff = from the holder starting its release to ` +
+        `a caller that was already waiting holding the lock. Barging = share of consecutive holds by the same caller; same process = by any caller of the same process (16 callers in 4 processes: 3 of 15 other callers, 20 %, would be fair).`,
+      '',
+    );
+    out.push(
+      '| design | throughput ops/s | × serial floor | wait p50 ms | wait p99 ms | handoff p50 ms | handoff p99 ms | handoff p50 × `SELECT 1` | barging (same caller) | same process | waiter statements/s (server) | waiter / useful statements | waiter statements/s (client count) | lost updates |',
+      '|---|---|---|---|---|---|---|---|---|---|---|---|---|---|',
+    );
+    for (const d of DESIGN_IDS) {
+      const f = c.byDesign.get(d);
+      if (!f) continue;
+      const waiter = d === 'redlock' ? `${fmtFigure(f.waiterQps, 0)}; Redis: ${fmtFigure(f.redisWaiterCps, 0)} commands/s` : fmtFigure(f.waiterQps, 0);
+      out.push(
+        `| ${DESIGN_LABELS[d]} | ${fmtFigure(f.throughput, 0)} | ${fmtRatio(f.throughput.median / c.serialFloor.median)} | ${ms(f.waitP50)} | ${ms(f.waitP99)} | ` +
+          `${ms(f.handoffP50)} | ${ms(f.handoffP99)} | ${fmtRatio(f.handoffP50.median / select1.median)} | ${pct(f.barging)} | ${pct(f.sameProcess)} | ${waiter} | ` +
+          `${d === 'redlock' ? 'n/a (Redis)' : pct(f.waiterShare)} | ${fmtFigure(f.clientWaiterQps, 0)} | ${f.lostTotal}${f.gaveUpTotal ? ` (${f.gaveUpTotal} LockErrors retried)` : ''} |`,
+      );
+    }
+    out.push('');
+    const ids = DESIGN_IDS.filter((d) => c.byDesign.has(d));
+    out.push(chart(`Throughput by design under contention${c.pauseMs ? `, ${c.pauseMs} ms pause` : ''} (ops/s, higher is better)`, 'ops/s', ids.map((d) => SHORT[d]), ids.map((d) => c.byDesign.get(d)!.throughput.median)), '');
+    out.push(chart(`Wait p99 by design under contention${c.pauseMs ? `, ${c.pauseMs} ms pause` : ''} (ms, lower is better)`, 'ms', ids.map((d) => SHORT[d]), ids.map((d) => c.byDesign.get(d)!.waitP99.median)), '');
+  }
+
+  const { small, large } = r.held;
+  out.push('## Scale: many locks held by one process', '');
+  out.push(
+    `One process, library pool of ${r.held.poolSize} connections, lease ${r.held.leaseMs} ms (renewed every ${r.held.leaseMs / 3} ms). ` +
+      `Floor: the same process holding ${small.count} locks. Renewal tick = one watchdog tick timed directly, ${config.rounds} ticks. Memory after forced GC (single measurement).`,
+    '',
+  );
+  out.push('| locks held | acquire all (s) | round trips per acquire | heap per lock | RSS per lock | renewal statements/s | locks renewed/s | renewal tick ms | lost | release all (s) |', '|---|---|---|---|---|---|---|---|---|---|');
+  for (const h of [small, large]) {
+    const tick = { median: median(h.tickMs), min: Math.min(...h.tickMs), max: Math.max(...h.tickMs), rounds: h.tickMs.length };
+    out.push(
+      `| ${h.count.toLocaleString('en-US')} | ${fmt(h.acquireMs / 1000, 2)} | ${fmt(h.roundTripsPerLock, 2)} | ${fmt(h.heapBytesPerLock, 0)} B | ${fmt(h.rssBytesPerLock, 0)} B | ` +
+        `${fmt(h.renewalStatements / (h.windowMs / 1000), 2)} | ${fmt(h.renewedLocks / (h.windowMs / 1000), 0)} | ${fmtFigure(tick, 1)} | ${h.lost} | ${fmt(h.releaseMs / 1000, 2)} |`,
+    );
+  }
+  out.push('');
+  const lt = r.logTable;
+  out.push('## Scale: big log table', '');
+  out.push(
+    `Exclusive acquire + release latency (ms) on a log table holding ${lt.rows.toLocaleString('en-US')} terminal rows ` +
+      `(${lt.hotKeyRows.toLocaleString('en-US')} of them on the measured key itself, the rest over 1,000 keys; filled by INSERT … SELECT doubling in ${fmt(lt.fillMs / 1000, 1)} s) ` +
+      `vs a fresh table, each in its own database and process, rounds interleaved.`,
+    '',
+  );
+  out.push('| log table | latency ms | × fresh table | × two PK UPDATEs |', '|---|---|---|---|');
+  out.push(`| fresh | ${fmtFigure(lt.empty, 3)} | 1.00× | ${fmtRatio(lt.empty.median / pk2.median)} |`);
+  out.push(`| ${lt.rows.toLocaleString('en-US')} rows | ${fmtFigure(lt.big, 3)} | ${fmtRatio(lt.big.median / lt.empty.median)} | ${fmtRatio(lt.big.median / pk2.median)} |`);
+  out.push('');
+  if (r.notes.length) {
+    out.push('## Notes', '');
+    for (const note of r.notes) out.push(`- ${note}`);
+    out.push('');
+  }
+  return out.join('\n');
+}
+
