@@ -107,14 +107,15 @@ export function checkTargets(r: BenchResults): TargetCheck[] {
     verdict: held ? 'met' : 'missed',
   });
   const rate = (h: typeof small): number => h.renewalStatements / (h.windowMs / 1000);
+  const busy = (h: typeof small): number => h.renewMs.reduce((a, b) => a + b, 0) / (h.windowMs / 1000);
   const stmtRatio = rate(large) / rate(small);
-  const tickRatio = median(large.tickMs) / median(small.tickMs);
+  const busyRatio = busy(large) / busy(small);
   checks.push({
     target: 'renewal cost independent of the number of locks',
     measured:
-      `statements/s ${fmt(rate(large))} vs ${fmt(rate(small))} with ${small.count} locks (${fmtRatio(stmtRatio)}); ` +
-      `time per renewal tick ${fmt(median(large.tickMs))} vs ${fmt(median(small.tickMs))} ms (${fmtRatio(tickRatio)})`,
-    verdict: stmtRatio <= 1.1 && tickRatio <= 1.5 ? 'met' : 'missed',
+      `renewal statements/s ${fmt(rate(large))} with ${large.count.toLocaleString('en-US')} locks vs ${fmt(rate(small))} with ${small.count} (${fmtRatio(stmtRatio)}); ` +
+      `time spent renewing ${fmt(busy(large))} vs ${fmt(busy(small))} ms per second (${fmtRatio(busyRatio)})`,
+    verdict: stmtRatio <= 1.1 && busyRatio <= 1.5 ? 'met' : 'missed',
   });
   const lt = r.logTable.big.median / r.logTable.empty.median;
   checks.push({
@@ -217,7 +218,7 @@ export function renderReport(r: BenchResults): string {
       `${config.processes} processes × ${config.callersPerProcess} callers on one key; critical section = read a counter row, write it back plus one ` +
         `(lost updates show any overlap). Floor: the same critical section run serially by one caller without a lock, ` +
         `${fmt(c.serialFloor.median)} ops/s (${fmt(c.serialFloor.min)}–${fmt(c.serialFloor.max)}). Handoff = from the holder starting its release to ` +
-        `a caller that was already waiting holding the lock. Barging = share of consecutive holds by the same caller; same process = by any caller of the same process (16 callers in 4 processes: 3 of 15 other callers, 20 %, would be fair).`,
+        `a caller that was already waiting holding the lock. Waits are censored at the window's end (a caller still waiting then counts with what it has waited so far), so a p99 near the window length means callers starved. Barging = share of consecutive holds by the same caller; same process = by any caller of the same process (16 callers in 4 processes: 3 of 15 other callers, 20 %, would be fair).`,
       '',
     );
     out.push(
@@ -244,15 +245,16 @@ export function renderReport(r: BenchResults): string {
   out.push('## Scale: many locks held by one process', '');
   out.push(
     `One process, library pool of ${r.held.poolSize} connections, lease ${r.held.leaseMs} ms (renewed every ${r.held.leaseMs / 3} ms). ` +
-      `Floor: the same process holding ${small.count} locks. Renewal tick = one watchdog tick timed directly, ${config.rounds} ticks. Memory after forced GC (single measurement).`,
+      `Floor: the same process holding ${small.count} locks. Every renewal statement sent during a ${fmt(large.windowMs / 1000, 1)} s window is timed (median, min–max over statements); "time renewing" = their total per second. Memory after forced GC (one measurement per size).`,
     '',
   );
-  out.push('| locks held | acquire all (s) | round trips per acquire | heap per lock | RSS per lock | renewal statements/s | locks renewed/s | renewal tick ms | lost | release all (s) |', '|---|---|---|---|---|---|---|---|---|---|');
+  out.push('| locks held | acquire all (s) | round trips per acquire | heap per lock | RSS per lock | renewal statements/s | locks renewed/s | ms per renewal statement | time renewing (ms/s) | lost | release all (s) |', '|---|---|---|---|---|---|---|---|---|---|---|');
   for (const h of [small, large]) {
-    const tick = { median: median(h.tickMs), min: Math.min(...h.tickMs), max: Math.max(...h.tickMs), rounds: h.tickMs.length };
+    const tick = { median: median(h.renewMs), min: Math.min(...h.renewMs), max: Math.max(...h.renewMs), rounds: h.renewMs.length };
+    const renewing = h.renewMs.reduce((a, b) => a + b, 0) / (h.windowMs / 1000);
     out.push(
       `| ${h.count.toLocaleString('en-US')} | ${fmt(h.acquireMs / 1000, 2)} | ${fmt(h.roundTripsPerLock, 2)} | ${fmt(h.heapBytesPerLock, 0)} B | ${fmt(h.rssBytesPerLock, 0)} B | ` +
-        `${fmt(h.renewalStatements / (h.windowMs / 1000), 2)} | ${fmt(h.renewedLocks / (h.windowMs / 1000), 0)} | ${fmtFigure(tick, 1)} | ${h.lost} | ${fmt(h.releaseMs / 1000, 2)} |`,
+        `${fmt(h.renewalStatements / (h.windowMs / 1000), 2)} | ${fmt(h.renewedLocks / (h.windowMs / 1000), 0)} | ${fmtFigure(tick, 1)} | ${fmt(renewing, 1)} | ${h.lost} | ${fmt(h.releaseMs / 1000, 2)} |`,
     );
   }
   out.push('');
@@ -268,6 +270,7 @@ export function renderReport(r: BenchResults): string {
   out.push(`| fresh | ${fmtFigure(lt.empty, 3)} | 1.00× | ${fmtRatio(lt.empty.median / pk2.median)} |`);
   out.push(`| ${lt.rows.toLocaleString('en-US')} rows | ${fmtFigure(lt.big, 3)} | ${fmtRatio(lt.big.median / lt.empty.median)} | ${fmtRatio(lt.big.median / pk2.median)} |`);
   out.push('');
+  out.push(...boundsSection(r), '');
   if (r.notes.length) {
     out.push('## Notes', '');
     for (const note of r.notes) out.push(`- ${note}`);
@@ -276,3 +279,39 @@ export function renderReport(r: BenchResults): string {
   return out.join('\n');
 }
 
+
+/** What bounds the figures that miss their targets: the mechanism, with this run's numbers. */
+function boundsSection(r: BenchResults): string[] {
+  const u = (id: string): Figure => r.uncontended.get(id)!.latency;
+  const write = r.uncontended.get('lease-write')!;
+  const grant = write.firstPhase?.median ?? NaN;
+  const c0 = r.contention.find((c) => c.pauseMs === 0);
+  const lease = c0?.byDesign.get('lease');
+  const forUpdate = c0?.byDesign.get('for-update');
+  const { small, large } = r.held;
+  const perLockUs = ((median(large.renewMs) - median(small.renewMs)) / Math.max(1, Math.min(large.count, 5000) - small.count)) * 1000;
+  const lines = ['## What bounds the results', ''];
+  lines.push(
+    `- **Uncontended acquire + release.** Two durable commits are the floor (two autocommit PK UPDATEs, ${fmt(u('pk-update-x2').median, 3)} ms). ` +
+      `The release is one UPDATE (≈ one PK UPDATE). The grant is one round trip, but of ${r.grantStatements} statements: it costs ` +
+      `${fmt(grant, 3)} ms against ${fmt(u('one-trip-grant').median, 3)} ms for the bare one-round-trip shape (INSERT audit row + UPDATE counter + COMMIT). ` +
+      'What is left above the floor is server-side statement execution inside the grant (key-row upsert, conflict count, writer mark, takeover UPDATE, read-back SELECTs), not round trips.',
+  );
+  if (lease && forUpdate)
+    lines.push(
+      `- **Contention throughput.** A lease handoff is two durable commits in series (the holder's release, then the next grant), on top of the critical section; ` +
+        `a blocking \`FOR UPDATE\`/\`GET_LOCK\` handoff happens inside the server when the holder's COMMIT/RELEASE_LOCK arrives and writes nothing. ` +
+        `Handoff p50: lease ${fmt(lease.handoffP50.median)} ms vs FOR UPDATE ${fmt(forUpdate.handoffP50.median)} ms. ` +
+        'Throughput is bounded by 1 / (release + grant + critical section) of one caller, so no scheduling change reaches the blocking locks while every grant and release is a durable write.',
+      `- **Contention wait p99.** ${fmt(lease.sameProcess.median * 100, 0)} % of lease handoffs stay in the process that released (fair: 20 %). ` +
+        'A local release wakes that process\'s own queue at once, and its next caller re-grants within a round trip; the other processes only get the key when one of their ' +
+        'back-off polls (10–200 ms) lands in that gap. Their callers wait for hundreds of ms, which is the p99. The database is not the bound: cross-process fairness of the wait queues is ' +
+        '(e.g. a local waiter yielding one grant when another process has marked the key as waited for).',
+    );
+  lines.push(
+    `- **Renewals.** Statements per tick are ⌈locks / 5,000⌉ (one per tick up to 5,000 locks, two for 10,000), so statements per second barely move; ` +
+      `but each tick rewrites every held lock's log row (\`expires_at\`), ≈ ${fmt(perLockUs, 1)} µs of statement time per lock. ` +
+      'Constant renewal cost would need the lease on one row per process (a heartbeat the log rows point to) instead of on every log row.',
+  );
+  return lines;
+}
