@@ -25,6 +25,7 @@ export interface RoundMetrics {
   waiterQps: number;
   waiterShare: number;
   clientWaiterQps: number;
+  clientWaiterShare: number;
   redisWaiterCps: number;
   gaveUp: number;
   ops: number;
@@ -80,7 +81,7 @@ async function serialFloorRound(admin: mysql.Connection, ops: number): Promise<n
   return ops / ((hostNow() - t0) / 1000);
 }
 
-export function analyseRound(events: HoldEvent[], startAt: number, deadline: number): Omit<RoundMetrics, 'lost' | 'waiterQps' | 'waiterShare' | 'clientWaiterQps' | 'redisWaiterCps' | 'gaveUp'> {
+export function analyseRound(events: HoldEvent[], startAt: number, deadline: number): Omit<RoundMetrics, 'lost' | 'waiterQps' | 'waiterShare' | 'clientWaiterQps' | 'clientWaiterShare' | 'redisWaiterCps' | 'gaveUp'> {
   const inWindow = events.filter((e) => e[2] >= startAt && e[2] <= deadline).sort((a, b) => a[2] - b[2]);
   // Waits of every acquisition started in the window, censored at the deadline: a caller still
   // waiting when the window closes (starved by barging) counts with at least what it waited so
@@ -159,6 +160,7 @@ async function runRound(setup: ContentionSetup, config: BenchConfig, design: Des
     waiterQps: waiterStatements / seconds,
     waiterShare: useful > 0 ? waiterStatements / useful : NaN,
     clientWaiterQps: Math.max(0, sent - increments * setup.usefulStatements[design]) / seconds,
+    clientWaiterShare: useful > 0 ? Math.max(0, sent - increments * setup.usefulStatements[design]) / useful : NaN,
     redisWaiterCps: Math.max(0, r1 - r0 - usefulRedis - 1) / seconds,
     gaveUp,
   };
@@ -195,6 +197,7 @@ export async function runContention(setup: ContentionSetup, config: BenchConfig,
       waiterQps: pick('waiterQps'),
       waiterShare: pick('waiterShare'),
       clientWaiterQps: pick('clientWaiterQps'),
+      clientWaiterShare: pick('clientWaiterShare'),
       redisWaiterCps: pick('redisWaiterCps'),
       gaveUp: pick('gaveUp'),
       ops: pick('ops'),

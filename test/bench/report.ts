@@ -72,10 +72,14 @@ export function checkTargets(r: BenchResults): TargetCheck[] {
         measured: `${fmtRatio(p)} (${fmt(lease.waitP99.median)} vs ${fmt(forUpdate.waitP99.median)} ms)`,
         verdict: p <= 2 ? 'met' : 'missed',
       });
+      // The verdict uses the statements the bench's own processes sent; SHOW GLOBAL STATUS also
+      // counts every other client of the server (see the background row), so it is shown beside.
       checks.push({
         target: `contention, lease: waiter queries ≤ 20 % of useful queries${variant}`,
-        measured: `${fmt(lease.waiterShare.median * 100, 1)} % (${fmt(lease.waiterQps.median)} waiter statements/s, SHOW GLOBAL STATUS)`,
-        verdict: lease.waiterShare.median <= 0.2 ? 'met' : 'missed',
+        measured:
+          `${fmt(lease.clientWaiterShare.median * 100, 1)} % (${fmt(lease.clientWaiterQps.median)} waiter statements/s counted by the bench's processes; ` +
+          `SHOW GLOBAL STATUS delta minus useful: ${fmt(lease.waiterShare.median * 100, 1)} %, includes other clients of the server)`,
+        verdict: lease.clientWaiterShare.median <= 0.2 ? 'met' : 'missed',
       });
     }
     if (redlock) {
@@ -222,8 +226,8 @@ export function renderReport(r: BenchResults): string {
       '',
     );
     out.push(
-      '| design | throughput ops/s | × serial floor | wait p50 ms | wait p99 ms | handoff p50 ms | handoff p99 ms | handoff p50 × `SELECT 1` | barging (same caller) | same process | waiter statements/s (server) | waiter / useful statements | waiter statements/s (client count) | lost updates |',
-      '|---|---|---|---|---|---|---|---|---|---|---|---|---|---|',
+      '| design | throughput ops/s | × serial floor | wait p50 ms | wait p99 ms | handoff p50 ms | handoff p99 ms | handoff p50 × `SELECT 1` | barging (same caller) | same process | waiter statements/s (server: SHOW GLOBAL STATUS) | waiter / useful (server) | waiter statements/s (client count) | waiter / useful (client) | lost updates |',
+      '|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|',
     );
     for (const d of DESIGN_IDS) {
       const f = c.byDesign.get(d);
@@ -232,7 +236,7 @@ export function renderReport(r: BenchResults): string {
       out.push(
         `| ${DESIGN_LABELS[d]} | ${fmtFigure(f.throughput, 0)} | ${fmtRatio(f.throughput.median / c.serialFloor.median)} | ${ms(f.waitP50)} | ${ms(f.waitP99)} | ` +
           `${ms(f.handoffP50)} | ${ms(f.handoffP99)} | ${fmtRatio(f.handoffP50.median / select1.median)} | ${pct(f.barging)} | ${pct(f.sameProcess)} | ${waiter} | ` +
-          `${d === 'redlock' ? 'n/a (Redis)' : pct(f.waiterShare)} | ${fmtFigure(f.clientWaiterQps, 0)} | ${f.lostTotal}${f.gaveUpTotal ? ` (${f.gaveUpTotal} LockErrors retried)` : ''} |`,
+          `${d === 'redlock' ? 'n/a (Redis)' : pct(f.waiterShare)} | ${fmtFigure(f.clientWaiterQps, 0)} | ${d === 'redlock' ? 'n/a (Redis)' : pct(f.clientWaiterShare)} | ${f.lostTotal}${f.gaveUpTotal ? ` (${f.gaveUpTotal} LockErrors retried)` : ''} |`,
       );
     }
     out.push('');
