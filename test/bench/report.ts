@@ -19,6 +19,8 @@ export interface BenchResults {
   notes: string[];
   /** Statements in one lease grant round trip. */
   grantStatements: number;
+  /** 1-minute load average of the host at start and at end of the run. */
+  loadAverage: [number, number];
 }
 
 export interface TargetCheck {
@@ -170,6 +172,7 @@ export function renderReport(r: BenchResults): string {
     `| run | ${config.rounds} rounds; ${config.opsPerRound} ops per uncontended round; ${config.processes} processes × ${config.callersPerProcess} callers, ` +
       `${config.contentionWindowMs} ms per contention round; whole run ${fmt(r.durationMs / 60000, 1)} min |`,
   );
+  out.push(`| host load | 1-minute load average ${fmt(r.loadAverage[0], 1)} at start, ${fmt(r.loadAverage[1], 1)} at end (${env.cpus} CPUs: above ${env.cpus} the figures are contended by other work on the host) |`);
   out.push(
     `| background | other clients of the server sent ${r.backgroundQps.map((q) => fmt(q, 0)).join(' / ')} statements/s while the bench was idle (before / after the contention section); ` +
       `they are included in the "waiter statements/s" column, the client-side count is not |`,

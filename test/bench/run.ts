@@ -6,6 +6,7 @@
  */
 import 'reflect-metadata';
 import { mkdirSync, writeFileSync } from 'node:fs';
+import { loadavg } from 'node:os';
 import { dirname } from 'node:path';
 import { Redis } from 'ioredis';
 import mysql from 'mysql2/promise';
@@ -37,6 +38,7 @@ async function createBenchDatabase(prefix: string): Promise<TestDatabase> {
 }
 
 async function main(): Promise<void> {
+  const loadAtStart = loadavg()[0]!;
   const config = benchConfig();
   const redisUrl = process.env.BENCH_REDIS_URL ?? 'redis://127.0.0.1:6379';
   log(`config ${JSON.stringify(config)}`);
@@ -108,7 +110,7 @@ async function main(): Promise<void> {
       'The blocking `SELECT … FOR UPDATE` and `GET_LOCK` designs hold one database connection per waiting caller; the lease strategy holds none while waiting or holding.',
       'This library has no row-lock strategy yet in this build: its targets are left unmeasured rather than approximated.',
     );
-    const results = { env, config, uncontended, contention, backgroundQps: background, held, logTable, durationMs: hostNow() - started, notes, grantStatements: grant };
+    const results = { env, config, uncontended, contention, backgroundQps: background, held, logTable, durationMs: hostNow() - started, notes, grantStatements: grant, loadAverage: [loadAtStart, loadavg()[0]!] as [number, number] };
     mkdirSync(dirname(config.output), { recursive: true });
     writeFileSync(config.output, renderReport(results));
     log(`wrote ${config.output}`);
