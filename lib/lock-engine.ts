@@ -328,9 +328,12 @@ export class LockEngine implements HeldLockOwner {
   }
 
   private blockedLocally(targets: readonly LockTarget[]): boolean {
+    const now = performance.now();
     for (const target of targets) {
       for (const lock of this.localHolds.get(target.storedKey) ?? []) {
-        if (!lock.live) continue;
+        // Past its lease deadline (not renewed: stalled, or fencing) a local lock may already be
+        // reclaimable in the database: let the waiter ask instead of assuming it is blocked.
+        if (!lock.live || now >= lock.leaseDeadline) continue;
         if (target.mode === 'write' || lock.modes[target.key] === 'write') return true;
       }
     }
