@@ -93,7 +93,11 @@ export class LeaseWatchdog {
     const sentAt = performance.now();
     let live: Map<string, { live: number; expiresAt: Date }>;
     try {
-      const timeoutMs = Math.max(50, Math.min(...batch.map((l) => l.leaseDeadline - sentAt)));
+      // Bounded by the LONGEST remaining lease (at least 1 s), not the most urgent one: a renewal
+      // that succeeds late still renews every lock nobody took over, while a tight bound made
+      // one slow statement under load (10,000 rows) fail again and again until every lock of
+      // the batch was lost. Only a renewal that fails past a lock's deadline loses that lock.
+      const timeoutMs = Math.max(1000, ...batch.map((l) => l.leaseDeadline - sentAt));
       live = await this.store.renew(
         batch.map((l) => l.owner),
         timeoutMs,
