@@ -74,7 +74,8 @@ describe('G7 timeouts', () => {
     it(`timeoutMs ${timeoutMs} against a key held in this process`, async () => {
       const { error, roundTrips } = await expectTimeout(holderLocks, 'busy', { timeoutMs });
       assert.deepEqual(error.keys, ['busy']);
-      assert.equal(roundTrips, 1, 'a local holder is known: one try, then no polling');
+      // A live lock of this very process is known to conflict: the try is answered locally, no SQL.
+      assert.equal(roundTrips, 0, 'a local holder is known: no doomed grant is sent');
     });
 
     it(`timeoutMs ${timeoutMs} for a write lock on a read-held key, several keys`, async () => {
