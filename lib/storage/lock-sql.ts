@@ -60,11 +60,6 @@ export function grantStatement(input: GrantStatementInput): string {
   const conflict = conflictCondition(input.targets);
   const modeExpr = modeExpression(input.targets);
   const leaseUs = input.leaseMs * 1000;
-  const countLive = (into: string): string =>
-    format(
-      `SELECT COUNT(*) INTO ${into} FROM ${LOCK_LOG_TABLE} WHERE lock_key IN (?) AND status IN ${LIVE_STATUSES_SQL} AND expires_at > @dbl_now AND (${conflict.sql})`,
-      [keys, ...conflict.values],
-    );
   const statements = [
     'START TRANSACTION',
     format(`SELECT COALESCE(MAX(fencing_token), 0) INTO @dbl_floor FROM ${LOCK_TABLE} WHERE lock_key = ? LOCK IN SHARE MODE`, [FENCING_FLOOR_KEY]),
@@ -73,17 +68,28 @@ export function grantStatement(input: GrantStatementInput): string {
       keys,
     ),
     'SET @dbl_now = UTC_TIMESTAMP(6)',
-    countLive('@dbl_busy'),
+    // Live conflicting holders, split into unexpired (busy) and expired (takeover candidates), in
+    // one read: with no candidates, the takeover and the recount below skip their work.
+    format(
+      `SELECT COALESCE(SUM(expires_at > @dbl_now), 0), COALESCE(SUM(expires_at <= @dbl_now), 0) INTO @dbl_busy, @dbl_expired ` +
+        `FROM ${LOCK_LOG_TABLE} WHERE lock_key IN (?) AND status IN ${LIVE_STATUSES_SQL} AND (${conflict.sql})`,
+      [keys, ...conflict.values],
+    ),
     readKeys.length > 0 && input.writerPreference
       ? format(`SELECT COUNT(*) INTO @dbl_writer_waiting FROM ${LOCK_TABLE} WHERE lock_key IN (?) AND writer_waiting_until > ${NOW}`, [readKeys])
       : 'SET @dbl_writer_waiting = 0',
     format(
       `UPDATE ${LOCK_LOG_TABLE} SET status = '${LockStatus.EXPIRED}', ended_at = ${NOW}, hold_ms = ${HOLD_MS}, note = ? ` +
-        `WHERE lock_key IN (?) AND status IN ${LIVE_STATUSES_SQL} AND expires_at <= @dbl_now AND (${conflict.sql}) AND @dbl_busy = 0 AND @dbl_writer_waiting = 0`,
+        `WHERE @dbl_expired > 0 AND @dbl_busy = 0 AND @dbl_writer_waiting = 0 AND lock_key IN (?) AND status IN ${LIVE_STATUSES_SQL} AND expires_at <= @dbl_now AND (${conflict.sql})`,
       [`taken over by ${input.owner}`, keys, ...conflict.values],
     ),
     'SET @dbl_reclaimed = IF(@dbl_busy = 0 AND @dbl_writer_waiting = 0, ROW_COUNT(), 0)',
-    countLive('@dbl_revived'),
+    // Only expired candidates can be revived by a late renewal; with none there is nothing to
+    // recount. (Not "if the takeover marked any": a revived candidate is exactly one it skipped.)
+    format(
+      `SELECT COUNT(*) INTO @dbl_revived FROM ${LOCK_LOG_TABLE} WHERE @dbl_expired > 0 AND lock_key IN (?) AND status IN ${LIVE_STATUSES_SQL} AND expires_at > @dbl_now AND (${conflict.sql})`,
+      [keys, ...conflict.values],
+    ),
     'SET @dbl_granted = (@dbl_busy = 0 AND @dbl_writer_waiting = 0 AND @dbl_revived = 0)',
     format(
       `INSERT INTO ${LOCK_LOG_TABLE} (lock_key, mode, owner, holder, fencing_token, status, lease_ms, acquired_at, expires_at, wait_ms) ` +
