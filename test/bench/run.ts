@@ -11,7 +11,6 @@ import { dirname } from 'node:path';
 import { Redis } from 'ioredis';
 import mysql from 'mysql2/promise';
 import { DataSource } from 'typeorm';
-import * as lib from '../../lib/index.js';
 import { createLockApp } from '../support/lock-app.js';
 import { TestDatabase } from '../support/test-database.js';
 import { LockWorker } from '../support/worker-host.js';
@@ -65,12 +64,7 @@ async function main(): Promise<void> {
     cleanups.push(() => forUpdate.close(), () => naive.close(), () => redlock.close());
     log('uncontended section');
     const uncontended = await runUncontended(uncontendedItems({ floor, locks, dataSource, forUpdate, naive, redlock }), locks, config, log);
-    if (!('DistributedLock' in lib) && !('WriteLock' in lib))
-      notes.push(
-        'Decorator overhead is measured with the fence done by hand (acquire, TypeORM transaction with the write and `fenceStatement(owner)` before COMMIT, release): ' +
-          'the decorators are not in this build. The decorator will add its own bookkeeping on top of these figures.',
-      );
-    else notes.push('Decorators exist in this build, but the "fenced transaction" figure still does the fence by hand (same SQL the decorator runs).');
+    notes.push('Decorator overhead is measured through `LockService.runLocked`, the one method `@DistributedLock`/`@WriteLock` forward to (grant, new READ COMMITTED transaction, the write, the fence, COMMIT, release).');
 
     // Contention, in worker processes.
     log(`contention section: starting ${config.processes} worker processes`);

@@ -7,7 +7,6 @@ import type mysql from 'mysql2/promise';
 import type { DataSource } from 'typeorm';
 import { HeldLock } from '../../lib/held-lock.js';
 import type { LockService } from '../../lib/index.js';
-import { fenceStatement } from '../../lib/storage/lock-sql.js';
 import type { BenchConfig } from './config.js';
 import type { LockDesign } from './designs.js';
 import { type Figure, figure, hostNow, median } from './stats.js';
@@ -156,19 +155,15 @@ export function uncontendedItems(deps: UncontendedDeps): UncontendedItem[] {
     {
       id: 'fenced-tx',
       countsRoundTrips: true,
-      label: 'acquire + fenced transaction + release (fence by hand)',
+      label: 'decorator path: runLocked, fenced REQUIRES_NEW transaction with the same UPDATE',
       kind: 'library',
       roundTrips: '2 + 4',
+      // Exactly what @WriteLock('bench:fenced') forwards to: grant, new transaction, the write,
+      // the fence in the same transaction, COMMIT, release.
       op: async () => {
-        const lock = await locks.acquire('bench:fenced');
-        if (!(lock instanceof HeldLock)) throw new Error('expected a HeldLock');
-        await dataSource.transaction(async (manager) => {
-          await manager.query('UPDATE bench_counter SET v = v + 1 WHERE id = 3');
-          const fence = fenceStatement(lock.owner);
-          const result = (await manager.query(fence.sql, fence.parameters)) as { affectedRows?: number };
-          if (result.affectedRows !== 1) throw new Error('fence did not match: the lock was lost');
+        await locks.runLocked('bench:fenced', async () => {
+          await locks.manager.query('UPDATE bench_counter SET v = v + 1 WHERE id = 3');
         });
-        await lock.release();
       },
     },
   ];
