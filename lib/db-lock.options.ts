@@ -30,7 +30,10 @@ export interface DbLockModuleOptions {
   leaseMs?: number;
   /** Default wait budget of `acquire()`, in ms; 0 = one try, Infinity = wait forever. Default 10000. */
   timeoutMs?: number;
-  /** Shortest pause between two tries of a waiting caller, in ms (jitter is added). Default 10. */
+  /**
+   * First pause between two tries of a waiting caller, in ms; pauses double up to retryMaxDelayMs and
+   * each is jittered to between half and all of its value (waiters in different processes spread out). Default 10.
+   */
   retryMinDelayMs?: number;
   /** Longest pause between two tries of a waiting caller, in ms. Default 200. */
   retryMaxDelayMs?: number;
