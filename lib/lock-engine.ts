@@ -31,6 +31,8 @@ export interface AcquireRequest {
   readonly mode: LockMode;
   readonly timeoutMs: number;
   readonly leaseMs: number;
+  /** The caller reports a timeout itself (a skipped job): no 'timed-out' event, no timedOut count. */
+  readonly quietTimeout?: boolean;
 }
 
 /**
@@ -105,6 +107,7 @@ export class LockEngine implements HeldLockOwner {
         targets: request.targets,
         mode: request.mode,
         leaseMs: request.leaseMs,
+        quietTimeout: request.quietTimeout === true,
         deadline: startedAt + request.timeoutMs,
         startedAt,
         tries: 0,
@@ -258,7 +261,7 @@ export class LockEngine implements HeldLockOwner {
     timeoutError: (waiter: Waiter<HeldLock>, cause?: unknown) => {
       const waitedMs = performance.now() - waiter.startedAt;
       const keys = waiter.targets.map((t) => t.key);
-      if (!waiter.targets.some(isInternalTarget)) {
+      if (!waiter.targets.some(isInternalTarget) && !waiter.quietTimeout) {
         this.stats.timedOut++;
         this.emit({ type: 'timed-out', keys, mode: waiter.mode, waitedMs });
       }

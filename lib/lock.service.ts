@@ -119,7 +119,12 @@ export class LockService implements OnModuleInit, OnApplicationBootstrap, Before
    * @throws LockTimeoutError when the wait budget runs out; InvalidLockKeyError / DbLockOptionsError on bad input (no SQL sent);
    *   LockUpgradeError when the chain holds a key for reading and asks to write it.
    */
-  async acquire(keys: LockKeys, options?: LockOptions): Promise<LockHandle> {
+  acquire(keys: LockKeys, options?: LockOptions): Promise<LockHandle> {
+    return this.acquireFor(keys, options, false);
+  }
+
+  /** acquire(); `quietTimeout`: the caller reports a timeout itself (onLocked 'skip'). */
+  private async acquireFor(keys: LockKeys, options: LockOptions | undefined, quietTimeout: boolean): Promise<LockHandle> {
     const engine = this.requireEngine();
     const resolved = resolveLockOptions(options, this.options);
     const targets = resolveTargets(keys, resolved.mode, this.options.namespace);
@@ -137,7 +142,7 @@ export class LockService implements OnModuleInit, OnApplicationBootstrap, Before
       engine.stats.reentrant++;
       return new NestedLock(targets, held, undefined);
     }
-    const own = await engine.acquire({ targets: missing, mode, timeoutMs: resolved.timeoutMs, leaseMs: resolved.leaseMs });
+    const own = await engine.acquire({ targets: missing, mode, timeoutMs: resolved.timeoutMs, leaseMs: resolved.leaseMs, quietTimeout });
     if (held.size === 0) return own;
     for (const target of missing) held.set(target.storedKey, own);
     return new NestedLock(targets, held, own);
@@ -313,7 +318,7 @@ export class LockService implements OnModuleInit, OnApplicationBootstrap, Before
     const resolved = resolveRunLockedOptions(options);
     let handle: LockHandle;
     try {
-      handle = await this.acquire(keys, resolved.lock);
+      handle = await this.acquireFor(keys, resolved.lock, resolved.onLocked === 'skip');
     } catch (error) {
       if (resolved.onLocked !== 'skip' || !(error instanceof LockTimeoutError)) throw error;
       engine.stats.skipped++;

@@ -10,6 +10,8 @@ export interface Waiter<T> {
   readonly startedAt: number;
   /** Lease to ask for, in ms. */
   readonly leaseMs: number;
+  /** Its timeout is reported by the caller (a skipped job), not as 'timed-out'. */
+  readonly quietTimeout?: boolean;
   /** Tries sent to the database for this waiter. */
   tries: number;
   inFlight: boolean;

@@ -186,6 +186,8 @@ describe('decorators: fenced REQUIRES_NEW transactions in one process', () => {
 
   it("onLocked 'skip': not run, resolves undefined, counted and reported", async () => {
     const skippedBefore = locks.stats().skipped;
+    const timedOutBefore = locks.stats().timedOut;
+    const eventsBefore = events.length;
     const held = await locks.acquire('job');
     try {
       assert.equal(await accounts.job(), undefined);
@@ -194,6 +196,9 @@ describe('decorators: fenced REQUIRES_NEW transactions in one process', () => {
     }
     assert.equal(locks.stats().skipped, skippedBefore + 1);
     assert.ok(events.some((e) => e.type === 'skipped' && e.keys[0] === 'job'));
+    // A skip is reported as a skip only, not also as a timeout.
+    assert.equal(locks.stats().timedOut, timedOutBefore);
+    assert.ok(!events.slice(eventsBefore).some((e) => e.type === 'timed-out'));
     assert.equal(await accounts.job(), 'ran');
   });
 
