@@ -44,6 +44,8 @@ export class LockEngine implements HeldLockOwner {
   readonly stats = new LockStats();
   readonly holderId = `${hostname()}:${process.pid}`;
   private readonly queues = new Map<string, WaitQueue<HeldLock>>();
+  /** The queues waiting on each stored key, so a release wakes exactly those. */
+  private readonly queuesByKey = new Map<string, Set<WaitQueue<HeldLock>>>();
   private readonly localHolds = new Map<string, Set<HeldLock>>();
   private readonly watchdog: LeaseWatchdog;
   private closing = false;
@@ -92,14 +94,27 @@ export class LockEngine implements HeldLockOwner {
   acquire(request: AcquireRequest): Promise<HeldLock> {
     if (this.closing) return Promise.reject(new DbLockError('The lock service is shutting down: no new locks are granted'));
     const startedAt = performance.now();
-    const id = request.targets.map((t) => t.storedKey).join('\u0000');
+    const keys = request.targets.map((t) => t.storedKey);
+    // JSON, not a joined string: a key may contain any character, so ids must not collide.
+    const id = JSON.stringify(keys);
     let queue = this.queues.get(id);
     if (!queue) {
       const created = new WaitQueue<HeldLock>(this.driver, () => {
-        if (created.size === 0 && this.queues.get(id) === created) this.queues.delete(id);
+        if (created.size > 0 || this.queues.get(id) !== created) return;
+        this.queues.delete(id);
+        for (const key of keys) {
+          const set = this.queuesByKey.get(key);
+          set?.delete(created);
+          if (set?.size === 0) this.queuesByKey.delete(key);
+        }
       });
       queue = created;
       this.queues.set(id, queue);
+      for (const key of keys) {
+        let set = this.queuesByKey.get(key);
+        if (!set) this.queuesByKey.set(key, (set = new Set()));
+        set.add(created);
+      }
     }
     const target = queue;
     return new Promise<HeldLock>((resolve, reject) => {
@@ -364,9 +379,9 @@ export class LockEngine implements HeldLockOwner {
       set.delete(lock);
       if (set.size === 0) this.localHolds.delete(target.storedKey);
     }
-    for (const [id, queue] of this.queues) {
-      if (lock.targets.some((t) => id.split('\u0000').includes(t.storedKey))) queue.wake();
-    }
+    const woken = new Set<WaitQueue<HeldLock>>();
+    for (const target of lock.targets) for (const queue of this.queuesByKey.get(target.storedKey) ?? []) woken.add(queue);
+    for (const queue of woken) queue.wake();
   }
 }
 

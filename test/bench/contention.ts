@@ -143,7 +143,6 @@ async function runRound(setup: ContentionSetup, config: BenchConfig, design: Des
 
   const increments = results.reduce((s, r) => s + r.increments, 0);
   const sent = results.reduce((s, r) => s + r.sentStatements, 0);
-  const sentRedis = results.reduce((s, r) => s + r.sentRedisCommands, 0);
   const gaveUp = results.reduce((s, r) => s + r.gaveUp, 0);
   const seconds = (endedAt - startAt) / 1000;
   // Useful statements: the lock's own statements per successful hold, plus the critical section's

@@ -5,7 +5,6 @@
  */
 import type mysql from 'mysql2/promise';
 import type { DataSource } from 'typeorm';
-import { HeldLock } from '../../lib/held-lock.js';
 import type { LockService } from '../../lib/index.js';
 import type { BenchConfig } from './config.js';
 import type { LockDesign } from './designs.js';

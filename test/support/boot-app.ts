@@ -4,6 +4,7 @@ import { NestFactory } from '@nestjs/core';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { DataSource, type DataSourceOptions } from 'typeorm';
 import { LockService } from '../../lib/index.js';
+import { testDataSourceOptions } from './lock-app.js';
 import type { ConnectionSettings } from './test-database.js';
 
 export interface BootExtras {
@@ -31,19 +32,7 @@ export async function bootLockApp(
   @Module({
     imports: [
       TypeOrmModule.forRootAsync({
-        useFactory: () => ({
-          type: 'mysql' as const,
-          host: settings.host,
-          port: settings.port,
-          username: settings.user,
-          password: settings.password,
-          database: settings.database,
-          synchronize: false,
-          logging: false,
-          poolSize: 4,
-          extra: extras.mysqlExtra ?? {},
-          autoLoadEntities: true,
-        }),
+        useFactory: () => testDataSourceOptions(settings, extras.mysqlExtra ?? {}, 4),
         dataSourceFactory: async (options?: DataSourceOptions) => {
           const initialised = new DataSource(options!).initialize();
           opening.push(initialised);

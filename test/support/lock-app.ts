@@ -5,11 +5,10 @@ import { TypeOrmModule } from '@nestjs/typeorm';
 import { DbLockModule, type DbLockModuleOptions, LockService } from '../../lib/index.js';
 import type { ConnectionSettings } from './test-database.js';
 
-/** TypeORM root module for a test database. `extra` goes to mysql2 (e.g. flags). */
-export function typeOrmRoot(settings: ConnectionSettings, extra: Record<string, unknown> = {}, name?: string): DynamicModule {
-  return TypeOrmModule.forRoot({
-    name,
-    type: 'mysql',
+/** TypeORM options for a test database (MySQL driver). `extra` goes to mysql2 (e.g. flags). */
+export function testDataSourceOptions(settings: ConnectionSettings, extra: Record<string, unknown> = {}, poolSize = 10) {
+  return {
+    type: 'mysql' as const,
     host: settings.host,
     port: settings.port,
     username: settings.user,
@@ -17,10 +16,15 @@ export function typeOrmRoot(settings: ConnectionSettings, extra: Record<string, 
     database: settings.database,
     synchronize: false,
     logging: false,
-    poolSize: 10,
+    poolSize,
     extra,
     autoLoadEntities: true,
-  });
+  };
+}
+
+/** TypeORM root module for a test database. */
+export function typeOrmRoot(settings: ConnectionSettings, extra: Record<string, unknown> = {}, name?: string): DynamicModule {
+  return TypeOrmModule.forRoot({ name, ...testDataSourceOptions(settings, extra) });
 }
 
 /** A Nest application context with TypeORM and DbLockModule on `settings`, ready to use. */
