@@ -1,8 +1,11 @@
+import type { LockEventListener } from './core/lock-events.js';
+import { MIN_LEASE_MS } from './core/lock-request.js';
+import { LOCK_STRATEGY_NAMES, type LockStrategyName } from './core/lock-strategy-name.js';
+import { checkAttempts, checkDuration, describe } from './core/option-checks.js';
 import { DbLockOptionsError } from './errors/db-lock-options.error.js';
-import type { LockEventListener } from './events/lock-events.js';
 
-/** The largest delay Node's timers honour; anything larger (or NaN, or < 1) fires after 1 ms. */
-export const MAX_TIMER_MS = 2 ** 31 - 1;
+export { checkDuration, describe, MAX_TIMER_MS } from './core/option-checks.js';
+export { MIN_LEASE_MS } from './core/lock-request.js';
 
 /** Janitor settings (cluster-wide clean-up job: one node at a time runs it). */
 export interface DbLockJanitorOptions {
@@ -26,10 +29,17 @@ export interface DbLockModuleOptions {
    * so several apps can share the tables. Default '' (no prefix).
    */
   namespace?: string;
+  /**
+   * How locks are held unless a call says otherwise: 'lease' (a leased log row, no connection
+   * held) or 'row-lock' (an InnoDB row lock kept by the locked work's own transaction). Default 'lease'.
+   */
+  strategy?: LockStrategyName;
   /** Lease of a granted lock, in ms: a crashed holder's lock is free again after this. Default 30000. */
   leaseMs?: number;
   /** Default wait budget of `acquire()`, in ms; 0 = one try, Infinity = wait forever. Default 10000. */
   timeoutMs?: number;
+  /** Default most tries of a waiting caller before LockTimeoutError (within timeoutMs); Infinity = no limit. Default Infinity. */
+  maxAttempts?: number;
   /**
    * First pause between two tries of a waiting caller, in ms; pauses double up to retryMaxDelayMs and
    * each is jittered to between half and all of its value (waiters in different processes spread out). Default 10.
@@ -53,6 +63,12 @@ export interface DbLockModuleOptions {
    * readers barge in as long as any reader holds the key. Default true.
    */
   writerPreference?: boolean;
+  /**
+   * Most row-lock acquisitions of this process that may wait in the database at once (each waits
+   * on a connection of the app's DataSource). One more fails fast with TooManyLockWaitersError
+   * instead of draining the pool. Default: half the DataSource's pool (at least 1).
+   */
+  maxRowLockWaiters?: number;
   /** Janitor settings, or `false` to never run it on this node. Default: enabled, see below. */
   janitor?: DbLockJanitorOptions | false;
   /** Called synchronously for every lock event (acquired, released, renewed, lost, ...). Default none. */
@@ -67,8 +83,10 @@ export interface DbLockModuleOptions {
 /** Options after defaults and validation: what the library runs on. */
 export interface ResolvedDbLockOptions {
   readonly namespace: string;
+  readonly strategy: LockStrategyName;
   readonly leaseMs: number;
   readonly timeoutMs: number;
+  readonly maxAttempts: number;
   readonly retryMinDelayMs: number;
   readonly retryMaxDelayMs: number;
   readonly slowThresholdMs: number;
@@ -76,6 +94,8 @@ export interface ResolvedDbLockOptions {
   readonly maxHoldMs: number;
   readonly poolSize: number;
   readonly writerPreference: boolean;
+  /** undefined: derived from the DataSource's pool at bootstrap. */
+  readonly maxRowLockWaiters: number | undefined;
   readonly janitor: Readonly<Required<DbLockJanitorOptions>> | false;
   readonly onEvent: LockEventListener | undefined;
   readonly shutdownTimeoutMs: number;
@@ -84,8 +104,10 @@ export interface ResolvedDbLockOptions {
 /** The one place defaults live. Documented in README's options table. */
 export const DB_LOCK_DEFAULTS = Object.freeze({
   namespace: '',
+  strategy: 'lease',
   leaseMs: 30_000,
   timeoutMs: 10_000,
+  maxAttempts: Infinity,
   retryMinDelayMs: 10,
   retryMaxDelayMs: 200,
   slowThresholdMs: 3_000,
@@ -93,13 +115,12 @@ export const DB_LOCK_DEFAULTS = Object.freeze({
   maxHoldMs: Infinity,
   poolSize: 4,
   writerPreference: true,
+  maxRowLockWaiters: undefined,
   janitor: Object.freeze({ intervalMs: 30_000, logRetentionMs: 7 * 24 * 3600_000, batchSize: 1000, idleKeyMs: 3600_000 }),
   onEvent: undefined,
   shutdownTimeoutMs: 10_000,
 }) satisfies ResolvedDbLockOptions;
 
-/** Smallest lease accepted: renewals run every lease/3, so less is all overhead. */
-export const MIN_LEASE_MS = 100;
 const MAX_NAMESPACE_LENGTH = 64;
 
 const KNOWN_KEYS = new Set<string>(Object.keys(DB_LOCK_DEFAULTS));
@@ -114,7 +135,7 @@ export function resolveOptions(options: unknown): ResolvedDbLockOptions {
   if (typeof options !== 'object' || Array.isArray(options)) {
     throw new DbLockOptionsError([`options must be an object, got ${describe(options)}`]);
   }
-  const input = options as Record<string, unknown>;
+  const input = coerceConfigValues(options as Record<string, unknown>);
   for (const key of Object.keys(input)) {
     if (!KNOWN_KEYS.has(key)) problems.push(`unknown option '${key}'`);
   }
@@ -126,8 +147,12 @@ export function resolveOptions(options: unknown): ResolvedDbLockOptions {
   else if (namespace.length > MAX_NAMESPACE_LENGTH || !namespace.isWellFormed())
     problems.push(`namespace must be well-formed text of at most ${MAX_NAMESPACE_LENGTH} characters`);
 
+  const strategy = pick('strategy');
+  if (!LOCK_STRATEGY_NAMES.includes(strategy as LockStrategyName))
+    problems.push(`strategy must be 'lease' or 'row-lock', got ${describe(strategy)}`);
   const leaseMs = checkDuration(problems, 'leaseMs', pick('leaseMs'), { min: MIN_LEASE_MS });
   const timeoutMs = checkDuration(problems, 'timeoutMs', pick('timeoutMs'), { min: 0, infinite: true });
+  const maxAttempts = checkAttempts(problems, 'maxAttempts', pick('maxAttempts'));
   const retryMinDelayMs = checkDuration(problems, 'retryMinDelayMs', pick('retryMinDelayMs'), { min: 1 });
   const retryMaxDelayMs = checkDuration(problems, 'retryMaxDelayMs', pick('retryMaxDelayMs'), { min: 1 });
   if (retryMinDelayMs !== undefined && retryMaxDelayMs !== undefined && retryMinDelayMs > retryMaxDelayMs)
@@ -148,6 +173,9 @@ export function resolveOptions(options: unknown): ResolvedDbLockOptions {
   if (typeof writerPreference !== 'boolean')
     problems.push(`writerPreference must be a boolean, got ${describe(writerPreference)}`);
 
+  const waitersRaw = pick('maxRowLockWaiters');
+  const maxRowLockWaiters = waitersRaw === undefined ? undefined : checkAttempts(problems, 'maxRowLockWaiters', waitersRaw);
+
   const janitor = resolveJanitor(problems, input.janitor);
 
   const onEvent = pick('onEvent');
@@ -159,8 +187,10 @@ export function resolveOptions(options: unknown): ResolvedDbLockOptions {
   if (problems.length > 0) throw new DbLockOptionsError(problems);
   return Object.freeze({
     namespace: namespace as string,
+    strategy: strategy as LockStrategyName,
     leaseMs: leaseMs!,
     timeoutMs: timeoutMs!,
+    maxAttempts: maxAttempts!,
     retryMinDelayMs: retryMinDelayMs!,
     retryMaxDelayMs: retryMaxDelayMs!,
     slowThresholdMs: slowThresholdMs!,
@@ -168,6 +198,7 @@ export function resolveOptions(options: unknown): ResolvedDbLockOptions {
     maxHoldMs: maxHoldMs!,
     poolSize: poolSize as number,
     writerPreference: writerPreference as boolean,
+    maxRowLockWaiters,
     janitor,
     onEvent: onEvent as LockEventListener | undefined,
     shutdownTimeoutMs: shutdownTimeoutMs!,
@@ -200,29 +231,26 @@ function resolveJanitor(problems: string[], raw: unknown): ResolvedDbLockOptions
 }
 
 /**
- * Validates a duration in whole milliseconds. Timer-bound durations must fit Node's timer range
- * (NaN, < 1 or > 2^31-1 would silently fire after 1 ms).
+ * Module options often come from configuration (`ConfigService.get('LOCK_LEASE_MS')` returns the
+ * string '5000'). Decimal integer strings, 'Infinity' and 'true'/'false' are taken for the numbers
+ * and booleans they spell, at the top level and in `janitor`; anything else is validated as given.
  */
-export function checkDuration(
-  problems: string[],
-  name: string,
-  value: unknown,
-  rules: { min: number; infinite?: boolean; noTimer?: boolean },
-): number | undefined {
-  if (value === Infinity && rules.infinite) return Infinity;
-  const max = rules.noTimer ? Number.MAX_SAFE_INTEGER : MAX_TIMER_MS;
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < rules.min || value > max) {
-    const range = `an integer number of milliseconds from ${rules.min} to ${max}${rules.infinite ? ', or Infinity' : ''}`;
-    problems.push(`${name} must be ${range}, got ${describe(value)}`);
-    return undefined;
+function coerceConfigValues(input: Record<string, unknown>): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(input)) {
+    if (key === 'janitor' && typeof value === 'object' && value !== null && !Array.isArray(value)) out[key] = coerceConfigValues(value as Record<string, unknown>);
+    else if (key === 'namespace' || key === 'strategy' || key === 'onEvent') out[key] = value;
+    else out[key] = coerceScalar(value);
   }
-  return value;
+  return out;
 }
 
-export function describe(value: unknown): string {
-  if (typeof value === 'string') return `'${value.length > 40 ? value.slice(0, 40) + '…' : value}'`;
-  if (typeof value === 'number' || typeof value === 'boolean' || typeof value === 'bigint') return String(value);
-  if (value === null) return 'null';
-  if (Array.isArray(value)) return 'an array';
-  return typeof value === 'object' ? 'an object' : typeof value;
+function coerceScalar(value: unknown): unknown {
+  if (typeof value !== 'string') return value;
+  const text = value.trim();
+  if (/^-?\d+$/.test(text)) return Number(text);
+  if (text === 'Infinity') return Infinity;
+  if (text === 'true') return true;
+  if (text === 'false') return false;
+  return value;
 }

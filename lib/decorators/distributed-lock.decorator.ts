@@ -1,5 +1,5 @@
 import { DbLockOptionsError } from '../errors/db-lock-options.error.js';
-import type { LockMode } from '../lock-mode.js';
+import type { LockMode } from '../core/lock-mode.js';
 import {
   createLockDecorator,
   type DistributedLockOptions,

@@ -1,12 +1,12 @@
 import 'reflect-metadata';
 import { DB_LOCK_METADATA, DEFAULT_DATA_SOURCE_NAME } from '../db-lock.constants.js';
-import { describe } from '../db-lock.options.js';
+import { describe } from '../core/option-checks.js';
 import { LockServiceRegistry } from '../db-lock.registry.js';
 import { DbLockError } from '../errors/db-lock.error.js';
 import { DbLockNotInitializedError } from '../errors/db-lock-not-initialized.error.js';
 import { DbLockOptionsError } from '../errors/db-lock-options.error.js';
-import type { LockMode } from '../lock-mode.js';
-import { checkRunLockedOptions, type RunLockedOptions } from '../transaction/locked-call.options.js';
+import type { LockMode } from '../core/lock-mode.js';
+import { checkRunLockedOptions, type RunLockedOptions } from '../core/locked-call.options.js';
 import { compileLockKeys, type LockKeySource } from './lock-key-template.js';
 
 /** Options of `@DistributedLock({...})`; `@ReadLock`/`@WriteLock` take the same minus `key` and `mode`. */

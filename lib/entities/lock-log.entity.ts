@@ -1,15 +1,15 @@
 import { Column, Entity, Index, PrimaryGeneratedColumn } from 'typeorm';
-import { LOCK_LOG_TABLE } from '../storage/lock-tables.js';
+import { LOCK_LOG_TABLE } from '../mysql/sql.js';
 
 /**
- * One row per acquisition of one key (seed 004's t_lock_log): the audit trail, the holder's
- * lease (renewed by the watchdog) and the row the fenced commit and a takeover both write.
+ * One row per acquisition of one key: the audit trail, the holder as the database sees it (its
+ * process lease and its own lease length) and the row every fence and every takeover writes.
+ * Written by both strategies, so a key held by one strategy is seen as held by the other.
  */
 @Entity({ name: LOCK_LOG_TABLE })
 @Index('idx_db_lock_log_key_status', ['key', 'status', 'expiresAt'])
-@Index('idx_db_lock_log_status_expires', ['status', 'expiresAt'])
-@Index('idx_db_lock_log_owner_status', ['owner', 'status'])
-@Index('idx_db_lock_log_ended', ['endedAt'])
+@Index('idx_db_lock_log_status_process', ['status', 'processId'])
+@Index('idx_db_lock_log_acquired', ['acquiredAt'])
 export class LockLogEntity {
   @PrimaryGeneratedColumn({ type: 'bigint', unsigned: true })
   id!: string;
@@ -20,7 +20,7 @@ export class LockLogEntity {
   @Column({ type: 'varchar', length: 5, charset: 'ascii', collation: 'ascii_bin' })
   mode!: 'read' | 'write';
 
-  /** Token of one acquisition (shared by the rows of a multi-key lock). */
+  /** Acquisition id: shared by the rows of a multi-key lock. */
   @Column({ type: 'char', length: 36, charset: 'ascii', collation: 'ascii_bin' })
   owner!: string;
 
@@ -35,13 +35,14 @@ export class LockLogEntity {
   @Column({ type: 'varchar', length: 10, charset: 'ascii', collation: 'ascii_bin' })
   status!: string;
 
+  /** This holder's lease: it ends this long after its grant or its process's latest renewal. */
   @Column({ name: 'lease_ms', type: 'int', unsigned: true })
   leaseMs!: number;
 
   @Column({ name: 'acquired_at', type: 'datetime', precision: 6 })
   acquiredAt!: Date;
 
-  /** End of the lease, server UTC; renewals push it forward. */
+  /** End of the lease counted from the grant (or the latest extend()), server UTC; process renewals push it further. */
   @Column({ name: 'expires_at', type: 'datetime', precision: 6 })
   expiresAt!: Date;
 
@@ -57,4 +58,16 @@ export class LockLogEntity {
   /** Why it ended, when not by its holder: who took it over, a force-release reason. */
   @Column({ type: 'varchar', length: 255, nullable: true })
   note!: string | null;
+
+  /** The process lease (db_lock_process) whose renewals keep this holder alive. */
+  @Column({ name: 'process_id', type: 'bigint', unsigned: true, nullable: true })
+  processId!: string | null;
+
+  /** 'lease' or 'row-lock': which strategy granted it. */
+  @Column({ type: 'varchar', length: 8, charset: 'ascii', collation: 'ascii_bin', default: 'lease' })
+  strategy!: 'lease' | 'row-lock';
+
+  /** Fenced commits made under this holder while it stayed held (each one writes the row, which certifies it on a cluster). */
+  @Column({ name: 'fenced_count', type: 'int', unsigned: true, default: 0 })
+  fencedCount!: number;
 }

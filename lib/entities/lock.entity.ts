@@ -1,5 +1,5 @@
 import { Column, Entity, PrimaryColumn } from 'typeorm';
-import { LOCK_TABLE } from '../storage/lock-tables.js';
+import { LOCK_TABLE } from '../mysql/sql.js';
 
 /**
  * One row per key: the point where grants of that key serialise, and the key's fencing counter.

@@ -6,3 +6,5 @@ export { DbLockOptionsError } from './db-lock-options.error.js';
 export { DbLockNotInitializedError } from './db-lock-not-initialized.error.js';
 export { LockUpgradeError } from './lock-upgrade.error.js';
 export { DbLockSchemaError } from './db-lock-schema.error.js';
+export { DbLockConnectionError } from './db-lock-connection.error.js';
+export { TooManyLockWaitersError } from './too-many-lock-waiters.error.js';

@@ -1,4 +1,4 @@
-import type { LockMode } from '../lock-mode.js';
+import type { LockMode } from '../core/lock-mode.js';
 import { DbLockError } from './db-lock.error.js';
 
 /** The lock could not be had within the caller's wait budget (`timeoutMs`). */

@@ -1,8 +1,8 @@
 import type { MigrationInterface, QueryRunner } from 'typeorm';
-import { LOCK_LOG_TABLE, LOCK_TABLE } from '../storage/lock-tables.js';
+import { LOCK_LOG_TABLE, LOCK_TABLE } from '../mysql/sql.js';
 
 /**
- * Creates the two lock tables. Add it to your DataSource's `migrations` (the DB_LOCK_MIGRATIONS
+ * Creates the first two lock tables (the second migration adds the rest). Add it to your DataSource's `migrations` (the DB_LOCK_MIGRATIONS
  * list) and run migrations as usual. Plain SQL that MySQL 8+ and MariaDB 10.6+ both accept.
  */
 export class CreateDbLockTables1763769600000 implements MigrationInterface {
@@ -46,6 +46,3 @@ export class CreateDbLockTables1763769600000 implements MigrationInterface {
     await queryRunner.query(`DROP TABLE IF EXISTS \`${LOCK_TABLE}\``);
   }
 }
-
-/** For `migrations: [...mine, ...DB_LOCK_MIGRATIONS]`. */
-export const DB_LOCK_MIGRATIONS = Object.freeze([CreateDbLockTables1763769600000]);

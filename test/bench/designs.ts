@@ -8,8 +8,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import mysql from 'mysql2/promise';
 import type { LockService } from '../../lib/index.js';
-import { resolveTargets } from '../../lib/lock-key.js';
-import { grantStatement } from '../../lib/storage/lock-sql.js';
+import { resolveTargets } from '../../lib/core/lock-key.js';
+import { leanGrantPlan } from '../../lib/lock-log/grant.sql.js';
 import type { ConnectionSettings } from '../support/test-database.js';
 
 export type Release = () => Promise<void>;
@@ -50,11 +50,21 @@ export const BENCH_SCHEMA = [
   `CREATE TABLE bench_naive_lock (lock_name VARCHAR(64) PRIMARY KEY, holder VARCHAR(64) NOT NULL) ENGINE=InnoDB`,
 ];
 
-/** Statements of one lease grant round trip (START TRANSACTION … COMMIT). */
+/** Statements of one common-case lease grant round trip (START TRANSACTION … COMMIT). */
 export function leaseGrantStatements(): number {
   const targets = resolveTargets('k', 'write', '');
-  const sql = grantStatement({ owner: 'o', holder: 'h', targets, leaseMs: 1000, waitedMs: 0, writerWaitMarkMs: 1, writerPreference: true });
-  return sql.split(';\n').length;
+  return leanGrantPlan({
+    acquisitionId: 'o',
+    holder: 'h',
+    processId: '1',
+    strategy: 'lease',
+    targets,
+    leaseMs: 1000,
+    waitedMs: 0,
+    writerWaitMarkMs: 0,
+    writerPreference: true,
+    rowLocksAuthoritative: false,
+  }).statements.length;
 }
 
 /** Connections per caller slot, opened on first use. */

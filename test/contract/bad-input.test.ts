@@ -4,6 +4,7 @@ import type { INestApplicationContext } from '@nestjs/common';
 import { TestDatabase } from '../support/test-database.js';
 import { createLockApp } from '../support/lock-app.js';
 import { bootLockApp } from '../support/boot-app.js';
+import { callerTrips } from '../support/round-trips.js';
 import {
   DbLockError,
   DbLockModule,
@@ -95,7 +96,7 @@ describe('G9 bad input is rejected before any SQL', () => {
   async function expectRejectedWithoutSql(calls: (() => Promise<unknown>)[], check: (error: unknown) => void): Promise<void> {
     const rowsBefore = await rowCounts();
     for (const call of calls) {
-      const roundTrips = locks.stats().roundTrips;
+      const roundTrips = callerTrips(locks);
       let caught: unknown;
       try {
         await call();
@@ -104,7 +105,7 @@ describe('G9 bad input is rejected before any SQL', () => {
       }
       assert.ok(caught !== undefined, 'the call did not reject');
       check(caught);
-      assert.equal(locks.stats().roundTrips, roundTrips, `SQL was sent before rejecting: ${String(caught)}`);
+      assert.equal(callerTrips(locks), roundTrips, `SQL was sent before rejecting: ${String(caught)}`);
     }
     assert.deepEqual(await rowCounts(), rowsBefore, 'rows were written');
   }

@@ -84,7 +84,7 @@ describe('G4 a process with its clock shifted by +1 h', () => {
       const [first] = await db.logRows(key);
       await eventually(async () => {
         const [row] = await db.logRows(key);
-        return (row!.expires_at as Date).getTime() > (first!.expires_at as Date).getTime();
+        return (row!.lease_ends_at as Date).getTime() > (first!.lease_ends_at as Date).getTime();
       }, 5_000, 'a lease renewal by the holder');
 
       const killedAt = performance.now();
@@ -98,7 +98,7 @@ describe('G4 a process with its clock shifted by +1 h', () => {
       const [dead, next] = (await db.logRows(key)) as [Record<string, unknown>, Record<string, unknown>];
       assert.equal(dead.status, 'EXPIRED');
       assert.ok(String(dead.note).endsWith(String(next.owner)));
-      const deadExpiry = (dead.expires_at as Date).getTime();
+      const deadExpiry = (dead.lease_ends_at as Date).getTime();
       const grantedAt = (next.acquired_at as Date).getTime();
       assert.ok(deadExpiry <= deadAt.getTime() + LEASE_MS, 'the lease was set an hour off');
       assert.ok(grantedAt >= deadExpiry, `taken over ${deadExpiry - grantedAt} ms before the lease ended`);

@@ -5,6 +5,7 @@ import mysql from 'mysql2';
 import { TestDatabase } from '../support/test-database.js';
 import { createLockApp, eventually } from '../support/lock-app.js';
 import type { LockHandle, LockService } from '../../lib/index.js';
+import { partsOf, stall } from '../support/lock-internals.js';
 
 /**
  * mysql2 sets CLIENT_FOUND_ROWS by default (affectedRows = matched rows). The protocol must not
@@ -12,11 +13,10 @@ import type { LockHandle, LockService } from '../../lib/index.js';
  * outcomes and the same log rows with the flag on (default) and off (`flags: ['-FOUND_ROWS']`).
  */
 type Pool = { query<T>(sql: string): Promise<T> };
-const poolOf = (locks: LockService): Pool => (locks as unknown as { pool: Pool }).pool;
+const poolOf = (locks: LockService) => ({
+  query: async <T>(sql: string): Promise<T> => partsOf(locks).pool.query<T>(sql, { purpose: 'admin' }),
+});
 
-function stall(handle: LockHandle): void {
-  (handle as unknown as { fencing: boolean }).fencing = true;
-}
 
 async function outcome(promise: Promise<unknown>): Promise<string> {
   try {
@@ -65,7 +65,7 @@ describe('CLIENT_FOUND_ROWS on and off', () => {
 
     const stale = await locks.acquire(key, { leaseMs: 200, timeoutMs: 0 });
     outcomes.push(`grant ${stale.fencingToken}`);
-    stall(stale);
+    await stall(locks, stale);
     await eventually(async () => (await locks.inspect(key)).holders.length === 0, 5_000, 'the lease to run out');
     const reclaimedBefore = locks.stats().reclaimed;
     const fresh = await locks.acquire(key, { timeoutMs: 0 });

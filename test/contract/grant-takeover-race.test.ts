@@ -5,6 +5,7 @@ import mysql from 'mysql2/promise';
 import { TestDatabase } from '../support/test-database.js';
 import { createLockApp, eventually } from '../support/lock-app.js';
 import { type LockHandle, LockLostError, type LockService } from '../../lib/index.js';
+import { freeze, thaw } from '../support/lock-internals.js';
 
 /**
  * A holder whose lease has run out must not be able to renew or extend it while another
@@ -16,9 +17,6 @@ import { type LockHandle, LockLostError, type LockService } from '../../lib/inde
  * The window is made deterministic: an admin INSERT ... SELECT into db_lock_log holds the
  * table's AUTO-INC lock (innodb_autoinc_lock_mode 1) so the grant stops right after counting.
  */
-function stall(handle: LockHandle): void {
-  (handle as unknown as { fencing: boolean }).fencing = true;
-}
 
 /**
  * Polls INNODB_TRX until a transaction matches. Not with `eventually`'s 20 ms: InnoDB refreshes
@@ -59,7 +57,7 @@ describe("grants paused on db_lock_log's AUTO-INC lock", () => {
       }
       const key = `race-${how}`;
       const old = await oldLocks.acquire(key, { leaseMs: 300 });
-      stall(old);
+      freeze(oldLocks); // the old holder's process stalls: no renewal, no local abort
       await eventually(async () => (await newLocks.inspect(key)).holders.length === 0, 5_000, 'the old lease to run out');
 
       const admin = await mysql.createConnection(db.settings);
@@ -85,7 +83,7 @@ describe("grants paused on db_lock_log's AUTO-INC lock", () => {
             (error: unknown) => (error instanceof LockLostError ? 'LockLostError' : String(error)),
           );
         } else {
-          (old as unknown as { fencing: boolean }).fencing = false; // the watchdog renews it from its next tick on
+          thaw(oldLocks); // the process resumes: its watchdog renews from its next tick on
           await eventually(() => old.signal.aborted, 5_000, 'the old holder to learn it lost the lock');
           outcome = (old.signal.reason as Error).name;
         }

@@ -61,27 +61,27 @@ describe('liveness: watchdog renewal across processes', () => {
     const blocker = await mysql.createConnection({ ...db.settings });
     try {
       let aborted = false;
-      let onAcquired!: (data: { owner: string; token: number }) => void;
-      const acquired = new Promise<{ owner: string; token: number }>((r) => (onAcquired = r));
+      let onAcquired!: (data: { owner: string; processId: string; token: number }) => void;
+      const acquired = new Promise<{ owner: string; processId: string; token: number }>((r) => (onAcquired = r));
       const victimRun = victimWorker.run<Record<string, unknown>>(
         scenarios,
         'victim',
         { key: 'fenced', leaseMs: 900, business: db.settings },
         (event, data) => {
-          if (event === 'acquired') onAcquired(data as { owner: string; token: number });
+          if (event === 'acquired') onAcquired(data as { owner: string; processId: string; token: number });
           if (event === 'aborted') aborted = true;
         },
       );
-      const { owner, token } = await acquired;
-      // Hold the victim's log row so every renewal statement sits on the server, then KILL it there.
+      const { processId, token } = await acquired;
+      // Hold the victim process's lease row so every renewal statement sits on the server, then KILL it there.
       await blocker.beginTransaction();
-      await blocker.query('SELECT id FROM db_lock_log WHERE owner = ? FOR UPDATE', [owner]);
+      await blocker.query('SELECT id FROM db_lock_process WHERE id = ? FOR UPDATE', [processId]);
       let kills = 0;
       const deadline = performance.now() + 20_000;
       while (!aborted && performance.now() < deadline) {
         const rows = await db.query<{ ID: number }[]>(
           `SELECT ID FROM information_schema.PROCESSLIST WHERE USER = ? AND INFO LIKE ?`,
-          [user, `%SET expires_at%${owner}%`],
+          [user, `%UPDATE db_lock_process SET renewed_at%'${processId}'%`],
         );
         for (const row of rows) {
           await db.query(`KILL CONNECTION ${Number(row.ID)}`).then(() => kills++, () => undefined);
@@ -98,7 +98,7 @@ describe('liveness: watchdog renewal across processes', () => {
       await db.query(`INSERT INTO control (name) VALUES ('fenced')`);
       const result = await victimRun;
       assert.equal(result.aborted, true);
-      assert.match(String(result.abortReason), /lease ran out while renewals failed/);
+      assert.match(String(result.abortReason), /lease ran out before a renewal was confirmed/);
       assert.equal(result.fenceCommitted, false, "the stale holder's fenced commit was rejected");
       assert.equal(result.releaseError, 'LockLostError');
       assert.ok(Number(result.renewalFailures) >= 1, 'renewal failures were counted');

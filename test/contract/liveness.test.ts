@@ -38,7 +38,7 @@ describe('G3 a SIGKILLed holder', () => {
     const [first] = await db.logRows(key);
     await eventually(async () => {
       const [row] = await db.logRows(key);
-      return (row!.expires_at as Date).getTime() > (first!.expires_at as Date).getTime();
+      return (row!.lease_ends_at as Date).getTime() > (first!.lease_ends_at as Date).getTime();
     }, 5_000, 'a lease renewal');
 
     let asking!: () => void;
@@ -61,7 +61,8 @@ describe('G3 a SIGKILLed holder', () => {
     assert.equal(next.status, 'RELEASED');
     assert.ok(String(dead.note).endsWith(String(next.owner)), 'the EXPIRED row names its successor');
 
-    const deadExpiry = (dead.expires_at as Date).getTime();
+    // The dead holder's lease end as the server saw it: its process's last renewal plus its lease.
+    const deadExpiry = (dead.lease_ends_at as Date).getTime();
     const grantedAt = (next.acquired_at as Date).getTime();
     // Server clock: never granted before the dead holder's lease ran out ...
     assert.ok(grantedAt >= deadExpiry, `granted ${deadExpiry - grantedAt} ms before the dead holder's lease ended`);

@@ -9,6 +9,7 @@ import { InvalidLockKeyError, DbLockOptionsError, LockTimeoutError, MAX_KEYS_PER
 import { PROBE_TABLE_SQL } from './scenarios/read-write.js';
 import type { MultiLoopArgs } from './scenarios/multi-key.js';
 import { analyseIntervals, holdIntervals, probe } from './rw-probe.js';
+import { callerTrips } from '../support/round-trips.js';
 
 const SCENARIOS = new URL('./scenarios/multi-key.js', import.meta.url).href;
 
@@ -42,12 +43,12 @@ describe('multi-key locks', () => {
   });
 
   it('bad multi-key input is refused before any SQL', async () => {
-    const before = locks.stats().roundTrips;
+    const before = callerTrips(locks);
     await assert.rejects(locks.acquire([]), InvalidLockKeyError);
     await assert.rejects(locks.acquire(['a', 7 as unknown as string]), InvalidLockKeyError);
     await assert.rejects(locks.acquire([{ key: 'a', mode: 'exclusive' as 'read' }]), DbLockOptionsError);
     await assert.rejects(locks.acquire(Array.from({ length: MAX_KEYS_PER_LOCK + 1 }, (_, i) => `k${i}`)), InvalidLockKeyError);
-    assert.equal(locks.stats().roundTrips, before);
+    assert.equal(callerTrips(locks), before);
   });
 
   it('all-or-nothing: a timeout on one key leaves nothing held on the others', async () => {

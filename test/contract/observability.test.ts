@@ -6,7 +6,7 @@ import { NestFactory } from '@nestjs/core';
 import { typeOrmRoot } from '../support/lock-app.js';
 import { TestDatabase } from '../support/test-database.js';
 import { DbLockModule, type LockEvent, LockService, type LockHandle } from '../../lib/index.js';
-import type { HeldLock } from '../../lib/held-lock.js';
+import { acquisitionIdOf, processIdOf, stall } from '../support/lock-internals.js';
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
@@ -65,7 +65,7 @@ describe('observability: slow warnings through Nest Logger, event hook, stats', 
     const admin = await mysql.createConnection({ ...db.settings });
     try {
       await admin.beginTransaction();
-      await admin.query('SELECT id FROM db_lock_log WHERE owner = ? FOR UPDATE', [(held as HeldLock).owner]);
+      await admin.query('SELECT id FROM db_lock_log WHERE owner = ? FOR UPDATE', [acquisitionIdOf(held)]);
       const releasing = held.release();
       await sleep(300);
       await admin.commit();
@@ -87,20 +87,29 @@ describe('observability: slow warnings through Nest Logger, event hook, stats', 
     await eventually(() => events.some((e) => e.type === 'renewed'), 5000, 'a renewal');
     await kept.release();
 
-    // Renewals of 'stalled' block on a row lock until its lease runs out: renewal-failed, then lost.
+    // Renewals of this process's lease block on a row lock until the lease of 'stalled' runs out:
+    // its signal aborts (lost) at its local deadline, the renewal fails after its one-second bound.
     const stalled: LockHandle = await locks.acquire('stalled');
     const admin = await mysql.createConnection({ ...db.settings });
     try {
       await admin.beginTransaction();
-      await admin.query('SELECT id FROM db_lock_log WHERE owner = ? FOR UPDATE', [(stalled as HeldLock).owner]);
+      await admin.query('SELECT id FROM db_lock_process WHERE id = ? FOR UPDATE', [processIdOf(locks)]);
       await eventually(() => stalled.signal.aborted, 5000, 'the stalled lock to be lost');
+      await eventually(() => events.some((e) => e.type === 'renewal-failed'), 5000, 'the blocked renewal to fail');
       await admin.rollback();
     } finally {
       await admin.end();
     }
-    // Its row is still live but expired: the next grant takes it over (reclaimed).
-    const taker = await locks.acquire('stalled', { timeoutMs: 2000 });
+    // Given up by its holder (its rows ended at once): the key is free, its release reports the loss.
+    const next = await locks.acquire('stalled', { timeoutMs: 2000 });
     await assert.rejects(stalled.release(), { name: 'LockLostError' });
+    await next.release();
+
+    // A frozen holder (nothing renews it, nothing gives it back): the next grant takes it over (reclaimed).
+    const frozen = await locks.acquire('frozen', { leaseMs: 200 });
+    await stall(locks, frozen);
+    const taker = await locks.acquire('frozen', { timeoutMs: 2000 });
+    await assert.rejects(frozen.release(), { name: 'LockLostError' });
     await taker.release();
 
     const types = new Set(events.map((e) => e.type));
@@ -111,7 +120,7 @@ describe('observability: slow warnings through Nest Logger, event hook, stats', 
     assert.equal(lost.fencingToken, stalled.fencingToken);
     assert.equal((lost.error as Error).name, 'LockLostError');
     const reclaimed = events.find((e) => e.type === 'reclaimed')!;
-    assert.deepEqual([reclaimed.keys, reclaimed.count], [['stalled'], 1]);
+    assert.deepEqual([reclaimed.keys, reclaimed.count], [['frozen'], 1]);
 
     const after = locks.stats();
     const count = (type: string): number => events.filter((e) => e.type === type).length;

@@ -186,7 +186,8 @@ async function waitFor(check: () => Promise<boolean>, timeoutMs = 10_000): Promi
 /** Live, unexpired holders of a key. */
 async function liveHolders(db: TestDatabase, key: string): Promise<number> {
   const rows = await db.query<{ n: number }[]>(
-    "SELECT COUNT(*) AS n FROM db_lock_log WHERE lock_key = ? AND status IN ('ACQUIRED', 'COMPLETED') AND expires_at > UTC_TIMESTAMP(6)",
+    "SELECT COUNT(*) AS n FROM db_lock_log g LEFT JOIN db_lock_process p ON p.id = g.process_id WHERE g.lock_key = ? AND g.status IN ('ACQUIRED', 'COMPLETED') " +
+      'AND GREATEST(g.expires_at, COALESCE(p.renewed_at + INTERVAL g.lease_ms * 1000 MICROSECOND, g.expires_at)) > UTC_TIMESTAMP(6)',
     [Buffer.from(key)],
   );
   return Number(rows[0]!.n);

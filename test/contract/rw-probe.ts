@@ -30,8 +30,9 @@ export interface HoldInterval {
 /** Every hold of `storedKey` as a server-clock interval [acquired_at, ended_at], by start. */
 export async function holdIntervals(db: TestDatabase, storedKey: string): Promise<HoldInterval[]> {
   const rows = await db.query<Record<string, unknown>[]>(
-    `SELECT mode, holder, owner, status, fencing_token, TIMESTAMPDIFF(MICROSECOND, '2000-01-01', acquired_at) AS s, ` +
-      `TIMESTAMPDIFF(MICROSECOND, '2000-01-01', COALESCE(ended_at, expires_at)) AS e FROM db_lock_log WHERE lock_key = ? ORDER BY s, id`,
+    `SELECT g.mode, g.holder, g.owner, g.status, g.fencing_token, TIMESTAMPDIFF(MICROSECOND, '2000-01-01', g.acquired_at) AS s, ` +
+      `TIMESTAMPDIFF(MICROSECOND, '2000-01-01', COALESCE(g.ended_at, GREATEST(g.expires_at, COALESCE(p.renewed_at + INTERVAL g.lease_ms * 1000 MICROSECOND, g.expires_at)))) AS e ` +
+      `FROM db_lock_log g LEFT JOIN db_lock_process p ON p.id = g.process_id WHERE g.lock_key = ? ORDER BY s, g.id`,
     [Buffer.from(storedKey)],
   );
   return rows.map((r) => ({

@@ -5,8 +5,8 @@ import { DataSource } from 'typeorm';
 import { TestDatabase } from '../support/test-database.js';
 import { createLockApp, eventually } from '../support/lock-app.js';
 import { LockLostError, type LockService } from '../../lib/index.js';
-import type { HeldLock } from '../../lib/held-lock.js';
-import { fenceStatement } from '../../lib/storage/lock-sql.js';
+import { fenceKeptStatement } from '../../lib/lock-log/hold.sql.js';
+import { acquisitionIdOf, freeze, rowIdsOf, stall, thaw } from '../support/lock-internals.js';
 
 /** Fencing tokens and the fence work per reader: each reader has its own grant, row and lease. */
 describe('fencing for readers', () => {
@@ -42,10 +42,10 @@ describe('fencing for readers', () => {
   });
 
   it('a reader whose lease a writer took over gets LockLostError on release; the writer is untouched', async () => {
-    const stale = (await locks.acquire('loan:2', { mode: 'read', leaseMs: 200 })) as HeldLock;
-    stale.fencing = true; // the watchdog leaves it alone: a stalled reader
+    const stale = await locks.acquire('loan:2', { mode: 'read', leaseMs: 200 });
+    await stall(locks, stale); // a stalled reader: nothing renews it
     await leaseOver('loan:2');
-    const writer = (await locks.acquire('loan:2', { mode: 'write', timeoutMs: 3000 })) as HeldLock;
+    const writer = await locks.acquire('loan:2', { mode: 'write', timeoutMs: 3000 });
     assert.ok(writer.fencingToken > stale.fencingToken);
     const error = await stale.release().then(
       () => undefined,
@@ -55,19 +55,19 @@ describe('fencing for readers', () => {
     assert.equal(error.key, 'loan:2');
     assert.equal(error.fencingToken, stale.fencingToken);
     assert.ok(stale.signal.aborted && stale.signal.reason instanceof LockLostError, "the stale reader's signal is aborted");
-    assert.deepEqual((await locks.inspect('loan:2')).holders.map((h) => h.owner), [writer.owner], 'the writer still holds');
+    assert.deepEqual((await locks.inspect('loan:2')).holders.map((h) => h.owner), [acquisitionIdOf(writer)], 'the writer still holds');
     await writer.release();
     const rows = await db.logRows('loan:2');
     assert.deepEqual(rows.map((r) => [r.mode, r.status]), [['read', 'EXPIRED'], ['write', 'RELEASED']]);
-    assert.equal(rows[0]!.note, `taken over by ${writer.owner}`);
+    assert.equal(rows[0]!.note, `taken over by ${acquisitionIdOf(writer)}`);
   });
 
   it('the watchdog of a live reader tells it when a writer took its share over', async () => {
-    const reader = (await locks.acquire('loan:3', { mode: 'read', leaseMs: 300 })) as HeldLock;
-    reader.fencing = true;
+    const reader = await locks.acquire('loan:3', { mode: 'read', leaseMs: 300 });
+    freeze(locks); // the reader's process stalls
     await leaseOver('loan:3');
     const writer = await locks.acquire('loan:3', { timeoutMs: 3000 });
-    reader.fencing = false; // the stalled process resumes: its next renewal finds the row EXPIRED
+    thaw(locks); // the stalled process resumes: its next renewal learns its row was ended
     await eventually(() => reader.signal.aborted, 3000, 'the reader to learn it lost its share');
     assert.ok(reader.signal.reason instanceof LockLostError);
     await writer.release();
@@ -75,25 +75,26 @@ describe('fencing for readers', () => {
 
   it('each reader fences its own hold: the fence commits for a live reader and refuses a taken-over one', async () => {
     const dataSource = app.get(DataSource);
-    const fence = async (owner: string): Promise<number> =>
+    // The fence a fenced commit runs for a lock that stays held: its live rows are written.
+    const fence = async (rowIds: readonly string[]): Promise<number> =>
       dataSource.transaction(async (manager) => {
-        const { sql, parameters } = fenceStatement(owner);
+        const { sql, parameters } = fenceKeptStatement(rowIds);
         const result = (await manager.query(sql, parameters)) as { affectedRows: number };
         return result.affectedRows;
       });
-    const r1 = (await locks.acquire('loan:4', { mode: 'read' })) as HeldLock;
-    const r2 = (await locks.acquire('loan:4', { mode: 'read' })) as HeldLock;
-    assert.equal(await fence(r1.owner), 1);
+    const r1 = await locks.acquire('loan:4', { mode: 'read' });
+    const r2 = await locks.acquire('loan:4', { mode: 'read' });
+    assert.equal(await fence(rowIdsOf(r1)), 1);
     const statuses = async (): Promise<string[]> => (await db.logRows('loan:4')).map((r) => String(r.status));
     assert.deepEqual(await statuses(), ['COMPLETED', 'ACQUIRED'], 'only the first reader\'s row was fenced');
     await r1.release();
     await r2.release();
 
-    const stale = (await locks.acquire('loan:4', { mode: 'read', leaseMs: 200 })) as HeldLock;
-    stale.fencing = true;
+    const stale = await locks.acquire('loan:4', { mode: 'read', leaseMs: 200 });
+    await stall(locks, stale);
     await leaseOver('loan:4');
     const writer = await locks.acquire('loan:4', { timeoutMs: 3000 });
-    assert.equal(await fence(stale.owner), 0, 'a taken-over reader cannot fence: its business transaction must roll back');
+    assert.equal(await fence(rowIdsOf(stale)), 0, 'a taken-over reader cannot fence: its business transaction must roll back');
     await writer.release();
     await assert.rejects(stale.release(), LockLostError);
     assert.deepEqual(await statuses(), ['RELEASED', 'RELEASED', 'EXPIRED', 'RELEASED']);

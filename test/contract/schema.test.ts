@@ -2,7 +2,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { TestDatabase } from '../support/test-database.js';
 import { bootLockApp } from '../support/boot-app.js';
-import { CreateDbLockTables1763769600000, DbLockModule, DbLockSchemaError } from '../../lib/index.js';
+import { AddProcessLeasesAndRowLocks1795392000000, CreateDbLockTables1763769600000, DbLockModule, DbLockSchemaError } from '../../lib/index.js';
 
 /**
  * Bootstrapping against a database without the lock tables (or with an older shape of them)
@@ -25,6 +25,7 @@ describe('missing lock tables', () => {
       assert.ok(error instanceof DbLockSchemaError, `expected DbLockSchemaError, got ${String(error)}`);
       assert.equal(error.name, 'DbLockSchemaError');
       assert.match(error.message, /CreateDbLockTables1763769600000/);
+      assert.match(error.message, /AddProcessLeasesAndRowLocks1795392000000/);
       assert.ok(error.cause, 'the database error is kept as cause');
       return true;
     });
@@ -32,26 +33,35 @@ describe('missing lock tables', () => {
   }
 
   it('no tables at all', async () => {
+    await db.query('DROP TABLE db_lock_row_lock');
+    await db.query('DROP TABLE db_lock_process');
     await db.query('DROP TABLE db_lock_log');
     await db.query('DROP TABLE db_lock');
     await expectSchemaError();
   });
 
   it('only the log table missing', async () => {
-    await new CreateDbLockTables1763769600000().up({ query: (sql: string) => db.query(sql) } as never);
+    await new CreateDbLockTables1763769600000().up({ query: (sql: string, params?: unknown[]) => db.query(sql, params) } as never);
     await db.query('DROP TABLE db_lock_log');
     await expectSchemaError();
   });
 
   it('a column missing (older schema)', async () => {
-    await new CreateDbLockTables1763769600000().up({ query: (sql: string) => db.query(sql) } as never);
+    await new CreateDbLockTables1763769600000().up({ query: (sql: string, params?: unknown[]) => db.query(sql, params) } as never);
     await db.query('ALTER TABLE db_lock DROP COLUMN writer_waiting_until');
     await expectSchemaError();
     await db.query('ALTER TABLE db_lock ADD COLUMN writer_waiting_until DATETIME(6) NULL');
   });
 
-  it('boots once the migration ran', async () => {
-    await new CreateDbLockTables1763769600000().up({ query: (sql: string) => db.query(sql) } as never);
+  it('only the first migration ran (an upgrade without the new migration)', async () => {
+    await db.query('DROP TABLE IF EXISTS db_lock_log');
+    await db.query('DROP TABLE IF EXISTS db_lock');
+    await new CreateDbLockTables1763769600000().up({ query: (sql: string, params?: unknown[]) => db.query(sql, params) } as never);
+    await expectSchemaError();
+  });
+
+  it('boots once the migrations ran (the second one upgrades the first one\'s tables in place)', async () => {
+    await new AddProcessLeasesAndRowLocks1795392000000().up({ query: (sql: string, params?: unknown[]) => db.query(sql, params) } as never);
     const { app, locks } = await bootLockApp(db.settings, DbLockModule.forRoot());
     try {
       const lock = await locks.acquire('after-migration', { timeoutMs: 0 });

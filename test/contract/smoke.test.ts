@@ -2,6 +2,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { TestDatabase } from '../support/test-database.js';
 import { createLockApp } from '../support/lock-app.js';
+import { stall } from '../support/lock-internals.js';
 import { LockTimeoutError, type LockService } from '../../lib/index.js';
 import type { INestApplicationContext } from '@nestjs/common';
 
@@ -62,8 +63,7 @@ describe('smoke', () => {
 
   it('takeover of expired holder fences it', async () => {
     const stale = await locks.acquire('x', { leaseMs: 200 });
-    // Stop the watchdog renewing it by pretending we are in the fence phase (simulates a stall).
-    (stale as unknown as { fencing: boolean }).fencing = true;
+    await stall(locks, stale); // its holder is frozen: nothing renews it, nothing gives it back
     await new Promise((r) => setTimeout(r, 400));
     const fresh = await locks.acquire('x', { timeoutMs: 2000 });
     await assert.rejects(stale.release(), { name: 'LockLostError' });

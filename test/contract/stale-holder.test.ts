@@ -6,6 +6,7 @@ import { LockWorker } from '../support/worker-host.js';
 import { createLockApp, eventually } from '../support/lock-app.js';
 import { type LockHandle, LockLostError, type LockService } from '../../lib/index.js';
 import type { StaleOutcome } from './scenarios/holders.js';
+import { stall } from '../support/lock-internals.js';
 
 /**
  * A stale holder (its lease ran out and another holder took the key over) gets LockLostError
@@ -14,10 +15,6 @@ import type { StaleOutcome } from './scenarios/holders.js';
  */
 const SCENARIO = new URL('./scenarios/holders.js', import.meta.url).href;
 
-/** Stops the watchdog renewing a handle: the way a stalled holder looks to everyone else. */
-function stall(handle: LockHandle): void {
-  (handle as unknown as { fencing: boolean }).fencing = true;
-}
 
 function isLost(key: string, fencingToken: number) {
   return (error: unknown): boolean => {
@@ -51,11 +48,11 @@ describe('stale holder', () => {
   async function takeOver(key: string): Promise<{ stale: LockHandle; fresh: LockHandle }> {
     const stale = await staleLocks.acquire(key, { leaseMs: 300 });
     assert.equal(stale.fencingToken, 1);
-    stall(stale);
+    await stall(staleLocks, stale);
     await eventually(async () => (await freshLocks.inspect(key)).holders.length === 0, 5_000, 'the stale lease to run out');
     const fresh = await freshLocks.acquire(key, { leaseMs: 30_000, timeoutMs: 5_000 });
     assert.equal(fresh.fencingToken, 2);
-    stall(fresh); // no renewals either: its row must stay byte for byte as the grant left it
+    await stall(freshLocks, fresh); // no renewals either: its row must stay byte for byte as the grant left it
     return { stale, fresh };
   }
 
@@ -111,7 +108,7 @@ describe('stale holder', () => {
       worker!.signal('SIGSTOP');
       stopped = true;
       const fresh = await freshLocks.acquire(key, { leaseMs: 30_000, timeoutMs: 10_000 });
-      stall(fresh);
+      await stall(freshLocks, fresh);
       assert.equal(fresh.fencingToken, 2);
       const before = await db.logRows(key);
       worker!.signal('SIGCONT');

@@ -5,7 +5,8 @@ import mysql from 'mysql2/promise';
 import { TestDatabase } from '../support/test-database.js';
 import { createLockApp, eventually } from '../support/lock-app.js';
 import { DbLockError, type LockHandle, LockTimeoutError, type LockService } from '../../lib/index.js';
-import { GRANT_GRACE_MS } from '../../lib/lock-engine.js';
+import { GRANT_GRACE_MS } from '../../lib/strategies/lease/lease-strategy.js';
+import { callerTrips } from '../support/round-trips.js';
 
 /**
  * G7 bounded waiting: against a held key, timeoutMs T ends in LockTimeoutError within T plus
@@ -41,7 +42,7 @@ describe('G7 timeouts', () => {
     keys: string | string[],
     options: { timeoutMs: number; mode?: 'read' | 'write' },
   ): Promise<{ error: LockTimeoutError; elapsed: number; roundTrips: number }> {
-    const roundTrips = locks.stats().roundTrips;
+    const roundTrips = callerTrips(locks);
     const started = performance.now();
     let caught: unknown;
     try {
@@ -58,7 +59,7 @@ describe('G7 timeouts', () => {
     assert.equal(caught.timeoutMs, options.timeoutMs);
     assert.ok(caught.waitedMs >= options.timeoutMs - 1, `gave up after ${caught.waitedMs} ms of ${options.timeoutMs}`);
     assert.ok(caught.waitedMs <= elapsed + 1);
-    return { error: caught, elapsed, roundTrips: locks.stats().roundTrips - roundTrips };
+    return { error: caught, elapsed, roundTrips: callerTrips(locks) - roundTrips };
   }
 
   for (const timeoutMs of TIMEOUTS) {
@@ -99,9 +100,9 @@ describe('G7 timeouts', () => {
   });
 
   it('tryAcquire returns null in one round trip', async () => {
-    const before = waiterLocks.stats().roundTrips;
+    const before = callerTrips(waiterLocks);
     assert.equal(await waiterLocks.tryAcquire('busy'), null);
-    assert.equal(waiterLocks.stats().roundTrips - before, 1);
+    assert.equal(callerTrips(waiterLocks) - before, 1);
   });
 
   it('a caller told "timeout" while its grant was blocked on a row lock never ends up holding the lock', async (t) => {

@@ -60,7 +60,7 @@ describe('a CommonJS app can load the built package', () => {
     errorName: 'LockTimeoutError',
     isBase: true,
     keys: ['k'],
-    entities: 2,
+    entities: 4,
     isCjs: true,
   };
 

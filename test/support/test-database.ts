@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import mysql from 'mysql2/promise';
-import { CreateDbLockTables1763769600000 } from '../../lib/index.js';
+import { DB_LOCK_MIGRATIONS } from '../../lib/index.js';
 
 /** Server to test against: DB_LOCK_TEST_URL (mysql://user:pass@host:port), else root@127.0.0.1:3306. */
 export function serverUrl(): URL {
@@ -42,8 +42,9 @@ export class TestDatabase {
     const admin = await mysql.createConnection({ ...settings, database: undefined, multipleStatements: true });
     await admin.query(`CREATE DATABASE \`${name}\``);
     await admin.query(`USE \`${name}\``);
-    const migration = new CreateDbLockTables1763769600000();
-    await migration.up({ query: (sql: string) => admin.query(sql) } as never);
+    for (const Migration of DB_LOCK_MIGRATIONS as (new () => { up(runner: unknown): Promise<void> })[]) {
+      await new Migration().up({ query: async (sql: string, params?: unknown[]) => (await admin.query(sql, params))[0] } as never);
+    }
     return new TestDatabase(name, admin);
   }
 
@@ -57,9 +58,22 @@ export class TestDatabase {
     return rows as T;
   }
 
-  /** Log rows for a key (namespace included), oldest first. */
+  /**
+   * Log rows for a key (namespace included), oldest first, each with `lease_ends_at`: when its
+   * lease ends by the server clock (its own expiry, or its process's latest renewal plus its lease).
+   */
   async logRows(storedKey: string): Promise<Record<string, unknown>[]> {
-    return this.query(`SELECT * FROM db_lock_log WHERE lock_key = ? ORDER BY id`, [Buffer.from(storedKey)]);
+    return this.query(
+      `SELECT g.*, GREATEST(g.expires_at, COALESCE(p.renewed_at + INTERVAL g.lease_ms * 1000 MICROSECOND, g.expires_at)) AS lease_ends_at ` +
+        `FROM db_lock_log g LEFT JOIN db_lock_process p ON p.id = g.process_id WHERE g.lock_key = ? ORDER BY g.id`,
+      [Buffer.from(storedKey)],
+    );
+  }
+
+  /** When a process last renewed its lease (server clock), by process lease id. */
+  async processRenewedAt(processId: unknown): Promise<Date | undefined> {
+    const rows = await this.query<{ renewed_at: Date }[]>(`SELECT renewed_at FROM db_lock_process WHERE id = ?`, [processId]);
+    return rows[0]?.renewed_at;
   }
 
   async drop(): Promise<void> {

@@ -1,6 +1,6 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { backoffDelay } from '../../lib/waiting/backoff.js';
+import { backoffDelay } from '../../lib/core/backoff.js';
 
 describe('backoffDelay', () => {
   const MIN = 10;

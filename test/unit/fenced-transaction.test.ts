@@ -1,41 +1,37 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Logger } from '@nestjs/common';
-import type { DataSource } from 'typeorm';
-import { HeldLock, type HeldLockOwner } from '../../lib/held-lock.js';
-import { resolveTargets } from '../../lib/lock-key.js';
-import { LockContext } from '../../lib/context/lock-context.js';
-import { FencedTransaction } from '../../lib/transaction/fenced-transaction.js';
+import { HeldLock, type HeldLockHost, type LockTransaction } from '../../lib/core/held-lock.js';
+import { resolveTargets } from '../../lib/core/lock-key.js';
+import { LockContext } from '../../lib/core/lock-context.js';
+import { FencedTransaction, type FenceHost } from '../../lib/core/fenced-transaction.js';
 import { LockLostError } from '../../lib/index.js';
 
-/** The order of what the transaction did, and a fake TypeORM query runner answering the fence. */
-function fakes(answers: { flipped: number; live?: number; releaseError?: Error }) {
+/** What the transaction did, in order, with a fake TypeORM query runner answering the fence statements. */
+function fakes(answers: { ended?: number; kept?: number; commitError?: unknown }) {
   const trace: string[] = [];
   const warnings: string[] = [];
-  let fencingDuringFence: boolean | undefined;
   const manager = { name: 'manager' };
-  let active = false;
+  let active = true; // already started: the strategy opened it
+  let fencesSeen = -1;
   const runner = {
     manager,
     get isTransactionActive() {
       return active;
     },
-    async startTransaction(level: string) {
-      trace.push(`start ${level}`);
-      active = true;
-    },
     async query(sql: string, parameters: unknown[], structured?: boolean) {
-      fencingDuringFence = lock.fencing;
-      if (sql.startsWith('UPDATE')) {
-        trace.push(`fence ${String(parameters[0])}`);
-        assert.equal(structured, true, 'the fence reads the structured result');
-        return { affected: answers.flipped };
+      assert.equal(structured, true, 'the fence reads the structured result');
+      fencesSeen = own.fencesInProgress;
+      const ids = (parameters[0] as string[]).join(',');
+      if (sql.includes("status = 'RELEASED'")) {
+        trace.push(`end ${ids}`);
+        return { affected: answers.ended ?? 2 };
       }
-      trace.push(`check ${String(parameters[0])}`);
-      assert.match(sql, /FOR UPDATE$/);
-      return [{ live: String(answers.live ?? 0) }];
+      trace.push(`fence kept ${ids}`);
+      return { affected: answers.kept ?? 1 };
     },
     async commitTransaction() {
+      if (answers.commitError) throw answers.commitError;
       trace.push('commit');
       active = false;
     },
@@ -43,91 +39,100 @@ function fakes(answers: { flipped: number; live?: number; releaseError?: Error }
       trace.push('rollback');
       active = false;
     },
-    async release() {
-      trace.push('release connection');
+  };
+  const transaction: LockTransaction = {
+    runner: runner as never,
+    finish: async (committed) => {
+      trace.push(`finish ${committed ? 'committed' : 'rolled back'}`);
     },
   };
-  const owner: HeldLockOwner = {
-    async releaseHeld(_lock, failed) {
-      trace.push(failed ? 'release FAILED' : 'release RELEASED');
-      if (answers.releaseError) throw answers.releaseError;
+  const heldHost: HeldLockHost = { release: async () => undefined, extend: async () => undefined };
+  const host: FenceHost = {
+    endedInCommit: (lock) => trace.push(`ended in commit ${lock.keys.join('+')}`),
+    release: async (lock, failed) => {
+      trace.push(`release ${lock.keys.join('+')} ${failed ? 'FAILED' : 'RELEASED'}`);
     },
-    async extendHeld() {},
   };
-  const targets = resolveTargets(['a', 'b'], 'write', '');
-  const now = performance.now();
-  const lock = new HeldLock(
-    owner,
-    'owner-1',
-    targets,
-    targets.map((t, i) => ({ id: String(i), storedKey: t.storedKey, fencingToken: 1, expiresAt: new Date(Date.now() + 1000) })),
-    1000,
-    now,
-    now,
-    0,
-  );
-  const settings = {
-    dataSource: { createQueryRunner: () => runner } as unknown as DataSource,
-    isolationLevel: 'READ COMMITTED' as const,
-    logger: { warn: (m: string) => warnings.push(m) } as unknown as Logger,
+  const make = (keys: string[], firstId: number): HeldLock => {
+    const targets = resolveTargets(keys, 'write', '');
+    const now = performance.now();
+    return new HeldLock(
+      heldHost,
+      'lease',
+      `acq-${keys.join('+')}`,
+      targets,
+      targets.map((t, i) => ({ id: String(firstId + i), storedKey: t.storedKey, fencingToken: 1, expiresAt: new Date(Date.now() + 1000) })),
+      1000,
+      now,
+      now,
+      0,
+    );
   };
-  const locks = new Map(targets.map((t) => [t.storedKey, lock]));
-  return { trace, warnings, lock, settings, locks, manager, fencing: () => fencingDuringFence };
+  const own = make(['a', 'b'], 1);
+  const outer = make(['c'], 10);
+  const byKey = new Map([...own.targets.map((t) => [t.storedKey, own] as const), ...outer.targets.map((t) => [t.storedKey, outer] as const)]);
+  const logger = { warn: (m: string) => warnings.push(m) } as unknown as Logger;
+  const run = <T>(fn: () => T, locks = { own: [own], kept: [outer], byKey }) => FencedTransaction.run({ host, logger }, transaction, own, locks, fn);
+  return { trace, warnings, own, outer, manager, run, fencesDuringFence: () => fencesSeen };
 }
 
 describe('FencedTransaction', () => {
-  it('runs the method in the transaction, fences every key, commits, then releases', async () => {
-    const f = fakes({ flipped: 2 });
-    const result = await FencedTransaction.run(f.settings, f.lock, f.locks, () => {
+  it('runs the method in the transaction, ends its own lock and fences the outer one in it, commits', async () => {
+    const f = fakes({});
+    const result = await f.run(() => {
       assert.equal(LockContext.manager(), f.manager, 'the method sees the transaction manager');
       return 42;
     });
     assert.equal(result, 42);
-    assert.deepEqual(f.trace, ['start READ COMMITTED', 'fence owner-1', 'commit', 'release connection', 'release RELEASED']);
-    assert.equal(f.fencing(), true, 'the watchdog is held off while the fence runs');
-    assert.equal(f.lock.fencing, false);
+    assert.deepEqual(f.trace, ['end 1,2', 'fence kept 10', 'commit', 'finish committed', 'ended in commit a+b']);
+    assert.equal(f.fencesDuringFence(), 1, 'the watchdog is held off while the fence runs');
+    assert.equal(f.own.fencesInProgress, 0);
   });
 
-  it('fewer rows flipped and not live: rollback, LockLostError, release FAILED', async () => {
-    const f = fakes({ flipped: 1, live: 1 });
-    await assert.rejects(FencedTransaction.run(f.settings, f.lock, f.locks, () => 1), LockLostError);
-    assert.deepEqual(f.trace, ['start READ COMMITTED', 'fence owner-1', 'check owner-1', 'rollback', 'release FAILED', 'release connection']);
+  it('fewer own rows ended than held: rollback, LockLostError, the lock ends FAILED', async () => {
+    const f = fakes({ ended: 1 });
+    await assert.rejects(f.run(() => 1), LockLostError);
+    assert.deepEqual(f.trace, ['end 1,2', 'rollback', 'finish rolled back', 'release a+b FAILED']);
   });
 
-  it('rows already COMPLETED (fenced before) but live: the locking re-check lets it commit', async () => {
-    const f = fakes({ flipped: 0, live: 2 });
-    assert.equal(await FencedTransaction.run(f.settings, f.lock, f.locks, () => 'ok'), 'ok');
-    assert.deepEqual(f.trace, ['start READ COMMITTED', 'fence owner-1', 'check owner-1', 'commit', 'release connection', 'release RELEASED']);
+  it("the outer lock's row no longer live: rollback and LockLostError", async () => {
+    const f = fakes({ kept: 0 });
+    await assert.rejects(f.run(() => 1), LockLostError);
+    assert.deepEqual(f.trace, ['end 1,2', 'fence kept 10', 'rollback', 'finish rolled back', 'release a+b FAILED']);
   });
 
-  it('the method throws: rollback, release FAILED, the original error rethrown, no fence', async () => {
-    const f = fakes({ flipped: 2 });
+  it('the method throws: rollback, the lock ends FAILED, the original error rethrown, no fence', async () => {
+    const f = fakes({});
     const original = new Error('business');
     await assert.rejects(
-      FencedTransaction.run(f.settings, f.lock, f.locks, () => {
+      f.run(() => {
         throw original;
       }),
       (e: unknown) => e === original,
     );
-    assert.deepEqual(f.trace, ['start READ COMMITTED', 'rollback', 'release FAILED', 'release connection']);
+    assert.deepEqual(f.trace, ['rollback', 'finish rolled back', 'release a+b FAILED']);
   });
 
   it('a lock known lost before the fence is never committed on', async () => {
-    const f = fakes({ flipped: 2 });
+    const f = fakes({});
     await assert.rejects(
-      FencedTransaction.run(f.settings, f.lock, f.locks, () => {
-        f.lock.markLost(new LockLostError('a', 1, 'taken over'));
+      f.run(() => {
+        f.own.markLost(new LockLostError('a', 1, 'taken over'));
       }),
       LockLostError,
     );
-    assert.deepEqual(f.trace, ['start READ COMMITTED', 'rollback', 'release FAILED', 'release connection']);
+    assert.deepEqual(f.trace, ['rollback', 'finish rolled back', 'release a+b FAILED']);
   });
 
-  it('a lost lock reported by the release AFTER a fenced commit is a warning, not an error', async () => {
-    const f = fakes({ flipped: 2, releaseError: new LockLostError('a', 1, 'taken over after its lease ran out') });
-    assert.equal(await FencedTransaction.run(f.settings, f.lock, f.locks, () => 'done'), 'done');
-    assert.deepEqual(f.trace, ['start READ COMMITTED', 'fence owner-1', 'commit', 'release connection', 'release RELEASED']);
-    assert.equal(f.warnings.length, 1);
-    assert.match(f.warnings[0]!, /committed while its lock was held/);
+  it('a certification failure at COMMIT (errno 1213 on a cluster) is LockLostError with the driver error as cause', async () => {
+    const certification = Object.assign(new Error('Deadlock found when trying to get lock'), { errno: 1213, code: 'ER_LOCK_DEADLOCK' });
+    const f = fakes({ commitError: certification });
+    await assert.rejects(f.run(() => 1), (e: unknown) => e instanceof LockLostError && e.cause === certification);
+  });
+
+  it('a connection lost at COMMIT is a typed error naming the unknown outcome, with the driver error as cause', async () => {
+    const reset = Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET', fatal: true });
+    const f = fakes({ commitError: reset });
+    await assert.rejects(f.run(() => 1), (e: unknown) => (e as Error).name === 'DbLockConnectionError' && (e as Error).cause === reset);
   });
 });

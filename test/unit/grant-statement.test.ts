@@ -1,29 +1,75 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { GRANT_ROWS_INDEX, GRANT_SUMMARY_INDEX, grantStatement } from '../../lib/storage/lock-sql.js';
-import { resolveTargets } from '../../lib/lock-key.js';
+import { leanGrantPlan, takeoverGrantPlan } from '../../lib/lock-log/grant.sql.js';
+import { resolveTargets } from '../../lib/core/lock-key.js';
 
-describe('grant statement layout', () => {
-  for (const keys of [['a'], ['b', { key: 'a', mode: 'read' as const }]]) {
-    it(`result indexes point at the summary and the granted rows (${JSON.stringify(keys)})`, () => {
-      const sql = grantStatement({
-        owner: '00000000-0000-4000-8000-000000000000',
-        holder: 'h:1',
-        targets: resolveTargets(keys, 'write', ''),
-        leaseMs: 1000,
-        waitedMs: 0,
-        writerWaitMarkMs: 900,
-        writerPreference: true,
-      });
-      const statements = sql.split(';\n');
-      assert.match(statements[GRANT_SUMMARY_INDEX]!, /^SELECT @dbl_granted AS granted/);
-      assert.match(statements[GRANT_ROWS_INDEX]!, /^SELECT id, lock_key, fencing_token, expires_at FROM db_lock_log WHERE owner = /);
-      assert.equal(statements.at(-1), 'COMMIT');
-      // The takeover comes before our own rows exist, and the recount between them decides.
-      const takeover = statements.findIndex((s) => s.includes("SET status = 'EXPIRED'"));
-      const recount = statements.findIndex((s) => s.includes('INTO @dbl_revived'));
-      const insert = statements.findIndex((s) => s.startsWith('INSERT INTO db_lock_log'));
-      assert.ok(takeover < recount && recount < insert);
+const input = (keys: (string | { key: string; mode: 'read' | 'write' })[], extra: Record<string, unknown> = {}) => ({
+  acquisitionId: '00000000-0000-4000-8000-000000000000',
+  holder: 'h:1',
+  processId: '7',
+  strategy: 'lease' as const,
+  targets: resolveTargets(keys, 'write', ''),
+  leaseMs: 1000,
+  waitedMs: 0,
+  writerWaitMarkMs: 0,
+  writerPreference: true,
+  rowLocksAuthoritative: false,
+  ...extra,
+});
+
+describe('grant plans', () => {
+  it('the common grant is one transaction of seven statements, the outcome parsed beside it', () => {
+    const plan = leanGrantPlan(input(['a']));
+    assert.equal(plan.statements.length, 7);
+    assert.equal(plan.statements[0], 'START TRANSACTION');
+    assert.equal(plan.statements.at(-1), 'COMMIT');
+    assert.match(plan.statements[1]!, /FROM db_lock WHERE lock_key IN \(.*\) FOR UPDATE$/);
+    assert.ok(!plan.statements.some((s) => s.includes("'EXPIRED'")), 'no takeover work on the common path');
+    const granted = plan.parse([
+      ...plan.statements.slice(0, -2).map(() => ({ affectedRows: 0 })),
+      [{ granted: 1, key_rows: 1, busy: 0, expired: 0, writer_waiting: 0, reclaimed: 0, id: 5, lock_key: Buffer.from('a'), fencing_token: 3, expires_at: '2026-01-01 00:00:01.000000', waited_us: 2500 }],
+      { affectedRows: 0 },
+    ]);
+    assert.deepEqual(granted, {
+      granted: true,
+      rows: [{ id: '5', storedKey: 'a', fencingToken: 3, expiresAt: new Date('2026-01-01T00:00:01.000Z') }],
+      reclaimed: 0,
+      serverWaitMs: 2.5,
+    });
+  });
+
+  for (const [summary, reason] of [
+    [{ granted: 0, key_rows: 0, busy: 0, expired: 0, writer_waiting: 0 }, 'missing-key-rows'],
+    [{ granted: 0, key_rows: 1, busy: 1, expired: 0, writer_waiting: 0 }, 'busy'],
+    [{ granted: 0, key_rows: 1, busy: 0, expired: 0, writer_waiting: 1 }, 'writer-waiting'],
+    [{ granted: 0, key_rows: 1, busy: 0, expired: 2, writer_waiting: 0 }, 'expired-holders'],
+  ] as const) {
+    it(`reports '${reason}' so that only the rare work it needs is sent next`, () => {
+      const plan = leanGrantPlan(input(['a']));
+      const results = plan.statements.map(() => ({ affectedRows: 0 }) as unknown);
+      results[plan.statements.length - 2] = [{ ...summary, id: null }];
+      assert.deepEqual(plan.parse(results), { granted: false, reason });
     });
   }
+
+  it('the takeover marks expired holders EXPIRED and recounts before its own rows exist', () => {
+    const statements = takeoverGrantPlan(input(['b', { key: 'a', mode: 'read' }])).statements;
+    const takeover = statements.findIndex((s) => s.includes("SET g.status = 'EXPIRED'"));
+    const recount = statements.findIndex((s) => s.includes('INTO @dbl_revived'));
+    const insert = statements.findIndex((s) => s.startsWith('INSERT INTO db_lock_log'));
+    assert.ok(takeover > 0 && takeover < recount && recount < insert);
+    assert.match(statements[takeover]!, /p\.ended_count = p\.ended_count \+ 1/, 'the victims\' processes are told');
+  });
+
+  it('a budget bounds every statement on the server (MariaDB) or the locking read (MySQL)', () => {
+    const maria = leanGrantPlan(input(['a'], { statementLimit: { kind: 'mariadb', ms: 350 } })).statements;
+    assert.ok(maria.slice(1, -1).every((s) => s.startsWith('SET STATEMENT max_statement_time = 0.350 FOR ')));
+    const mysql = leanGrantPlan(input(['a'], { statementLimit: { kind: 'mysql', ms: 350 } })).statements;
+    assert.match(mysql[1]!, /^SELECT \/\*\+ MAX_EXECUTION_TIME\(350\) \*\/ /);
+  });
+
+  it('a single-key writer yields its turn to a waiter holding the key\'s doorbell', () => {
+    const statements = leanGrantPlan(input(['a'], { doorbell: 'dbl:x' })).statements;
+    assert.match(statements[2]!, /IS_USED_LOCK\('dbl:x'\) IS NULL OR IS_USED_LOCK\('dbl:x'\) = CONNECTION_ID\(\)/);
+  });
 });

@@ -2,7 +2,7 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { DB_LOCK_DEFAULTS, DbLockOptionsError, resolveOptions } from '../../lib/index.js';
 import { MAX_TIMER_MS, MIN_LEASE_MS } from '../../lib/db-lock.options.js';
-import { checkLease, resolveLockOptions } from '../../lib/lock-request.js';
+import { checkLease, resolveLockOptions } from '../../lib/core/lock-request.js';
 
 function problemsOf(fn: () => unknown): readonly string[] {
   try {
@@ -90,7 +90,7 @@ describe('resolveOptions', () => {
   });
 
   it('checks durations: integers within the timer range, Infinity only where it means "never"', () => {
-    for (const bad of [NaN, -1, 1.5, MAX_TIMER_MS + 1, Infinity, '100', null, true]) {
+    for (const bad of [NaN, -1, 1.5, MAX_TIMER_MS + 1, Infinity, 'abc', '1.5', null, true]) {
       assert.equal(problemsOf(() => resolveOptions({ leaseMs: bad })).length, 1, `leaseMs ${String(bad)}`);
     }
     assert.equal(problemsOf(() => resolveOptions({ leaseMs: MIN_LEASE_MS - 1 })).length, 1);
@@ -101,6 +101,10 @@ describe('resolveOptions', () => {
       assert.equal(problemsOf(() => resolveOptions({ [name]: MAX_TIMER_MS + 1 })).length, 1, name);
     }
     assert.equal(resolveOptions({ timeoutMs: 0 }).timeoutMs, 0);
+    // Module options often come from environment variables through ConfigService: decimal strings count.
+    assert.equal(resolveOptions({ leaseMs: '5000' }).leaseMs, 5000);
+    assert.equal(resolveOptions({ timeoutMs: 'Infinity', writerPreference: 'false' }).timeoutMs, Infinity);
+    assert.equal(resolveOptions({ writerPreference: 'false' }).writerPreference, false);
     assert.equal(resolveOptions({ janitor: { logRetentionMs: MAX_TIMER_MS * 10 } }).janitor && true, true, 'retention is no timer');
   });
 
@@ -119,8 +123,8 @@ describe('resolveLockOptions (one call)', () => {
   const defaults = resolveOptions({ leaseMs: 2_000, timeoutMs: 500 });
 
   it('takes the module defaults', () => {
-    assert.deepEqual(resolveLockOptions(undefined, defaults), { mode: 'write', timeoutMs: 500, leaseMs: 2_000 });
-    assert.deepEqual(resolveLockOptions({ mode: 'read', timeoutMs: 0 }, defaults), { mode: 'read', timeoutMs: 0, leaseMs: 2_000 });
+    assert.deepEqual(resolveLockOptions(undefined, defaults), { mode: 'write', timeoutMs: 500, leaseMs: 2_000, strategy: 'lease', maxAttempts: Infinity });
+    assert.deepEqual(resolveLockOptions({ mode: 'read', timeoutMs: 0 }, defaults), { mode: 'read', timeoutMs: 0, leaseMs: 2_000, strategy: 'lease', maxAttempts: Infinity });
     assert.equal(resolveLockOptions({ timeoutMs: Infinity }, defaults).timeoutMs, Infinity);
   });
 

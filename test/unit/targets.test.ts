@@ -1,7 +1,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { DbLockOptionsError, InvalidLockKeyError, MAX_KEY_LENGTH, MAX_KEYS_PER_LOCK } from '../../lib/index.js';
-import { resolveTargets } from '../../lib/lock-key.js';
+import { resolveTargets } from '../../lib/core/lock-key.js';
 
 const summary = (targets: ReturnType<typeof resolveTargets>): string[] => targets.map((t) => `${t.storedKey}/${t.mode}`);
 

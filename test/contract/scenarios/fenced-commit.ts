@@ -22,6 +22,19 @@ export class FenceService {
   /** Two business writes in the fenced transaction, then (holders only) a stall before the commit. */
   @WriteLock('fence:{0}', { timeoutMs: 20_000 })
   async write(key: string, round: number, writer: string, stallMs: number, emit: (event: string) => void): Promise<number> {
+    return this.body(key, round, writer, stallMs, emit);
+  }
+
+  /**
+   * The taker's side: the same work under a longer lease, so that on a loaded 2-core machine its
+   * own lease cannot run out unrenewed while the stalled holders' processes hog the CPU.
+   */
+  @WriteLock('fence:{0}', { timeoutMs: 20_000, leaseMs: 5_000 })
+  async take(key: string, round: number, writer: string, stallMs: number, emit: (event: string) => void): Promise<number> {
+    return this.body(key, round, writer, stallMs, emit);
+  }
+
+  private async body(key: string, round: number, writer: string, stallMs: number, emit: (event: string) => void): Promise<number> {
     const manager = this.locks.manager;
     const token = this.locks.currentLock!.fencingToken;
     emit('granted');
@@ -41,7 +54,9 @@ type Outcome = { outcome: 'committed'; token: number } | { outcome: 'lost'; byDa
 export async function writeOnce(ctx: WorkerContext<{ key: string; round: number; writer: string; stallMs: number }>): Promise<Outcome> {
   const { key, round, writer, stallMs } = ctx.args;
   try {
-    const token = await ctx.app.get(FenceService).write(key, round, writer, stallMs, (event) => ctx.emit(event));
+    const service = ctx.app.get(FenceService);
+    const emit = (event: string): void => ctx.emit(event);
+    const token = writer === 'B' ? await service.take(key, round, writer, stallMs, emit) : await service.write(key, round, writer, stallMs, emit);
     return { outcome: 'committed', token };
   } catch (error) {
     const e = error as Error;

@@ -5,9 +5,9 @@
  */
 import mysql from 'mysql2/promise';
 import { DataSource } from 'typeorm';
-import type { HeldLock } from '../../../lib/held-lock.js';
 import type { LockHandle } from '../../../lib/index.js';
-import { fenceStatement } from '../../../lib/storage/lock-sql.js';
+import { fenceKeptStatement } from '../../../lib/lock-log/hold.sql.js';
+import { acquisitionIdOf, partsOf, processIdOf, rowIdsOf } from '../../support/lock-internals.js';
 import type { WorkerContext } from '../../support/lock-worker.js';
 import type { ConnectionSettings } from '../../support/test-database.js';
 
@@ -47,9 +47,10 @@ async function fencedWrite(settings: ConnectionSettings, lock: LockHandle, who: 
     await connection.query('SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED');
     await connection.beginTransaction();
     await connection.query('INSERT INTO ledger (who, token) VALUES (?, ?)', [who, lock.fencingToken]);
-    const fence = fenceStatement((lock as HeldLock).owner);
+    // The fence a fenced commit runs: the holder's rows are written only while still live.
+    const fence = fenceKeptStatement(rowIdsOf(lock));
     const [result] = (await connection.query(fence.sql, fence.parameters)) as unknown as [{ affectedRows: number }];
-    if (result.affectedRows === 0) {
+    if (result.affectedRows < rowIdsOf(lock).length) {
       await connection.rollback();
       return false;
     }
@@ -77,7 +78,7 @@ export async function victim(
   ctx: WorkerContext<{ key: string; leaseMs: number; business: ConnectionSettings; busyLoopMs?: number }>,
 ): Promise<VictimResult> {
   const lock = await ctx.locks.acquire(ctx.args.key, { leaseMs: ctx.args.leaseMs });
-  ctx.emit('acquired', { owner: (lock as HeldLock).owner, token: lock.fencingToken });
+  ctx.emit('acquired', { owner: acquisitionIdOf(lock), processId: processIdOf(ctx.locks), token: lock.fencingToken });
   if (ctx.args.busyLoopMs) {
     const end = performance.now() + ctx.args.busyLoopMs;
     while (performance.now() < end) {
@@ -136,13 +137,13 @@ export async function taker(
 export async function releaseRace(
   ctx: WorkerContext<{ iterations: number; concurrency: number; keys: number; leaseMs: number; maxHoldMs: number }>,
 ): Promise<{ releases: number; racedReleases: number; renewals: number; lost: number }> {
-  const store = (ctx.locks as unknown as { engine: { store: { renew: (...a: unknown[]) => Promise<unknown>; release: (...a: unknown[]) => Promise<number> } } })
-    .engine.store;
+  // Instrumentation only: count releases sent while a renewal statement was on the wire.
+  const log = partsOf(ctx.locks).log;
   let renewing = 0;
   let racedReleases = 0;
-  const renew = store.renew.bind(store);
-  const release = store.release.bind(store);
-  store.renew = async (...args: unknown[]) => {
+  const renew = log.renewProcess.bind(log);
+  const endRows = log.endRows.bind(log);
+  log.renewProcess = async (...args: Parameters<typeof renew>) => {
     renewing++;
     try {
       return await renew(...args);
@@ -150,9 +151,9 @@ export async function releaseRace(
       renewing--;
     }
   };
-  store.release = async (...args: unknown[]) => {
+  log.endRows = async (...args: Parameters<typeof endRows>) => {
     if (renewing > 0) racedReleases++;
-    return release(...args);
+    return endRows(...args);
   };
   let next = 0;
   let releases = 0;
@@ -179,7 +180,7 @@ export async function observeJanitor(
   ctx: WorkerContext<{ durationMs: number; extraWorkMs: number }>,
 ): Promise<{ runs: number; skipped: number; recorded: number }> {
   const ds = ctx.app.get(DataSource);
-  const janitor = (ctx.locks as unknown as { janitor: { sweep: (...a: unknown[]) => Promise<boolean> } }).janitor;
+  const janitor = partsOf(ctx.locks).janitor as unknown as { sweep: (...a: unknown[]) => Promise<boolean> };
   const sweep = janitor.sweep.bind(janitor);
   let recorded = 0;
   janitor.sweep = async (...args: unknown[]) => {
@@ -207,7 +208,7 @@ export async function holdUntilAborted(
     await ctx.locks.withLock(
       ctx.args.key,
       async (lock) => {
-        ctx.emit('holding', { owner: (lock as HeldLock).owner, token: lock.fencingToken });
+        ctx.emit('holding', { owner: acquisitionIdOf(lock), processId: processIdOf(ctx.locks), token: lock.fencingToken });
         await until(async () => lock.signal.aborted, ctx.args.maxMs, 'abort').catch(() => undefined);
         aborted = lock.signal.aborted;
         reason = String((lock.signal.reason as Error | undefined)?.message);

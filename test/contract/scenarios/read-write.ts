@@ -2,6 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { DataSource } from 'typeorm';
 import type { LockMode } from '../../../lib/index.js';
 import type { WorkerContext } from '../../support/lock-worker.js';
+import { acquisitionIdOf } from '../../support/lock-internals.js';
 
 /**
  * Overlap detector shared by every process: one row whose counters are changed inside the
@@ -164,7 +165,7 @@ export async function writeOnce(
   const waitedMs = performance.now() - asked;
   ctx.emit('acquired');
   await lock.release();
-  return { waitedMs, fencingToken: lock.fencingToken, owner: (lock as unknown as { owner: string }).owner };
+  return { waitedMs, fencingToken: lock.fencingToken, owner: acquisitionIdOf(lock) };
 }
 
 /**

@@ -1,0 +1,216 @@
+import type { Logger } from '@nestjs/common';
+import type { DataSource } from 'typeorm';
+import type { ResolvedDbLockOptions } from '../db-lock.options.js';
+import { DbLockOptionsError } from '../errors/db-lock-options.error.js';
+import { LockTimeoutError } from '../errors/lock-timeout.error.js';
+import { LockUpgradeError } from '../errors/lock-upgrade.error.js';
+import { openBusinessTransaction } from './business-transaction.js';
+import { FencedTransaction } from './fenced-transaction.js';
+import { HeldLock, type LockTransaction } from './held-lock.js';
+import { LockContext } from './lock-context.js';
+import type { LockHandle } from './lock-handle.js';
+import { type LockKeys, type LockTarget, resolveTargets } from './lock-key.js';
+import type { LockObserver } from './lock-observer.js';
+import { type LockOptions, resolveLockOptions } from './lock-request.js';
+import { type LockRuntime, toTypedError } from './lock-runtime.js';
+import type { LockIsolationLevel, ResolvedRunLockedOptions } from './locked-call.options.js';
+import { NestedLock } from './nested-lock.js';
+import { describe } from './option-checks.js';
+import { RunningHolders } from './running-holders.js';
+
+/**
+ * Call-chain semantics, the same for every strategy: reentrancy by async context (a key the chain
+ * holds costs no round trip; read → write is refused), and how a locked call runs — its own
+ * fenced transaction, joined into the chain's open one, or the lock alone.
+ */
+export class CallChain {
+  /** withLock / decorated holders running now: shutdown waits for them (bounded). */
+  readonly running = new RunningHolders();
+
+  constructor(
+    private readonly runtime: LockRuntime,
+    private readonly options: ResolvedDbLockOptions,
+    private readonly observer: LockObserver,
+    private readonly dataSource: DataSource,
+    private readonly logger: Logger,
+  ) {}
+
+  /**
+   * The lock on `keys` for this call chain: keys it holds are reused (no SQL), the others granted.
+   * `join`: a row-lock taken inside the chain's open fenced transaction joins it.
+   */
+  async acquire(
+    keys: LockKeys,
+    options: LockOptions | undefined,
+    how: { quietTimeout?: boolean; join?: FencedTransaction; isolationLevel?: LockIsolationLevel } = {},
+  ): Promise<LockHandle> {
+    const resolved = resolveLockOptions(options, this.options);
+    const targets = resolveTargets(keys, resolved.mode, this.options.namespace);
+    const mode = targets.some((t) => t.mode === 'write') ? 'write' : 'read';
+    const held = new Map<string, HeldLock>();
+    const missing: LockTarget[] = [];
+    for (const target of targets) {
+      const found = LockContext.find(target.storedKey);
+      if (!found) missing.push(target);
+      else if (target.mode === 'write' && found.mode === 'read') throw new LockUpgradeError(target.key);
+      else held.set(target.storedKey, found.lock);
+    }
+    if (missing.length === 0) {
+      this.observer.reentrant();
+      return new NestedLock(targets, held, undefined);
+    }
+    const request = {
+      targets: missing,
+      mode: mode as LockTarget['mode'],
+      strategy: resolved.strategy,
+      timeoutMs: resolved.timeoutMs,
+      leaseMs: resolved.leaseMs,
+      maxAttempts: resolved.maxAttempts,
+      quietTimeout: how.quietTimeout,
+      isolationLevel: how.isolationLevel,
+    };
+    const own =
+      how.join && resolved.strategy === 'row-lock' ? await this.joined(how.join, request) : await this.runtime.acquire(request);
+    if (held.size === 0) return own;
+    for (const target of missing) held.set(target.storedKey, own);
+    return new NestedLock(targets, held, own);
+  }
+
+  async tryAcquire(keys: LockKeys, options: Omit<LockOptions, 'timeoutMs' | 'maxAttempts'> | undefined): Promise<LockHandle | null> {
+    // The caller's own options first: spreading a string or array would hide what was wrong with it,
+    // and a timeoutMs given here would be silently replaced by 0.
+    resolveLockOptions(options, this.options, true);
+    try {
+      return await this.acquire(keys, { ...options, timeoutMs: 0, maxAttempts: 1 });
+    } catch (error) {
+      if (error instanceof LockTimeoutError) return null;
+      throw error;
+    }
+  }
+
+  async withLock<T>(keys: LockKeys, fn: (lock: LockHandle) => Promise<T> | T, options: LockOptions | undefined): Promise<T> {
+    // A missing callback is bad input like a bad key: refused before any lock is taken.
+    if (typeof fn !== 'function') throw new DbLockOptionsError([`fn must be a function, got ${describe(fn)}`], 'withLock() arguments');
+    const handle = await this.acquire(keys, options, { join: FencedTransaction.current() });
+    return this.runHolding(handle, fn);
+  }
+
+  /** The locked call the decorators forward to (see LockService.runLocked). */
+  async runLocked<T>(keys: LockKeys, fn: (lock: LockHandle) => Promise<T> | T, resolved: ResolvedRunLockedOptions): Promise<T | undefined> {
+    let handle: LockHandle;
+    try {
+      handle = await this.acquire(keys, resolved.lock, {
+        quietTimeout: resolved.onLocked === 'skip',
+        join: FencedTransaction.current(),
+        isolationLevel: resolved.isolationLevel,
+      });
+    } catch (error) {
+      if (resolved.onLocked !== 'skip' || !(error instanceof LockTimeoutError)) throw error;
+      this.observer.skipped(error.keys, error.mode, error.waitedMs);
+      return undefined;
+    }
+    if (resolved.transaction === 'none' && !ownLock(handle)?.transaction) return this.runHolding(handle, fn);
+    return this.runFenced(handle, fn, resolved.isolationLevel);
+  }
+
+  /**
+   * Runs `fn` as part of the call chain that holds `handle`, then releases it (FAILED if `fn`
+   * threw). A row-lock handle's work runs in its own transaction, fenced; one taken inside the
+   * chain's open transaction ends with that transaction.
+   */
+  async runHolding<T>(handle: LockHandle, fn: (lock: LockHandle) => Promise<T> | T): Promise<T> {
+    const own = ownLock(handle);
+    if (own?.transaction || own?.endsWithTransaction) return this.runFenced(handle, fn, 'READ COMMITTED');
+    const leave = this.running.enter();
+    try {
+      let result: T;
+      try {
+        result = await LockContext.run({ handle, locks: locksOf(handle), manager: undefined }, () => fn(handle));
+      } catch (error) {
+        await this.releaseQuietly(handle, error);
+        throw error;
+      }
+      await releaseAs(handle, false);
+      return result;
+    } finally {
+      leave();
+    }
+  }
+
+  /**
+   * `fn` in a fenced transaction: the chain's open one (joined: same EntityManager, no new
+   * connection; the call's own lock ends with it), the row-lock holder's own, or a new one on the
+   * DataSource. The call's own lock ends in the commit; locks held by outer calls are fenced and kept.
+   */
+  private async runFenced<T>(handle: LockHandle, fn: (lock: LockHandle) => Promise<T> | T, isolationLevel: LockIsolationLevel): Promise<T> {
+    const own = ownLock(handle);
+    const byKey = locksOf(handle);
+    // Looked up after the grant: an outer transaction that ended meanwhile is not joined.
+    const outer = FencedTransaction.current();
+    if (outer && !own?.transaction) {
+      if (own && !own.endsWithTransaction) {
+        own.endsWithTransaction = true;
+        outer.enlist(own);
+      }
+      return LockContext.run({ handle, locks: byKey, manager: outer.manager }, () => fn(handle));
+    }
+    const leave = this.running.enter();
+    try {
+      let opened: LockTransaction;
+      if (own?.transaction) opened = own.transaction;
+      else {
+        try {
+          opened = await openBusinessTransaction(this.dataSource, isolationLevel);
+        } catch (error) {
+          if (own) await own.releaseAs(true).catch(() => undefined);
+          throw toTypedError(error, 'Could not open the fenced transaction');
+        }
+      }
+      const kept = [...new Set(byKey.values())].filter((lock) => lock !== own);
+      return await FencedTransaction.run(
+        { host: this.runtime, logger: this.logger },
+        opened,
+        handle,
+        { own: own ? [own] : [], kept, byKey },
+        () => fn(handle),
+      );
+    } finally {
+      leave();
+    }
+  }
+
+  private async releaseQuietly(handle: LockHandle, original: unknown): Promise<void> {
+    try {
+      await releaseAs(handle, true);
+    } catch (releaseError) {
+      this.logger.warn(`Release after a failed call also failed (${String(releaseError)}); rethrowing the call's error: ${String(original)}`);
+    }
+  }
+
+  private async joined(transaction: FencedTransaction, request: Parameters<LockRuntime['acquire']>[0]): Promise<HeldLock> {
+    const lock = await this.runtime.acquireWithin(transaction, request);
+    lock.endsWithTransaction = true;
+    transaction.enlist(lock);
+    return lock;
+  }
+}
+
+/** The lock a handle itself was granted (not one held by an outer call), if any. */
+export function ownLock(handle: LockHandle): HeldLock | undefined {
+  if (handle instanceof HeldLock) return handle;
+  if (handle instanceof NestedLock) return handle.own;
+  return undefined;
+}
+
+/** Every key `handle` covers, mapped to the real lock that holds it. */
+function locksOf(handle: LockHandle): Map<string, HeldLock> {
+  const locks = new Map<string, HeldLock>();
+  if (handle instanceof HeldLock) for (const t of handle.targets) locks.set(t.storedKey, handle);
+  if (handle instanceof NestedLock) for (const [key, lock] of handle.holdersByKey()) locks.set(key, lock);
+  return locks;
+}
+
+async function releaseAs(handle: LockHandle, failed: boolean): Promise<void> {
+  if (handle instanceof HeldLock || handle instanceof NestedLock) return handle.releaseAs(failed);
+  return handle.release();
+}

@@ -1,0 +1,188 @@
+import type { Logger } from '@nestjs/common';
+import type { EntityManager, QueryRunner } from 'typeorm';
+import { LockLostError } from '../errors/lock-lost.error.js';
+import { endInCommitStatement, fenceKeptStatement } from '../lock-log/hold.sql.js';
+import { classify, ER_LOCK_DEADLOCK, errnoOf } from '../mysql/errno.js';
+import type { HeldLock, LockTransaction } from './held-lock.js';
+import type { LockHandle } from './lock-handle.js';
+import { LockContext } from './lock-context.js';
+import { toTypedError } from './lock-runtime.js';
+
+/** Open fenced transactions by the EntityManager their method sees: how nested calls find and join them. */
+const openTransactions = new WeakMap<EntityManager, FencedTransaction>();
+
+/** What the fence needs from the runtime. */
+export interface FenceHost {
+  /** The lock's rows were ended inside this commit. */
+  endedInCommit(lock: HeldLock, releaseMs: number): void;
+  /** Gives a lock back (FAILED after a rollback). */
+  release(lock: HeldLock, failed: boolean): Promise<void>;
+}
+
+/**
+ * One business transaction that commits only while its locks are still this holder's, and ends
+ * the locks it owns in that same commit. Strategy-neutral: with a lease the transaction is a new
+ * one on the app's DataSource opened after the grant; with a row lock it is the lock's own
+ * transaction, opened before the grant.
+ *
+ * Before COMMIT the fence runs in this very transaction: the log rows of the locks ending here go
+ * from live to RELEASED, those of locks that outlive it (an outer call's) are written too
+ * (COMPLETED, one more fenced commit); only rows still live are touched. A takeover must write
+ * the same rows, so InnoDB orders the two: either the takeover waits for our COMMIT, or we find a
+ * row gone and roll back with LockLostError. On a multi-primary cluster the written rows are
+ * certified: a takeover committed on another node makes our COMMIT fail, reported as LockLostError.
+ *
+ * Nested lock calls inside it JOIN it (same connection, same EntityManager): a second transaction
+ * on a second connection could wait forever for row locks this one holds. Locks such calls took
+ * are enlisted: ended with this commit, or given back FAILED after a rollback.
+ */
+export class FencedTransaction {
+  private state: 'open' | 'ending' | 'ended' = 'open';
+  private readonly enlisted = new Set<HeldLock>();
+
+  private constructor(
+    private readonly opened: LockTransaction,
+    /** Locks ending with this transaction. */
+    private readonly own: readonly HeldLock[],
+    /** Locks held by outer calls: fenced, kept. */
+    private readonly kept: readonly HeldLock[],
+  ) {}
+
+  /** The open fenced transaction of the current call chain, if there is one. */
+  static current(): FencedTransaction | undefined {
+    const manager = LockContext.manager();
+    const transaction = manager ? openTransactions.get(manager) : undefined;
+    return transaction?.state === 'open' ? transaction : undefined;
+  }
+
+  get manager(): EntityManager {
+    return this.opened.runner.manager;
+  }
+
+  get runner(): QueryRunner {
+    return this.opened.runner;
+  }
+
+  /** `lock` ends with this transaction (RELEASED in its commit, FAILED after a rollback). */
+  enlist(lock: HeldLock): void {
+    this.enlisted.add(lock);
+  }
+
+  /**
+   * Runs `fn` in the transaction (with `handle` and the manager in the lock context), fences and
+   * commits, and ends the owned locks in that commit. `fn`'s error is rethrown as is after a
+   * rollback (the owned locks end FAILED); a lost lock at the fence rolls back and throws LockLostError.
+   * @param opened the transaction, already started: the row-lock holder's own, or a new one on the DataSource.
+   */
+  static async run<T>(
+    settings: { host: FenceHost; logger: Logger },
+    opened: LockTransaction,
+    handle: LockHandle,
+    locks: { own: readonly HeldLock[]; kept: readonly HeldLock[]; byKey: ReadonlyMap<string, HeldLock> },
+    fn: () => Promise<T> | T,
+  ): Promise<T> {
+    const transaction = new FencedTransaction(opened, locks.own, locks.kept);
+    const manager = opened.runner.manager;
+    let result: T;
+    let committed = false;
+    try {
+      openTransactions.set(manager, transaction);
+      result = await LockContext.run({ handle, locks: locks.byKey, manager }, fn);
+      await transaction.fenceAndCommit();
+      committed = true;
+    } catch (error) {
+      await transaction.rollbackQuietly(settings.logger);
+      transaction.state = 'ended';
+      openTransactions.delete(manager);
+      await opened.finish(false).catch((e: unknown) => settings.logger.warn(`Could not end a fenced transaction's connection: ${String(e)}`));
+      await transaction.failOwnLocks(settings.host, settings.logger);
+      throw error;
+    }
+    transaction.state = 'ended';
+    openTransactions.delete(manager);
+    const endedAt = performance.now();
+    await opened.finish(committed).catch((e: unknown) => settings.logger.warn(`Could not return a fenced transaction's connection: ${String(e)}`));
+    for (const lock of transaction.ending()) settings.host.endedInCommit(lock, performance.now() - endedAt);
+    return result;
+  }
+
+  private ending(): HeldLock[] {
+    return [...new Set([...this.own, ...this.enlisted])];
+  }
+
+  /** The fence, then COMMIT. Rolls back (by the caller) and throws LockLostError if any lock is no longer ours. */
+  private async fenceAndCommit(): Promise<void> {
+    this.state = 'ending';
+    const ending = this.ending();
+    const kept = this.kept.filter((lock) => !ending.includes(lock));
+    const all = [...ending, ...kept];
+    for (const lock of all) lock.fencesInProgress++;
+    try {
+      // Known lost (taken over, lease ran out unconfirmed, maxHoldMs): never commit on it.
+      for (const lock of all) if (!lock.live) throw lostReason(lock, `it was already ${lock.state} before the commit`);
+      await this.fence(ending, endInCommitStatement);
+      await this.fence(kept, fenceKeptStatement);
+      try {
+        await this.opened.runner.commitTransaction();
+      } catch (error) {
+        // A Galera certification failure at COMMIT: a conflicting write to our rows (a takeover)
+        // committed on another node first. Anything else: the commit's outcome is not known.
+        if (errnoOf(error) === ER_LOCK_DEADLOCK || classify(error) === 'retry') {
+          const lock = all[0]!;
+          throw new LockLostError(lock.keys[0]!, lock.fencingToken, 'the commit failed certification: another holder took the key over first', {
+            cause: error,
+          });
+        }
+        throw toTypedError(error, 'The fenced COMMIT failed; whether the transaction committed is unknown');
+      }
+    } finally {
+      for (const lock of all) lock.fencesInProgress--;
+    }
+  }
+
+  private async fence(locks: readonly HeldLock[], statement: (ids: readonly string[]) => { sql: string; parameters: unknown[] }): Promise<void> {
+    for (const lock of locks) {
+      const { sql, parameters } = statement(lock.rowIds);
+      let written: number;
+      try {
+        // TypeORM's structured result: `affected` is mysql2's affectedRows; every matched row changes, so
+        // CLIENT_FOUND_ROWS on or off gives the same count.
+        written = Number((await this.opened.runner.query(sql, parameters, true)).affected ?? 0);
+      } catch (error) {
+        if (classify(error) === 'retry')
+          throw new LockLostError(lock.keys[0]!, lock.fencingToken, 'the fence could not write its rows (a conflicting transaction won)', { cause: error });
+        throw toTypedError(error, 'The fence could not run');
+      }
+      if (written >= lock.rowIds.length) continue;
+      throw new LockLostError(
+        lock.keys[0]!,
+        lock.fencingToken,
+        'its lease ran out and another holder took the key over before this transaction could commit; it was rolled back',
+      );
+    }
+  }
+
+  private async rollbackQuietly(logger: Logger): Promise<void> {
+    if (!this.opened.runner.isTransactionActive) return;
+    try {
+      await this.opened.runner.rollbackTransaction();
+    } catch (error) {
+      // The connection is gone: the server rolls back on its own.
+      logger.warn(`Rollback of a fenced transaction failed: ${String(error)}`);
+    }
+  }
+
+  /** After a rollback the locks that were to end here end FAILED (the key is free at once); errors are logged, never thrown over the original one. */
+  private async failOwnLocks(host: FenceHost, logger: Logger): Promise<void> {
+    for (const lock of this.ending()) lock.endsWithTransaction = false;
+    for (const outcome of await Promise.allSettled(this.ending().map((lock) => host.release(lock, true)))) {
+      if (outcome.status === 'fulfilled' || outcome.reason instanceof LockLostError) continue;
+      logger.warn(`Release after a rolled-back fenced transaction failed: ${String(outcome.reason)}`);
+    }
+  }
+}
+
+function lostReason(lock: HeldLock, fallback: string): LockLostError {
+  const reason: unknown = lock.signal.reason;
+  return reason instanceof LockLostError ? reason : new LockLostError(lock.keys[0]!, lock.fencingToken, fallback, { cause: reason });
+}

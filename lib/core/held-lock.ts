@@ -1,0 +1,158 @@
+import type { EntityManager, QueryRunner } from 'typeorm';
+import type { LockHandle } from './lock-handle.js';
+import type { LockTarget } from './lock-key.js';
+import type { LockMode } from './lock-mode.js';
+import type { LockStrategyName } from './lock-strategy-name.js';
+
+/** What a HeldLock needs from the runtime; keeps the handle free of SQL and bookkeeping. */
+export interface HeldLockHost {
+  release(lock: HeldLock, failed: boolean): Promise<void>;
+  extend(lock: HeldLock, leaseMs: number | undefined): Promise<void>;
+}
+
+/** One log row of a grant: one per key. */
+export interface GrantedRow {
+  readonly id: string;
+  readonly storedKey: string;
+  readonly fencingToken: number;
+  readonly expiresAt: Date;
+}
+
+/**
+ * A transaction a fenced call runs in: a row-lock holder's own (its row locks are the lock), or a
+ * new one on the app's DataSource.
+ */
+export interface LockTransaction {
+  readonly runner: QueryRunner;
+  /** Called once after COMMIT or ROLLBACK: gives the connection back. */
+  finish(committed: boolean): Promise<void>;
+}
+
+/** A doorbell a lease holder keeps while others wait for its key: released (rung) after the release. */
+export interface HeldDoorbell {
+  ring(): Promise<void>;
+}
+
+/**
+ * How much earlier than the database the holder's signal gives up: the server counts a lease from
+ * when it executed the grant or renewal, which is no earlier than when it was sent; the margin covers
+ * the two clocks running at slightly different rates (1 % of the lease) and timer slack (10 ms).
+ */
+export function signalMarginMs(leaseMs: number): number {
+  return 10 + Math.ceil(leaseMs / 100);
+}
+
+/**
+ * A lock granted by the database to this process: the log rows of one acquisition (one per key),
+ * the lease as last confirmed, and the AbortSignal that tells the holder it lost them.
+ */
+export class HeldLock implements LockHandle {
+  readonly keys: readonly string[];
+  readonly mode: LockMode;
+  readonly modes: Readonly<Record<string, LockMode>>;
+  readonly fencingTokens: Readonly<Record<string, number>>;
+  readonly reentrant = false;
+  /** Log row id per key, in key order. */
+  readonly rowIds: readonly string[];
+  /** The library's own locks (the janitor's): never counted or announced. */
+  readonly internal: boolean;
+  expiresAt: Date;
+  /** performance.now() from which the lease surely counts on the server: the send time of the grant, or of the latest confirmed renewal or extend. */
+  leaseFrom: number;
+  state: 'held' | 'releasing' | 'released' | 'lost' = 'held';
+  /** Fences (fenced commits) running on this lock now: the watchdog leaves it to them. */
+  fencesInProgress = 0;
+  /** Row-lock: the lock's own open transaction. */
+  transaction: LockTransaction | undefined;
+  /** Set when the lock was taken inside a fenced transaction of its call chain (row-lock joins it): it ends with that transaction's commit. */
+  endsWithTransaction = false;
+  /** Lease: the doorbell other processes' waiters block on while this lock is held. */
+  doorbell: HeldDoorbell | undefined;
+  private readonly abort = new AbortController();
+
+  constructor(
+    private readonly host: HeldLockHost,
+    readonly strategy: LockStrategyName,
+    /** Acquisition id: the `owner` of every log row of this lock. */
+    readonly acquisitionId: string,
+    readonly targets: readonly LockTarget[],
+    rows: readonly GrantedRow[],
+    public leaseMs: number,
+    /** performance.now() from which the lease surely counts on the server (no later than the grant's insert). */
+    leaseFrom: number,
+    /** performance.now() of the grant. */
+    readonly grantedAt: number,
+    readonly waitedMs: number,
+    internal = false,
+  ) {
+    this.keys = Object.freeze(targets.map((t) => t.key));
+    this.mode = targets.some((t) => t.mode === 'write') ? 'write' : 'read';
+    this.modes = Object.freeze(Object.fromEntries(targets.map((t) => [t.key, t.mode])));
+    const tokens: Record<string, number> = {};
+    const ids: string[] = [];
+    for (const target of targets) {
+      const row = rows.find((r) => r.storedKey === target.storedKey);
+      tokens[target.key] = row?.fencingToken ?? 0;
+      if (row) ids.push(row.id);
+    }
+    this.fencingTokens = Object.freeze(tokens);
+    this.rowIds = Object.freeze(ids);
+    this.expiresAt = new Date(Math.min(...rows.map((r) => r.expiresAt.getTime())));
+    this.leaseFrom = leaseFrom;
+    this.internal = internal;
+  }
+
+  get fencingToken(): number {
+    return this.fencingTokens[this.keys[0]!]!;
+  }
+
+  get signal(): AbortSignal {
+    return this.abort.signal;
+  }
+
+  get manager(): EntityManager | undefined {
+    return this.transaction?.runner.manager;
+  }
+
+  get released(): boolean {
+    return this.state === 'released' || this.state === 'lost';
+  }
+
+  get live(): boolean {
+    return this.state === 'held';
+  }
+
+  /** performance.now() at which the database may already consider the lease run out: the signal aborts then. */
+  get localDeadline(): number {
+    return this.leaseFrom + this.leaseMs - signalMarginMs(this.leaseMs);
+  }
+
+  release(): Promise<void> {
+    return this.host.release(this, false);
+  }
+
+  /** Releases with status FAILED when `failed` (the business work behind it failed). */
+  releaseAs(failed: boolean): Promise<void> {
+    return this.host.release(this, failed);
+  }
+
+  extend(leaseMs?: number): Promise<void> {
+    return this.host.extend(this, leaseMs);
+  }
+
+  /** Marks the lock lost and aborts its signal with the reason. Idempotent. */
+  markLost(reason: Error): void {
+    if (this.state === 'held' || this.state === 'releasing') this.state = 'lost';
+    if (!this.abort.signal.aborted) this.abort.abort(reason);
+  }
+
+  /** Marks the lock released (signal not aborted: nothing went wrong). */
+  markReleased(): void {
+    this.state = 'released';
+  }
+}
+
+/** Earliest of several dates. */
+export function minDate(dates: readonly Date[]): Date {
+  return new Date(Math.min(...dates.map((d) => d.getTime())));
+}

@@ -1,0 +1,52 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
+import type { EntityManager } from 'typeorm';
+import type { HeldLock } from './held-lock.js';
+import type { LockHandle } from './lock-handle.js';
+import type { LockMode } from './lock-mode.js';
+
+/**
+ * One level of locks in an async call chain: what `withLock` or a lock decorator entered.
+ * Frames chain to their parent, so a nested call sees every key its callers hold.
+ */
+export interface LockFrame {
+  /** The handle the code at this level got. */
+  readonly handle: LockHandle;
+  /** Every key this level holds (stored key) and the real lock that holds it. */
+  readonly locks: ReadonlyMap<string, HeldLock>;
+  /** The EntityManager of the fenced transaction this level runs in, if any. */
+  readonly manager?: EntityManager;
+  readonly parent: LockFrame | undefined;
+}
+
+const storage = new AsyncLocalStorage<LockFrame>();
+
+/** The async-context bookkeeping behind reentrancy and the `LockService` context accessors. */
+export const LockContext = Object.freeze({
+  /** The innermost frame of the current call chain, if any. */
+  current(): LockFrame | undefined {
+    return storage.getStore();
+  },
+
+  /** Runs `fn` with `frame` pushed on the current chain. */
+  run<T>(frame: Omit<LockFrame, 'parent'>, fn: () => T): T {
+    return storage.run({ ...frame, parent: storage.getStore() }, fn);
+  },
+
+  /** The lock the current chain holds `storedKey` with, and in which mode, if it does. */
+  find(storedKey: string): { lock: HeldLock; mode: LockMode } | undefined {
+    for (let frame = storage.getStore(); frame; frame = frame.parent) {
+      const lock = frame.locks.get(storedKey);
+      if (lock && lock.live) {
+        const target = lock.targets.find((t) => t.storedKey === storedKey)!;
+        return { lock, mode: target.mode };
+      }
+    }
+    return undefined;
+  },
+
+  /** The nearest EntityManager of a fenced transaction on the chain. */
+  manager(): EntityManager | undefined {
+    for (let frame = storage.getStore(); frame; frame = frame.parent) if (frame.manager) return frame.manager;
+    return undefined;
+  },
+});

@@ -1,0 +1,130 @@
+import type { Logger } from '@nestjs/common';
+import type { LockEvent, LockEventListener } from './lock-events.js';
+import type { LockMode } from './lock-mode.js';
+import { LockStats, type LockStatsSnapshot } from './lock-stats.js';
+
+/** What the observer needs to know about a lock; HeldLock provides it. */
+export interface ObservedLock {
+  readonly keys: readonly string[];
+  readonly mode: LockMode;
+  readonly fencingToken: number;
+  readonly grantedAt: number;
+  readonly internal: boolean;
+}
+
+/**
+ * The one place where what happens to locks is counted (`stats()`), announced (`onEvent`) and
+ * logged when slow. Everything else reports here and never touches a counter. The library's own
+ * locks (the janitor's) are neither counted nor announced.
+ */
+export class LockObserver {
+  private readonly stats = new LockStats();
+
+  constructor(
+    private readonly logger: Logger,
+    private readonly settings: { readonly slowThresholdMs: number; readonly onEvent: LockEventListener | undefined },
+  ) {}
+
+  acquired(lock: ObservedLock, waitedMs: number, reclaimed: number): void {
+    if (lock.internal) return;
+    this.stats.acquired++;
+    this.stats.wait.add(waitedMs);
+    if (reclaimed > 0) this.reclaimed(lock.keys, lock.mode, reclaimed);
+    if (waitedMs > this.settings.slowThresholdMs) this.logger.warn(`Waited ${Math.round(waitedMs)} ms for ${describeLock(lock)}`);
+    this.emit({ type: 'acquired', keys: lock.keys, mode: lock.mode, fencingToken: lock.fencingToken, waitedMs });
+  }
+
+  reentrant(): void {
+    this.stats.reentrant++;
+  }
+
+  released(lock: ObservedLock, releaseMs: number): void {
+    if (lock.internal) return;
+    const heldMs = performance.now() - lock.grantedAt;
+    this.stats.released++;
+    this.stats.hold.add(heldMs);
+    if (releaseMs > this.settings.slowThresholdMs) this.logger.warn(`Releasing ${describeLock(lock)} took ${Math.round(releaseMs)} ms`);
+    if (heldMs > this.settings.slowThresholdMs) this.logger.warn(`${describeLock(lock)} was held for ${Math.round(heldMs)} ms`);
+    this.emit({ type: 'released', keys: lock.keys, mode: lock.mode, fencingToken: lock.fencingToken, heldMs });
+  }
+
+  timedOut(keys: readonly string[], mode: LockMode, waitedMs: number): void {
+    this.stats.timedOut++;
+    this.emit({ type: 'timed-out', keys, mode, waitedMs });
+  }
+
+  skipped(keys: readonly string[], mode: LockMode, waitedMs: number): void {
+    this.stats.skipped++;
+    this.emit({ type: 'skipped', keys, mode, waitedMs });
+  }
+
+  lost(lock: ObservedLock, error: Error): void {
+    if (lock.internal) return;
+    this.stats.lost++;
+    this.logger.warn(error.message);
+    this.emit({ type: 'lost', keys: lock.keys, mode: lock.mode, fencingToken: lock.fencingToken, heldMs: performance.now() - lock.grantedAt, error });
+  }
+
+  /** Holders whose lease had run out, ended by a grant's takeover or by the janitor. */
+  reclaimed(keys: readonly string[], mode: LockMode, count: number): void {
+    this.stats.reclaimed += count;
+    this.emit({ type: 'reclaimed', keys, mode, count });
+  }
+
+  renewed(locks: number, ms: number): void {
+    this.stats.renewals++;
+    this.stats.renewal.add(ms);
+    this.stats.renewedLocks += locks;
+    if (locks > 0) this.emit({ type: 'renewed', keys: [], mode: 'write', count: locks });
+  }
+
+  renewalFailed(error: unknown, locks: number): void {
+    this.stats.renewalFailures++;
+    this.logger.warn(`Lease renewal of ${locks} lock(s) failed, retrying while leases last: ${String(error)}`);
+    this.emit({ type: 'renewal-failed', keys: [], mode: 'write', count: locks, error });
+  }
+
+  forceReleased(key: string, holders: readonly { mode: LockMode; holder: string }[], reason: string): void {
+    this.stats.forceReleased += holders.length;
+    this.logger.warn(`Force-released '${key}' (${holders.map((h) => `${h.mode} holder ${h.holder}`).join(', ')}): ${reason}`);
+  }
+
+  janitorSkipped(): void {
+    this.stats.janitor.skipped++;
+  }
+
+  janitorFinished(failed: boolean): void {
+    if (failed) this.stats.janitor.failures++;
+    else this.stats.janitor.runs++;
+  }
+
+  janitorBatch(work: { reclaimedKeys?: readonly string[]; reclaimed?: number; pruned?: number; reapedKeys?: number }): void {
+    const janitor = this.stats.janitor;
+    janitor.batches++;
+    if (work.reclaimed) {
+      janitor.reclaimed += work.reclaimed;
+      this.reclaimed(work.reclaimedKeys ?? [], 'write', work.reclaimed);
+    }
+    if (work.pruned) janitor.pruned += work.pruned;
+    if (work.reapedKeys) janitor.reapedKeys += work.reapedKeys;
+  }
+
+  /** Calls `onEvent`; a listener that throws is logged, never rethrown into lock code. */
+  emit(event: LockEvent): void {
+    const listener = this.settings.onEvent;
+    if (!listener) return;
+    try {
+      listener(event);
+    } catch (error) {
+      this.logger.error(`onEvent listener threw on '${event.type}': ${String(error)}`);
+    }
+  }
+
+  snapshot(current: Pick<LockStatsSnapshot, 'held' | 'waiting' | 'roundTrips' | 'roundTripsBy'>): LockStatsSnapshot {
+    return this.stats.snapshot(current);
+  }
+}
+
+function describeLock(lock: ObservedLock): string {
+  return `${lock.mode} lock on ${lock.keys.map((k) => `'${k}'`).join(', ')}`;
+}

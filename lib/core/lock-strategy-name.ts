@@ -1,0 +1,12 @@
+/**
+ * How a lock is held:
+ * - 'lease' (default): a log row with a lease, renewed by this process; holds no database
+ *   connection while held, so any number of locks cost no connections; a crashed holder's lock
+ *   is free again after its lease.
+ * - 'row-lock': an InnoDB row lock kept by an open transaction on a connection of the app's
+ *   DataSource, in which the locked work runs; the server queues waiters and hands the lock over
+ *   at COMMIT, and frees it the moment the holder's connection closes. One connection per holder.
+ */
+export type LockStrategyName = 'lease' | 'row-lock';
+
+export const LOCK_STRATEGY_NAMES: readonly LockStrategyName[] = Object.freeze(['lease', 'row-lock']);

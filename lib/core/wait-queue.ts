@@ -1,0 +1,198 @@
+import type { LockTarget } from './lock-key.js';
+import type { LockMode } from './lock-mode.js';
+
+/** One caller waiting for a set of keys. Resolved or rejected exactly once. */
+export interface Waiter<T> {
+  readonly targets: readonly LockTarget[];
+  readonly mode: LockMode;
+  /** performance.now() at which the caller gives up (Infinity: never). */
+  readonly deadline: number;
+  readonly startedAt: number;
+  /** Lease to ask for, in ms. */
+  readonly leaseMs: number;
+  /** Most tries (Infinity: only the deadline bounds the wait). */
+  readonly maxAttempts: number;
+  /** Its timeout is reported by the caller (a skipped job), not as 'timed-out'. */
+  readonly quietTimeout: boolean;
+  /** The library's own lock (the janitor's). */
+  readonly internal: boolean;
+  /** Tries made for this waiter (sent to the database, or answered from local knowledge). */
+  tries: number;
+  /** Tries the database answered "not granted". */
+  refusals: number;
+  inFlight: boolean;
+  settled: boolean;
+  /** Why the latest try could not reach a verdict, if it could not (a broken connection…). */
+  lastFailure?: unknown;
+  resolve(value: T): void;
+  reject(error: unknown): void;
+  timer?: NodeJS.Timeout;
+}
+
+/** What the queue needs from its owner: one try, and local knowledge. */
+export interface WaitQueueDriver<T> {
+  /** One try for `waiter`; resolves a value on grant, undefined if not granted. */
+  attempt(waiter: Waiter<T>): Promise<T | undefined>;
+  /** True if a live lock of this process conflicts with `waiter` and a try would surely fail. */
+  blockedLocally(waiter: Waiter<T>): boolean;
+  /** Pause after `failedTries` consecutive failures, in ms. */
+  delay(failedTries: number): number;
+  /** The error for a waiter whose deadline passed or whose tries ran out. */
+  timeoutError(waiter: Waiter<T>): unknown;
+  /** Gives back a grant nobody will take (its waiter was rejected while the try was in flight). */
+  discard(value: T): void;
+}
+
+/**
+ * FIFO of this process's callers waiting for the same set of keys, served by one poller: however
+ * many local callers wait, the database sees one try at a time. A local release wakes it at once
+ * (`wake()`); while a local lock is known to conflict it sends nothing.
+ */
+export class WaitQueue<T> {
+  private readonly waiters: Waiter<T>[] = [];
+  private polling = false;
+  private failedTries = 0;
+  private wakeUp: (() => void) | undefined;
+  private woken = false;
+
+  constructor(
+    private readonly driver: WaitQueueDriver<T>,
+    private readonly onEmpty: () => void,
+  ) {}
+
+  get size(): number {
+    return this.waiters.length;
+  }
+
+  /** Adds a waiter and makes sure the poller runs. */
+  enqueue(waiter: Waiter<T>): void {
+    this.waiters.push(waiter);
+    if (waiter.deadline !== Infinity) {
+      waiter.timer = setTimeout(() => this.expire(waiter), Math.max(0, Math.ceil(waiter.deadline - performance.now())));
+    }
+    if (!this.polling) void this.poll();
+    else this.wake();
+  }
+
+  /** Ends the current pause now (a local holder released, or a new waiter arrived). */
+  wake(): void {
+    this.woken = true;
+    this.failedTries = 0;
+    this.wakeUp?.();
+  }
+
+  /** Rejects every waiter (shutdown). */
+  rejectAll(error: unknown): void {
+    for (const waiter of this.waiters.splice(0)) this.settle(waiter, undefined, error);
+    this.wake();
+  }
+
+  private expire(waiter: Waiter<T>): void {
+    if (waiter.settled || waiter.inFlight) return; // an in-flight try decides when it returns
+    this.finish(waiter, undefined, this.driver.timeoutError(waiter));
+  }
+
+  private spent(waiter: Waiter<T>): boolean {
+    return waiter.tries >= waiter.maxAttempts || (waiter.tries > 0 && performance.now() >= waiter.deadline);
+  }
+
+  private async poll(): Promise<void> {
+    this.polling = true;
+    try {
+      while (this.waiters.length > 0) {
+        const head = this.waiters[0]!;
+        if (this.spent(head)) {
+          this.finish(head, undefined, this.driver.timeoutError(head));
+          continue;
+        }
+        // A live lock of this process conflicts: a database try would surely fail, so none is sent;
+        // the try is answered locally (it counts against maxAttempts). A local release wakes the
+        // queue; the bounded pause re-checks in case that holder's lease runs out unrenewed.
+        if (this.driver.blockedLocally(head)) {
+          head.tries++;
+          if (this.spent(head) || performance.now() >= head.deadline) {
+            this.finish(head, undefined, this.driver.timeoutError(head));
+            continue;
+          }
+          await this.pause(this.driver.delay(Number.MAX_SAFE_INTEGER));
+          continue;
+        }
+        head.inFlight = true;
+        let granted: T | undefined;
+        try {
+          this.woken = false;
+          granted = await this.driver.attempt(head);
+        } catch (error) {
+          head.inFlight = false;
+          this.remove(head);
+          this.settle(head, undefined, error);
+          continue;
+        }
+        head.inFlight = false;
+        head.tries++;
+        if (granted === undefined && head.lastFailure === undefined) head.refusals++;
+        if (head.settled) {
+          if (granted !== undefined) this.driver.discard(granted); // rejected meanwhile (shutdown)
+          continue;
+        }
+        if (granted !== undefined) {
+          this.failedTries = 0;
+          this.remove(head);
+          this.settle(head, granted);
+          continue;
+        }
+        if (this.spent(head)) {
+          this.finish(head, undefined, this.driver.timeoutError(head));
+          continue;
+        }
+        if (this.woken) continue; // a release happened while we were asking: ask again now
+        await this.pause(this.driver.delay(this.failedTries++));
+      }
+    } finally {
+      this.polling = false;
+      this.onEmpty();
+    }
+  }
+
+  /** Sleeps `ms` (bounded by the head's deadline), or until woken. */
+  private pause(ms: number): Promise<void> {
+    const head = this.waiters[0];
+    const untilDeadline = head ? head.deadline - performance.now() : 0;
+    const wait = Math.max(0, Math.min(ms, untilDeadline));
+    return new Promise((resolve) => {
+      if (this.woken) {
+        this.woken = false;
+        return resolve();
+      }
+      const timer = wait === Infinity ? undefined : setTimeout(done, Math.ceil(wait));
+      const self = this;
+      function done(): void {
+        if (timer) clearTimeout(timer);
+        self.wakeUp = undefined;
+        self.woken = false;
+        resolve();
+      }
+      this.wakeUp = done;
+    });
+  }
+
+  private remove(waiter: Waiter<T>): void {
+    const index = this.waiters.indexOf(waiter);
+    if (index >= 0) this.waiters.splice(index, 1);
+    if (index === 0) this.wake(); // the next head may be able to go at once
+  }
+
+  private settle(waiter: Waiter<T>, value?: T, error?: unknown): void {
+    if (waiter.settled) return;
+    waiter.settled = true;
+    if (waiter.timer) clearTimeout(waiter.timer);
+    if (error !== undefined) waiter.reject(error);
+    else waiter.resolve(value as T);
+  }
+
+  /** Settles a waiter from outside (the driver's timeout path). */
+  finish(waiter: Waiter<T>, value: T | undefined, error?: unknown): void {
+    this.remove(waiter);
+    this.settle(waiter, value, error);
+  }
+}

@@ -1,0 +1,13 @@
+import { Entity, PrimaryColumn } from 'typeorm';
+import { ROW_LOCK_TABLE } from '../mysql/sql.js';
+
+/**
+ * One row per key locked with the row-lock strategy. A holder keeps InnoDB's row lock on it
+ * (FOR UPDATE / shared) for as long as its transaction is open: the server queues the waiters,
+ * hands the lock over at COMMIT and frees it the moment the holder's connection closes.
+ */
+@Entity({ name: ROW_LOCK_TABLE })
+export class RowLockEntity {
+  @PrimaryColumn({ name: 'lock_key', type: 'varbinary', length: 764 })
+  key!: Buffer;
+}

@@ -1,0 +1,14 @@
+import { AddProcessLeasesAndRowLocks1795392000000 } from './add-process-leases-and-row-locks.migration.js';
+import { CreateDbLockTables1763769600000 } from './create-db-lock-tables.migration.js';
+
+export { AddProcessLeasesAndRowLocks1795392000000, CreateDbLockTables1763769600000 };
+
+/**
+ * Every schema migration of the library, oldest first: `migrations: [...mine, ...DB_LOCK_MIGRATIONS]`,
+ * or assigned directly to `DataSourceOptions.migrations` (a plain array type, frozen at run time).
+ * Upgrading the library may add migrations here; shipped ones are never edited.
+ */
+export const DB_LOCK_MIGRATIONS: Function[] = Object.freeze([
+  CreateDbLockTables1763769600000,
+  AddProcessLeasesAndRowLocks1795392000000,
+]) as unknown as Function[];

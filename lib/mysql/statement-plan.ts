@@ -1,0 +1,25 @@
+import type { LockConnectionPool, QueryOptions } from './lock-connection-pool.js';
+
+/**
+ * Several statements that belong together, with the parser of their results right beside them,
+ * so no result index is a contract between files. On a single server they go as one
+ * multi-statement round trip. On a multi-primary cluster they go one statement per round trip
+ * and stop at the first error: a batch whose transaction a replicated write aborted can answer
+ * OK for every statement left, COMMIT included, or run the rest in autocommit.
+ */
+export interface StatementPlan<T> {
+  readonly statements: readonly string[];
+  parse(results: readonly unknown[]): T;
+}
+
+export async function runPlan<T>(pool: LockConnectionPool, plan: StatementPlan<T>, options: QueryOptions & { oneByOne: boolean }): Promise<T> {
+  if (!options.oneByOne) {
+    const results = await pool.query<unknown>(plan.statements.join(';\n'), options);
+    return plan.parse(plan.statements.length === 1 ? [results] : (results as unknown[]));
+  }
+  return pool.session(options, async (session) => {
+    const results: unknown[] = [];
+    for (const statement of plan.statements) results.push(await session.query(statement));
+    return plan.parse(results);
+  });
+}
