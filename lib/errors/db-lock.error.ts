@@ -31,7 +31,7 @@ export class DbLockError extends Error {
    * from the CommonJS build is an instance of the ES module build's LockTimeoutError and
    * DbLockError, never of its LockLostError. Objects without the brand only match the usual way.
    */
-  static override [Symbol.hasInstance]<T>(this: abstract new (...args: never[]) => T, value: unknown): value is T {
+  static override [Symbol.hasInstance]<T>(this: { readonly prototype: T; readonly name: string }, value: unknown): value is T {
     if (Function.prototype[Symbol.hasInstance].call(this, value)) return true;
     if (typeof value !== 'object' || value === null) return false;
     const names = (value as Branded)[BRAND];

@@ -104,7 +104,8 @@ describe('package layout: an ES module build and a CommonJS build', () => {
   });
 
   it('`npm pack` ships dist/ (both builds), package.json, README and LICENSE, nothing else', async () => {
-    const { stdout } = await run('npm', ['pack', '--dry-run', '--json', '--ignore-scripts'], { cwd: ROOT, timeout: 60_000 });
+    const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm';
+    const { stdout } = await run(npm, ['pack', '--dry-run', '--json', '--ignore-scripts'], { cwd: ROOT, timeout: 60_000 });
     const [packed] = JSON.parse(stdout) as { files: { path: string }[] }[];
     const paths = packed!.files.map((file) => file.path);
     assert.deepEqual(

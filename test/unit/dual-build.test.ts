@@ -100,10 +100,21 @@ describe('instanceof on errors across two copies of the library', () => {
     assert.equal(JSON.stringify(error), '{"name":"LockTimeoutError","keys":["k"],"mode":"read","waitedMs":2,"timeoutMs":1}');
   });
 
-  it('TypeScript narrows through the static Symbol.hasInstance', () => {
+  it('TypeScript narrows through the static Symbol.hasInstance, for classes with private constructors too', () => {
     const caught: unknown = new LockTimeoutError(['a', 'b'], 'write', 1, 1);
     if (caught instanceof LockTimeoutError) assert.deepEqual(caught.keys, ['a', 'b']); // compiles only if narrowed
     else assert.fail('not narrowed');
+    class Sealed extends DbLockError {
+      private constructor() {
+        super('sealed');
+      }
+      static make(): Sealed {
+        return new Sealed();
+      }
+    }
+    const sealed: unknown = Sealed.make();
+    assert.ok(sealed instanceof Sealed && sealed instanceof DbLockError);
+    assert.equal(caught instanceof Sealed, false);
   });
 });
 
