@@ -5,4 +5,4 @@ export const DB_LOCK_MODULE_OPTIONS = Symbol('DB_LOCK_MODULE_OPTIONS');
 /** Token of the validated, defaulted options. */
 export const DB_LOCK_OPTIONS = Symbol('DB_LOCK_OPTIONS');
 /** Reflect metadata key a lock decorator sets on the method it wraps (its settings): marks the method as locked. */
-export const DB_LOCK_METADATA = Symbol('DB_LOCK_METADATA');
+export const DB_LOCK_METADATA = Symbol.for('nestjs-db-lock.metadata');

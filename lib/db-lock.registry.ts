@@ -1,12 +1,36 @@
 import { DbLockNotInitializedError } from './errors/db-lock-not-initialized.error.js';
 import type { LockService } from './lock.service.js';
 
-const services = new Map<string, LockService>();
+/**
+ * The process-wide home of the registry. The package ships an ES module build and a CommonJS
+ * build; an app can load both (its own code through `require`, a dependency through `import`).
+ * Each build then has its own copy of this file, so a module-level Map would split the registry
+ * in two and a decorator loaded through one build would not find a LockService registered
+ * through the other. Both copies keep the Map on `globalThis` under this `Symbol.for` key, shared
+ * by every copy in the realm. The version suffix changes only if what a decorator calls on a
+ * registered service (`runLocked`) changes incompatibly.
+ */
+const REGISTRY_KEY = Symbol.for('nestjs-db-lock.registry.v1');
+
+type ServiceMap = Map<string, LockService>;
+
+function sharedServices(): ServiceMap {
+  const holder = globalThis as typeof globalThis & { [REGISTRY_KEY]?: ServiceMap };
+  const existing = holder[REGISTRY_KEY];
+  if (existing instanceof Map) return existing;
+  const created: ServiceMap = new Map();
+  // Not enumerable and not writable: nothing replaces the Map that another copy already holds.
+  Object.defineProperty(globalThis, REGISTRY_KEY, { value: created, enumerable: false, writable: false, configurable: false });
+  return created;
+}
+
+const services = sharedServices();
 
 /**
  * Where decorators find their LockService at call time, by DataSource name. A LockService
  * registers itself when its module has initialised and leaves on shutdown. Static on purpose:
- * decorators are applied when classes load, before any module exists.
+ * decorators are applied when classes load, before any module exists. Shared by the ES module
+ * and CommonJS builds of the package (see REGISTRY_KEY).
  */
 export const LockServiceRegistry = Object.freeze({
   register(name: string, service: LockService): void {

@@ -1,76 +1,317 @@
+import 'reflect-metadata';
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
+import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
+import { compileFunction } from 'node:vm';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { type INestApplicationContext, Injectable, Module } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import { TypeOrmModule } from '@nestjs/typeorm';
+import { testDataSourceOptions } from '../support/lock-app.js';
+import { TestDatabase } from '../support/test-database.js';
 
 /**
- * The package is ESM; many Nest apps are CommonJS. Node >= 20.19 can require() an ES module
- * graph without top-level await, so a CommonJS app can load the built package. This test runs a
- * real .cjs file in a fresh node process against dist/ (built by `npm test` before the tests).
+ * The package ships two builds: dist/esm (ES modules, `import`) and dist/cjs (CommonJS,
+ * `require`), chosen by the `exports` map. This file checks the built package (`npm test` builds
+ * dist/ first):
+ *  - the layout: each entry resolves to its own build, the CommonJS files really are CommonJS
+ *    (so Jest and TypeScript < 5.8 can load them), every .js has its .d.ts, source maps carry
+ *    their sources, `npm pack` ships dist/ only;
+ *  - the dual-package hazard is harmless: in ONE process, with both builds loaded, a decorator of
+ *    one build locks through the LockService a module of the other build registered, and errors
+ *    of one build are `instanceof` the other build's classes.
+ * The consumer fixtures (test/fixtures, scripts/run-fixtures.mjs) install the packed tarball in
+ * real NestJS 11 / Jest and NestJS 12 / ESM apps.
  */
 const run = promisify(execFile);
 const ROOT = fileURLToPath(new URL('../../../', import.meta.url)); // build/test/e2e -> repo root
-const DIST_ENTRY = join(ROOT, 'dist', 'index.js');
+const ESM_ENTRY = join(ROOT, 'dist', 'esm', 'index.js');
+const CJS_ENTRY = join(ROOT, 'dist', 'cjs', 'index.js');
+if (!existsSync(ESM_ENTRY) || !existsSync(CJS_ENTRY))
+  throw new Error(`dist/esm or dist/cjs is missing: run \`npm run build\` (npm test does) before ${fileURLToPath(import.meta.url)}`);
 
-const CHECK = (specifier: string): string => `'use strict';
-const lib = require(${JSON.stringify(specifier)});
-const names = ['DbLockModule', 'LockService', 'LockTimeoutError', 'LockLostError', 'DbLockError', 'InvalidLockKeyError', 'DbLockOptionsError', 'DB_LOCK_ENTITIES', 'DB_LOCK_MIGRATIONS'];
-const missing = names.filter((name) => lib[name] === undefined);
-const error = new lib.LockTimeoutError(['k'], 'write', 12, 10);
-process.stdout.write(JSON.stringify({
-  missing,
-  module: typeof lib.DbLockModule.forRoot,
-  forRootAsync: typeof lib.DbLockModule.forRootAsync,
-  service: typeof lib.LockService,
-  errorName: error.name,
-  isBase: error instanceof lib.DbLockError && error instanceof Error,
-  keys: error.keys,
-  entities: lib.DB_LOCK_ENTITIES.length,
-  isCjs: typeof module === 'object' && typeof require === 'function',
-}));
-`;
+type Lib = typeof import('../../lib/index.js');
+const require = createRequire(import.meta.url);
+// The repo is the package itself, so its own name resolves through its `exports` (self-reference):
+// `require` picks the CommonJS build, `import` the ES module build, exactly as in a consumer.
+const PACKAGE = 'nestjs-db-lock';
+const cjs = require(PACKAGE) as Lib;
+const esm = (await import(PACKAGE)) as Lib;
 
-describe('a CommonJS app can load the built package', () => {
+function files(dir: string, suffix: string): string[] {
+  return readdirSync(dir, { recursive: true, encoding: 'utf8' })
+    .filter((name) => name.endsWith(suffix))
+    .map((name) => join(dir, name))
+    .sort();
+}
+
+describe('package layout: an ES module build and a CommonJS build', () => {
+  it('`import` resolves to dist/esm, `require` to dist/cjs: two copies of the library', () => {
+    assert.equal(fileURLToPath(import.meta.resolve(PACKAGE)), ESM_ENTRY);
+    assert.equal(require.resolve(PACKAGE), CJS_ENTRY);
+    assert.notEqual(cjs.LockService, esm.LockService);
+    assert.notEqual(cjs.WriteLock, esm.WriteLock);
+    assert.notEqual(cjs.LockTimeoutError, esm.LockTimeoutError);
+    assert.deepEqual(Object.keys(cjs).sort(), Object.keys(esm).sort(), 'both builds export the same names');
+  });
+
+  it('each folder states its module format; the root package.json maps each condition to its own types', () => {
+    assert.deepEqual(JSON.parse(readFileSync(join(ROOT, 'dist/cjs/package.json'), 'utf8')), { type: 'commonjs' });
+    assert.deepEqual(JSON.parse(readFileSync(join(ROOT, 'dist/esm/package.json'), 'utf8')), { type: 'module' });
+    const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as Record<string, any>;
+    assert.deepEqual(pkg.exports['.'], {
+      import: { types: './dist/esm/index.d.ts', default: './dist/esm/index.js' },
+      require: { types: './dist/cjs/index.d.ts', default: './dist/cjs/index.js' },
+    });
+    assert.equal(pkg.main, './dist/cjs/index.js');
+    assert.equal(pkg.types, './dist/cjs/index.d.ts');
+    assert.deepEqual(pkg.files, ['dist']);
+  });
+
+  it('every file of dist/cjs is CommonJS (no import/export statement), so loaders without require(esm) take it', () => {
+    const sources = files(join(ROOT, 'dist/cjs'), '.js');
+    assert.ok(sources.length > 30, `only ${sources.length} files in dist/cjs`);
+    for (const file of sources) {
+      // Compiling as a CommonJS module body throws a SyntaxError on `import`/`export` statements.
+      assert.doesNotThrow(() => compileFunction(readFileSync(file, 'utf8'), ['exports', 'require', 'module', '__filename', '__dirname']), file);
+    }
+  });
+
+  it('every .js of both builds has its .d.ts, and every source map carries its sources', () => {
+    for (const build of ['esm', 'cjs']) {
+      const dir = join(ROOT, 'dist', build);
+      const js = files(dir, '.js');
+      assert.deepEqual(
+        js.filter((file) => !existsSync(file.replace(/\.js$/, '.d.ts'))),
+        [],
+        `${build}: .js files without .d.ts`,
+      );
+      assert.deepEqual(files(dir, '.d.ts.map'), [], 'no declaration maps (they would point at lib/*.ts, which is not shipped)');
+      for (const file of files(dir, '.js.map')) {
+        const map = JSON.parse(readFileSync(file, 'utf8')) as { sources: string[]; sourcesContent?: (string | null)[] };
+        assert.equal(map.sourcesContent?.length, map.sources.length, `${file}: sourcesContent`);
+        assert.ok(map.sourcesContent.every((text) => typeof text === 'string' && text.length > 0), `${file}: empty source`);
+      }
+      assert.equal(files(dir, '.js.map').length, js.length, `${build}: one map per .js`);
+    }
+  });
+
+  it('`npm pack` ships dist/ (both builds), package.json, README and LICENSE, nothing else', async () => {
+    const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm';
+    const { stdout } = await run(npm, ['pack', '--dry-run', '--json', '--ignore-scripts'], { cwd: ROOT, timeout: 60_000 });
+    const [packed] = JSON.parse(stdout) as { files: { path: string }[] }[];
+    const paths = packed!.files.map((file) => file.path);
+    assert.deepEqual(
+      paths.filter((path) => !path.startsWith('dist/') && !['package.json', 'README.md', 'LICENSE'].includes(path)),
+      [],
+    );
+    for (const path of ['dist/esm/index.js', 'dist/esm/index.d.ts', 'dist/cjs/index.js', 'dist/cjs/index.d.ts', 'dist/cjs/package.json', 'dist/esm/package.json'])
+      assert.ok(paths.includes(path), `${path} is packed`);
+  });
+});
+
+describe('a CommonJS app and an ES module app load the package in a fresh node process', () => {
   let dir: string;
   before(async () => {
-    assert.ok(existsSync(DIST_ENTRY), `${DIST_ENTRY} is missing: run \`npm run build\` (npm test does) before this test`);
-    dir = await mkdtemp(join(tmpdir(), 'db-lock-cjs-'));
+    dir = await mkdtemp(join(tmpdir(), 'db-lock-consumer-'));
+    await mkdir(join(dir, 'node_modules'), { recursive: true });
+    await symlink(ROOT, join(dir, 'node_modules', PACKAGE), 'dir');
   });
   after(async () => {
     if (dir) await rm(dir, { recursive: true, force: true });
   });
 
-  async function runCjs(specifier: string): Promise<Record<string, unknown>> {
-    const file = join(dir, `consumer-${Math.random().toString(36).slice(2)}.cjs`);
-    await writeFile(file, CHECK(specifier));
-    const { stdout } = await run(process.execPath, [file], { cwd: dir, timeout: 60_000 });
+  const CHECK = `
+const names = ['DbLockModule', 'LockService', 'LockTimeoutError', 'LockLostError', 'DbLockError', 'InvalidLockKeyError', 'DbLockOptionsError', 'DB_LOCK_ENTITIES', 'DB_LOCK_MIGRATIONS', 'WriteLock', 'ReadLock', 'DistributedLock', 'LockServiceRegistry'];
+const error = new lib.LockTimeoutError(['k'], 'write', 12, 10);
+process.stdout.write(JSON.stringify({
+  entry,
+  missing: names.filter((name) => lib[name] === undefined),
+  module: typeof lib.DbLockModule.forRoot,
+  errorName: error.name,
+  isBase: error instanceof lib.DbLockError && error instanceof Error && !(error instanceof lib.LockLostError),
+  entities: lib.DB_LOCK_ENTITIES.length,
+}));
+`;
+
+  async function runFile(name: string, source: string): Promise<Record<string, unknown>> {
+    await writeFile(join(dir, name), source);
+    const { stdout } = await run(process.execPath, [join(dir, name)], { cwd: dir, timeout: 60_000 });
     return JSON.parse(stdout) as Record<string, unknown>;
   }
 
-  const expected = {
-    missing: [],
-    module: 'function',
-    forRootAsync: 'function',
-    service: 'function',
-    errorName: 'LockTimeoutError',
-    isBase: true,
-    keys: ['k'],
-    entities: 4,
-    isCjs: true,
-  };
+  const expected = { missing: [], module: 'function', errorName: 'LockTimeoutError', isBase: true, entities: 4 };
 
-  it('require() of the absolute path of dist/index.js', async () => {
-    assert.deepEqual(await runCjs(DIST_ENTRY), expected);
+  it("require('nestjs-db-lock') from a .cjs file gets dist/cjs", async () => {
+    const result = await runFile(
+      'consumer.cjs',
+      `'use strict';\nconst lib = require('${PACKAGE}');\nconst entry = require('node:path').relative(${JSON.stringify(ROOT)}, require.resolve('${PACKAGE}'));\n${CHECK}`,
+    );
+    assert.deepEqual(result, { entry: join('dist', 'cjs', 'index.js'), ...expected });
   });
 
-  it("require('nestjs-db-lock') through package.json exports", async () => {
-    await mkdir(join(dir, 'node_modules'), { recursive: true });
-    await symlink(ROOT, join(dir, 'node_modules', 'nestjs-db-lock'), 'dir');
-    assert.deepEqual(await runCjs('nestjs-db-lock'), expected);
+  it("import from '.mjs' gets dist/esm", async () => {
+    const result = await runFile(
+      'consumer.mjs',
+      `import * as lib from '${PACKAGE}';\nimport { relative } from 'node:path';\nimport { fileURLToPath } from 'node:url';\n` +
+        `const entry = relative(${JSON.stringify(ROOT)}, fileURLToPath(import.meta.resolve('${PACKAGE}')));\n${CHECK}`,
+    );
+    assert.deepEqual(result, { entry: join('dist', 'esm', 'index.js'), ...expected });
+  });
+});
+
+// ---- Both builds in one process -------------------------------------------------------------
+
+/** Increments with a gap between read and write: concurrent calls lose updates unless serialised. */
+abstract class CounterBase {
+  value = 0;
+  active = 0;
+  maxActive = 0;
+
+  protected async bump(): Promise<void> {
+    this.active++;
+    this.maxActive = Math.max(this.maxActive, this.active);
+    const seen = this.value;
+    await sleep(5);
+    this.value = seen + 1;
+    this.active--;
+  }
+
+  reset(): void {
+    this.value = this.active = this.maxActive = 0;
+  }
+}
+
+/** Decorated through the CommonJS build. */
+@Injectable()
+class CjsDecoratedCounter extends CounterBase {
+  @cjs.WriteLock('dual:counter')
+  async increment(): Promise<void> {
+    await this.bump();
+  }
+
+  @cjs.WriteLock('dual:busy', { timeoutMs: 0 })
+  async busy(): Promise<void> {}
+
+  /** The control: no lock. */
+  async unlocked(): Promise<void> {
+    await this.bump();
+  }
+}
+
+/** Decorated through the ES module build. */
+@Injectable()
+class EsmDecoratedCounter extends CounterBase {
+  @esm.WriteLock('dual:counter')
+  async increment(): Promise<void> {
+    await this.bump();
+  }
+
+  @esm.WriteLock('dual:busy', { timeoutMs: 0 })
+  async busy(): Promise<void> {}
+}
+
+describe('both builds in one process: decorators and errors cross the build boundary', () => {
+  let db: TestDatabase;
+  before(async () => {
+    esm.LockServiceRegistry.reset();
+    db = await TestDatabase.create('dblock_dual');
+  });
+  after(async () => {
+    await db?.drop();
+  });
+
+  async function boot(moduleBuild: Lib, counter: new () => CounterBase): Promise<INestApplicationContext> {
+    @Module({
+      imports: [TypeOrmModule.forRoot(testDataSourceOptions(db.settings)), moduleBuild.DbLockModule.forRoot({ namespace: 'fx' })],
+      providers: [counter],
+    })
+    class DualModule {}
+    const app = await NestFactory.createApplicationContext(DualModule, { logger: ['error', 'warn'] });
+    await app.init();
+    return app;
+  }
+
+  async function released(key: string): Promise<number> {
+    const rows = await db.logRows(`fx:${key}`);
+    assert.ok(rows.every((row) => row.status === 'RELEASED'), `every log row of ${key} is RELEASED: ${rows.map((r) => String(r.status)).join(',')}`);
+    return rows.length;
+  }
+
+  it('before any module is ready, a CommonJS decorator throws a DbLockNotInitializedError the ES module build recognises', async () => {
+    const counter = new CjsDecoratedCounter();
+    await assert.rejects(counter.increment(), (error: unknown) => {
+      assert.ok(error instanceof esm.DbLockNotInitializedError, String(error));
+      assert.ok(error instanceof esm.DbLockError);
+      assert.equal(error instanceof esm.LockTimeoutError, false);
+      assert.equal(error.dataSourceName, 'default');
+      return true;
+    });
+  });
+
+  it('DbLockModule from the ES module build, @WriteLock from the CommonJS build: the method runs under the lock', async () => {
+    const app = await boot(esm, CjsDecoratedCounter);
+    try {
+      const service = app.get(esm.LockService);
+      assert.equal(cjs.LockServiceRegistry.get('default'), service, "the CommonJS registry sees the ES module build's service");
+      const counter = app.get(CjsDecoratedCounter);
+
+      await Promise.all(Array.from({ length: 4 }, () => counter.unlocked()));
+      assert.equal(counter.value, 1, 'control: without the lock, concurrent increments lose updates');
+      counter.reset();
+
+      await Promise.all(Array.from({ length: 8 }, () => counter.increment()));
+      assert.equal(counter.value, 8, 'no lost update');
+      assert.equal(counter.maxActive, 1, 'one holder at a time');
+      assert.equal(await released('dual:counter'), 8, 'eight acquisitions, all released');
+
+      // An error thrown by the ES module build's engine, caught against the CommonJS classes.
+      const holder = await service.acquire('dual:busy');
+      try {
+        await assert.rejects(counter.busy(), (error: unknown) => {
+          assert.ok(error instanceof esm.LockTimeoutError, 'thrown by the ES module build');
+          assert.ok(error instanceof cjs.LockTimeoutError, 'instanceof the CommonJS class');
+          assert.ok(error instanceof cjs.DbLockError);
+          assert.equal(error instanceof cjs.LockLostError, false);
+          assert.equal(error.name, 'LockTimeoutError');
+          assert.deepEqual(error.keys, ['dual:busy']);
+          return true;
+        });
+      } finally {
+        await holder.release();
+      }
+    } finally {
+      await app.close();
+    }
+    assert.throws(() => cjs.LockServiceRegistry.get('default'), cjs.DbLockNotInitializedError, 'closing the app unregistered the service');
+  });
+
+  it('DbLockModule from the CommonJS build, @WriteLock from the ES module build: the same the other way round', async () => {
+    const app = await boot(cjs, EsmDecoratedCounter);
+    try {
+      const service = app.get(cjs.LockService);
+      assert.equal(esm.LockServiceRegistry.get('default'), service);
+      const counter = app.get(EsmDecoratedCounter);
+      await Promise.all(Array.from({ length: 8 }, () => counter.increment()));
+      assert.equal(counter.value, 8);
+      assert.equal(counter.maxActive, 1);
+      assert.equal(await released('dual:counter'), 16);
+
+      const holder = await service.acquire('dual:busy');
+      try {
+        await assert.rejects(counter.busy(), (error: unknown) => error instanceof esm.LockTimeoutError && error instanceof cjs.LockTimeoutError);
+      } finally {
+        await holder.release();
+      }
+    } finally {
+      await app.close();
+    }
   });
 });
