@@ -36,14 +36,17 @@ export class TestDatabase {
     readonly admin: mysql.Connection,
   ) {}
 
-  static async create(prefix = 'dblock'): Promise<TestDatabase> {
+  /** `lockTables: false`: an empty database, for apps that create the tables with their own migrations. */
+  static async create(prefix = 'dblock', options: { lockTables?: boolean } = {}): Promise<TestDatabase> {
     const name = `${prefix}_${process.pid}_${randomBytes(4).toString('hex')}`;
     const settings = connectionSettings(name);
     const admin = await mysql.createConnection({ ...settings, database: undefined, multipleStatements: true });
     await admin.query(`CREATE DATABASE \`${name}\``);
     await admin.query(`USE \`${name}\``);
-    const migration = new CreateDbLockTables1763769600000();
-    await migration.up({ query: (sql: string) => admin.query(sql) } as never);
+    if (options.lockTables !== false) {
+      const migration = new CreateDbLockTables1763769600000();
+      await migration.up({ query: (sql: string) => admin.query(sql) } as never);
+    }
     return new TestDatabase(name, admin);
   }
 
