@@ -1,37 +1,43 @@
-import { Module } from '@nestjs/common';
-import { APP_FILTER } from '@nestjs/core';
+import { type DynamicModule, Module } from '@nestjs/common';
+import { APP_FILTER, APP_PIPE } from '@nestjs/core';
 import { ScheduleModule } from '@nestjs/schedule';
 import { TypeOrmModule } from '@nestjs/typeorm';
-import { DB_LOCK_MIGRATIONS, DbLockModule } from '../lib/index.js';
-import { LockExceptionFilter } from './lock-exception.filter.js';
-import { Loan } from './loans/loan.entity.js';
-import { LoansController } from './loans/loans.controller.js';
-import { LoansService } from './loans/loans.service.js';
-import { CreateSampleTables1763769600001 } from './migrations/create-sample-tables.migration.js';
-import { databaseName, sampleConfig } from './sample-config.js';
+import { LockExceptionFilter } from './common/lock-exception.filter.js';
+import { sampleValidationPipe } from './common/validation.js';
+import type { SampleConfig } from './config/sample-config.js';
+import { typeOrmOptions } from './database/typeorm-options.js';
+import { LendingModule } from './lending/lending.module.js';
+import { LocksModule } from './locks/locks.module.js';
+import { DbLockModule } from './nestjs-db-lock.js';
+import { OrdersModule } from './orders/orders.module.js';
 
-const url = sampleConfig.url;
-
-@Module({
-  imports: [
-    TypeOrmModule.forRoot({
-      type: 'mysql',
-      host: url.hostname,
-      port: Number(url.port || 3306),
-      username: decodeURIComponent(url.username || 'root'),
-      password: decodeURIComponent(url.password),
-      database: databaseName(),
-      entities: [Loan],
-      autoLoadEntities: true,
-      migrations: [...DB_LOCK_MIGRATIONS, CreateSampleTables1763769600001],
-      migrationsRun: true,
-      synchronize: false,
-    }),
-    TypeOrmModule.forFeature([Loan]),
-    DbLockModule.forRoot({ namespace: 'sample', leaseMs: 10_000, janitor: { intervalMs: 60_000 } }),
-    ScheduleModule.forRoot(),
-  ],
-  controllers: [LoansController],
-  providers: [LoansService, { provide: APP_FILTER, useClass: LockExceptionFilter }],
-})
-export class AppModule {}
+/**
+ * The whole app, built from a config object (main.ts reads it from the environment; tests pass
+ * their own). The global pipe and filter are providers, not `app.useGlobal...()` calls in
+ * main.ts, so anything that boots this module gets the same validation and error mapping.
+ */
+@Module({})
+export class AppModule {
+  static forRoot(config: SampleConfig): DynamicModule {
+    return {
+      module: AppModule,
+      imports: [
+        TypeOrmModule.forRoot(typeOrmOptions(config)),
+        DbLockModule.forRoot({
+          isGlobal: true, // LockService in every feature module
+          namespace: 'p2p', // keys are stored as 'p2p:loan:1': several apps can share the tables
+          leaseMs: 10_000, // a crashed instance's locks are free again within 10 s
+          timeoutMs: config.lockTimeoutMs, // how long a request waits for a lock before 423
+        }),
+        ScheduleModule.forRoot(),
+        LendingModule,
+        OrdersModule,
+        LocksModule,
+      ],
+      providers: [
+        { provide: APP_PIPE, useFactory: sampleValidationPipe },
+        { provide: APP_FILTER, useClass: LockExceptionFilter },
+      ],
+    };
+  }
+}

@@ -1,39 +1,26 @@
-import 'reflect-metadata';
 import { Logger } from '@nestjs/common';
-import { NestFactory } from '@nestjs/core';
-import mysql from 'mysql2/promise';
-import { AppModule } from './app.module.js';
-import { databaseName, sampleConfig } from './sample-config.js';
+import { readSampleConfig, SampleConfigError } from './config/sample-config.js';
+import { createSampleApp } from './create-app.js';
+import { DatabaseUnreachableError, ensureDatabase } from './database/ensure-database.js';
 
-/** Creates the sample's database if it does not exist yet, so `npm run sample` needs no setup. */
-async function ensureDatabase(): Promise<void> {
-  const url = sampleConfig.url;
-  const connection = await mysql.createConnection({
-    host: url.hostname,
-    port: Number(url.port || 3306),
-    user: decodeURIComponent(url.username || 'root'),
-    password: decodeURIComponent(url.password),
-  });
-  try {
-    await connection.query(`CREATE DATABASE IF NOT EXISTS \`${databaseName().replace(/`/g, '')}\``);
-  } finally {
-    await connection.end();
-  }
-}
-
+/** `npm run sample`: check the settings and the database, then serve. */
 async function main(): Promise<void> {
-  await ensureDatabase();
-  const app = await NestFactory.create(AppModule);
-  app.enableShutdownHooks();
-  await app.listen(sampleConfig.port);
-  const base = `http://localhost:${sampleConfig.port}`;
+  const config = readSampleConfig();
+  await ensureDatabase(config.databaseUrl);
+  const app = await createSampleApp(config);
+  await app.listen(config.port);
+  const base = `http://localhost:${config.port}`;
   const logger = new Logger('Sample');
   logger.log(`Listening on ${base}`);
   logger.log(`Try: curl -X POST ${base}/loans/1/repay -H 'content-type: application/json' -d '{"cents":500}'`);
-  logger.log(`     curl ${base}/loans/1/lock`);
+  logger.log(`     curl ${base}/loans/1          # the loan and its claims`);
+  logger.log(`     curl ${base}/locks/log        # what the lock did`);
 }
 
 main().catch((error: unknown) => {
-  new Logger('Sample').error(error);
+  // The failures users can fix get one clear message, not a stack trace.
+  if (error instanceof DatabaseUnreachableError) console.error(`\n${error.help(process.env.npm_lifecycle_event ?? 'sample')}\n`);
+  else if (error instanceof SampleConfigError) console.error(`\nInvalid setting: ${error.message}\n`);
+  else new Logger('Sample').error(error instanceof Error ? (error.stack ?? error.message) : String(error));
   process.exit(1);
 });

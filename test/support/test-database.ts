@@ -36,14 +36,17 @@ export class TestDatabase {
     readonly admin: mysql.Connection,
   ) {}
 
-  static async create(prefix = 'dblock'): Promise<TestDatabase> {
+  /** `lockTables: false`: an empty database, for apps that create the tables with their own migrations. */
+  static async create(prefix = 'dblock', options: { lockTables?: boolean } = {}): Promise<TestDatabase> {
     const name = `${prefix}_${process.pid}_${randomBytes(4).toString('hex')}`;
     const settings = connectionSettings(name);
     const admin = await mysql.createConnection({ ...settings, database: undefined, multipleStatements: true });
     await admin.query(`CREATE DATABASE \`${name}\``);
     await admin.query(`USE \`${name}\``);
-    for (const Migration of DB_LOCK_MIGRATIONS as (new () => { up(runner: unknown): Promise<void> })[]) {
-      await new Migration().up({ query: async (sql: string, params?: unknown[]) => (await admin.query(sql, params))[0] } as never);
+    if (options.lockTables !== false) {
+      for (const Migration of DB_LOCK_MIGRATIONS as (new () => { up(runner: unknown): Promise<void> })[]) {
+        await new Migration().up({ query: async (sql: string, params?: unknown[]) => (await admin.query(sql, params))[0] } as never);
+      }
     }
     return new TestDatabase(name, admin);
   }
