@@ -57,8 +57,10 @@ export type GrantOutcome =
       readonly granted: true;
       readonly rows: readonly GrantedRow[];
       readonly reclaimed: number;
-      /** Server time from the start of the batch to the log rows' insert: how long the grant waited on locks. */
+      /** Server time from the grant's first statement to the log rows' insert: how long the grant waited on locks. */
       readonly serverWaitMs: number;
+      /** When the grant's first statement started, by the server clock. */
+      readonly serverStartedAt: Date;
     }
   | { readonly granted: false; readonly reason: 'busy' | 'writer-waiting' | 'expired-holders' | 'missing-key-rows' };
 
@@ -66,14 +68,17 @@ export type GrantOutcome =
 const EFFECTIVE_EXPIRY = `GREATEST(g.expires_at, COALESCE(p.renewed_at + INTERVAL g.lease_ms * 1000 MICROSECOND, g.expires_at))`;
 
 /**
- * The common grant: a free key with no expired holder. One transaction, seven statements, one
- * commit; the rare work (taking over expired holders, creating key rows) is left to
- * `takeoverGrantPlan` / `createKeyRowsPlan`, sent only when this one reports it is needed.
- *  1. lock the keys' rows in key order (the same order in every process) and count them;
- *  2. after the lock (READ COMMITTED: a fresh view per statement), count live conflicting
- *     holders, split into unexpired and expired, and decide;
+ * The common grant: a free key with no expired holder. One transaction, one commit; the rare
+ * work (taking over expired holders, creating key rows) is left to `takeoverGrantPlan` /
+ * `createKeyRowsPlan`, sent only when this one reports it is needed:
+ *  1. lock the keys' rows in key order (the same order in every process), count them, note their
+ *     tokens and when the batch started (a statement's clock is fixed when it starts);
+ *  2. after the lock (READ COMMITTED: a fresh view per statement), count live conflicting holders
+ *     (split into unexpired and expired, so a waiter knows whether a takeover could help), fix
+ *     "now", and decide;
  *  3. if granted: bump each key's fencing token, insert one log row per key with it;
- *  4. read back the decision and the granted rows (never affectedRows: CLIENT_FOUND_ROWS).
+ *  4. read the decision back (never affectedRows: CLIENT_FOUND_ROWS) with the granted rows (a
+ *     single key's by primary key, the insert id).
  */
 export function leanGrantPlan(input: GrantInput): StatementPlan<GrantOutcome> {
   const { keys, n, conflict, dead } = shape(input);
@@ -86,17 +91,18 @@ export function leanGrantPlan(input: GrantInput): StatementPlan<GrantOutcome> {
   const statements = bound(input, [
     'START TRANSACTION',
     lockKeyRows(input, writerWaiting),
+    // No rows: the aggregates cost an index probe and nothing else; rows: busy vs expired, so a
+    // waiter knows whether a takeover could help.
     format(
-      `SELECT c.busy, c.expired, (@dbl_rows = ${n} AND @dbl_ww = 0 AND c.busy = 0 AND c.expired = 0${turn}) INTO @dbl_busy, @dbl_expired, @dbl_granted ` +
-        `FROM (SELECT COALESCE(SUM(NOT (${dead.sql}) AND ${EFFECTIVE_EXPIRY} > ${NOW}), 0) AS busy, ` +
-        `COALESCE(SUM((${dead.sql}) OR ${EFFECTIVE_EXPIRY} <= ${NOW}), 0) AS expired ` +
+      `SELECT COUNT(*), COALESCE(SUM(NOT (${dead.sql}) AND ${EFFECTIVE_EXPIRY} > ${NOW}), 0), COALESCE(SUM((${dead.sql}) OR ${EFFECTIVE_EXPIRY} <= ${NOW}), 0), ` +
+        `${NOW}, (@dbl_rows = ${n} AND @dbl_ww = 0 AND COUNT(*) = 0${turn}) INTO @dbl_live, @dbl_busy, @dbl_expired, @dbl_now, @dbl_granted ` +
         `FROM ${LOCK_LOG_TABLE} g LEFT JOIN ${PROCESS_TABLE} p ON p.id = g.process_id ` +
-        `WHERE g.lock_key IN (?) AND g.status IN ${LIVE_STATUSES_SQL} AND (${conflict.sql})) AS c`,
+        `WHERE g.lock_key IN (?) AND g.status IN ${LIVE_STATUSES_SQL} AND (${conflict.sql})`,
       [...dead.values, ...dead.values, keys, ...conflict.values],
     ),
     ...grantWrites(input, '@dbl_granted'),
     ...writerMark(input),
-    outcomeQuery(input, '@dbl_rows, @dbl_busy, @dbl_expired, @dbl_ww, 0'),
+    n === 1 ? singleOutcomeQuery('@dbl_busy, @dbl_expired, 0') : outcomeQuery(input, '@dbl_rows, @dbl_busy, @dbl_expired, @dbl_ww, 0'),
     'COMMIT',
   ]);
   return {
@@ -104,7 +110,8 @@ export function leanGrantPlan(input: GrantInput): StatementPlan<GrantOutcome> {
     parse: (results) => {
       const rows = rowsOf(results[statements.length - 2]);
       const summary = rows[0] ?? {};
-      if (Number(summary.granted) === 1) return { granted: true, rows: rows.map(toGrantedRow), reclaimed: 0, serverWaitMs: waitedMs(summary) };
+      if (Number(summary.granted) === 1)
+        return { granted: true, rows: rows.map(toGrantedRow), reclaimed: 0, serverWaitMs: waitedMs(summary), serverStartedAt: parseDate(summary.started_at) };
       if (Number(summary.key_rows) < n) return { granted: false, reason: 'missing-key-rows' };
       if (Number(summary.busy) > 0) return { granted: false, reason: 'busy' };
       if (Number(summary.writer_waiting) > 0) return { granted: false, reason: 'writer-waiting' };
@@ -167,7 +174,13 @@ export function takeoverGrantPlan(input: GrantInput): StatementPlan<GrantOutcome
       const rows = rowsOf(results[statements.length - 2]);
       const summary = rows[0] ?? {};
       if (Number(summary.granted) === 1)
-        return { granted: true, rows: rows.map(toGrantedRow), reclaimed: Number(summary.reclaimed), serverWaitMs: waitedMs(summary) };
+        return {
+          granted: true,
+          rows: rows.map(toGrantedRow),
+          reclaimed: Number(summary.reclaimed),
+          serverWaitMs: waitedMs(summary),
+          serverStartedAt: parseDate(summary.started_at),
+        };
       if (Number(summary.key_rows) < n) return { granted: false, reason: 'missing-key-rows' };
       if (Number(summary.writer_waiting) > 0) return { granted: false, reason: 'writer-waiting' };
       return { granted: false, reason: 'busy' };
@@ -284,6 +297,8 @@ function grantWrites(input: GrantInput, granted: string): string[] {
     ),
     format(
       `INSERT INTO ${LOCK_LOG_TABLE} (lock_key, mode, owner, holder, process_id, strategy, fencing_token, status, lease_ms, acquired_at, expires_at, wait_ms) ` +
+        // The insert's own clock: a holder's interval starts after the decision's read view, never
+        // before the previous holder's release (an earlier timestamp would show false overlaps).
         `SELECT l.lock_key, ${mode}, ?, ?, ?, ?, l.fencing_token, '${LockStatus.ACQUIRED}', ?, ${NOW}, ${NOW} + INTERVAL ? MICROSECOND, ? ` +
         `FROM ${LOCK_TABLE} l WHERE l.lock_key IN (?) AND ${granted}`,
       [input.acquisitionId, input.holder, input.processId, input.strategy, input.leaseMs, input.leaseMs * 1000, Math.round(input.waitedMs), keys],
@@ -304,12 +319,22 @@ function writerMark(input: GrantInput): string[] {
   ];
 }
 
+/** The outcome of a single-key grant: its row read back by primary key (the insert id). */
+function singleOutcomeQuery(summary: string): string {
+  const [busy, expired, reclaimed] = summary.split(',').map((s) => s.trim());
+  return (
+    `SELECT @dbl_granted AS granted, @dbl_rows AS key_rows, ${busy} AS busy, ${expired} AS expired, @dbl_ww AS writer_waiting, ${reclaimed} AS reclaimed, ` +
+    `g.id, g.lock_key, g.fencing_token, g.expires_at, TIMESTAMPDIFF(MICROSECOND, @dbl_t0, g.acquired_at) AS waited_us, @dbl_t0 AS started_at ` +
+    `FROM (SELECT 1 AS one) AS o LEFT JOIN ${LOCK_LOG_TABLE} g ON @dbl_granted AND g.id = LAST_INSERT_ID()`
+  );
+}
+
 /** One summary row when not granted; one row per granted key otherwise (the summary repeated on each). */
 function outcomeQuery(input: GrantInput, summary: string): string {
   const [rows, busy, expired, ww, reclaimed] = summary.split(',').map((s) => s.trim());
   return format(
     `SELECT @dbl_granted AS granted, ${rows} AS key_rows, ${busy} AS busy, ${expired} AS expired, ${ww} AS writer_waiting, ${reclaimed} AS reclaimed, ` +
-      `g.id, g.lock_key, g.fencing_token, g.expires_at, TIMESTAMPDIFF(MICROSECOND, @dbl_t0, g.acquired_at) AS waited_us ` +
+      `g.id, g.lock_key, g.fencing_token, g.expires_at, TIMESTAMPDIFF(MICROSECOND, @dbl_t0, g.acquired_at) AS waited_us, @dbl_t0 AS started_at ` +
       `FROM (SELECT 1 AS one) AS o LEFT JOIN ${LOCK_LOG_TABLE} g ON @dbl_granted AND g.id >= LAST_INSERT_ID() AND g.owner = ?`,
     [input.acquisitionId],
   );

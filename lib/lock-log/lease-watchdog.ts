@@ -37,6 +37,8 @@ export class LeaseWatchdog {
   /** ended_count as last seen: a new process row starts at 0. */
   private endedCount = '0';
   private frozen = false;
+  /** performance.now() when the latest renewal was sent: the next one is due an interval after it, however long that one took. */
+  private lastSentAt = -Infinity;
 
   constructor(
     private readonly log: LockLog,
@@ -104,6 +106,7 @@ export class LeaseWatchdog {
 
   private async renew(): Promise<void> {
     const sentAt = performance.now();
+    this.lastSentAt = sentAt;
     const count = this.locks.size;
     const longest = Math.max(...[...this.locks].map((l) => l.localDeadline - sentAt));
     let answer: { endedCount: string; found: boolean };
@@ -167,7 +170,10 @@ export class LeaseWatchdog {
     if (this.renewTimer || this.stopped || this.locks.size === 0) return;
     let interval = Infinity;
     for (const lock of this.locks) interval = Math.min(interval, this.settings.renewIntervalMs ?? Math.max(10, Math.floor(lock.leaseMs / 3)));
-    this.renewTimer = setTimeout(() => void this.tick(), interval);
+    // Due an interval after the previous renewal was SENT: a slow renewal must not push the next
+    // one later, or the leases would be left with less than two intervals of slack.
+    const delay = Math.max(1, Math.min(interval, this.lastSentAt + interval - performance.now()));
+    this.renewTimer = setTimeout(() => void this.tick(), delay);
     this.renewTimer.unref();
   }
 

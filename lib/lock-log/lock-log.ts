@@ -87,8 +87,8 @@ export class LockLog {
   async grant(
     input: Omit<GrantInput, 'processId' | 'holder' | 'statementLimit'>,
     deadline: number,
-    options: { via?: DedicatedConnection; serverBoundMs?: number } = {},
-  ): Promise<GrantOutcome & { sentAt?: number }> {
+    options: { via?: DedicatedConnection; serverBoundMs?: number; before?: string } = {},
+  ): Promise<GrantOutcome & { sentAt?: number; before?: unknown }> {
     const full: GrantInput = {
       ...input,
       holder: this.holder,
@@ -96,11 +96,17 @@ export class LockLog {
       statementLimit: options.serverBoundMs === undefined || options.serverBoundMs === Infinity ? undefined : { kind: this.flavor.kind, ms: options.serverBoundMs },
     };
     let plan = leanGrantPlan(full);
+    let before: unknown;
     for (let attempt = 0; ; attempt++) {
       let outcome: GrantOutcome;
       const sentAt = performance.now();
       try {
-        outcome = options.via ? await runOn(options.via, plan, deadline) : await this.run(plan, 'locks', deadline);
+        if (options.via && options.before !== undefined && attempt === 0) {
+          // One round trip: the statement before (a doorbell wait) and then the grant.
+          const first = await runOn(options.via, { statements: [options.before, ...plan.statements], parse: (r) => r }, deadline);
+          before = first[0];
+          outcome = plan.parse(first.slice(1));
+        } else outcome = options.via ? await runOn(options.via, plan, deadline) : await this.run(plan, 'locks', deadline);
       } catch (error) {
         const failure = LockStatementError.from(error);
         if (failure.kind === 'retry' && attempt < 4) {
@@ -110,7 +116,8 @@ export class LockLog {
         if (failure.kind !== 'retry') await this.giveBack(input.acquisitionId, failure);
         throw failure;
       }
-      if (outcome.granted) return this.clustered ? { ...(await this.confirm(input.acquisitionId, outcome, deadline)), sentAt } : { ...outcome, sentAt };
+      if (outcome.granted)
+        return this.clustered ? { ...(await this.confirm(input.acquisitionId, outcome, deadline)), sentAt, before } : { ...outcome, sentAt, before };
       if (outcome.reason === 'missing-key-rows' && attempt < 4) {
         await this.createKeyRows(input.targets.map((t) => t.bytes), deadline);
         continue;
@@ -119,7 +126,7 @@ export class LockLog {
         plan = takeoverGrantPlan(full);
         continue;
       }
-      return outcome;
+      return { ...outcome, before };
     }
   }
 

@@ -100,13 +100,12 @@ export function leaseDesign(locks: LockService, options: { mode?: 'read' | 'writ
       return () => handle.release();
     },
     sentStatements() {
-      // Client-side estimate from the pool's round-trip counter: grant tries cost `grant`
-      // statements, releases 1, renewals 2 (UPDATE + SELECT).
+      // Client-side estimate from the lock round trips (renewals and the janitor left out): grant
+      // tries cost `grant` statements, releases 1 (doorbell waits and rings are counted as one each).
       const now = locks.stats();
-      const roundTrips = now.roundTrips - start.roundTrips;
+      const roundTrips = now.roundTripsBy.locks - start.roundTripsBy.locks;
       const released = now.released - start.released;
-      const renewals = now.renewals - start.renewals;
-      return (roundTrips - released - renewals) * grant + released + renewals * 2;
+      return (roundTrips - released) * grant + released;
     },
     sentRedisCommands: () => 0,
     async close() {},

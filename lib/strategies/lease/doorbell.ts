@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { HeldDoorbell } from '../../core/held-lock.js';
 import type { DedicatedConnection, LockConnectionPool } from '../../mysql/lock-connection-pool.js';
-import { format, rowsOf } from '../../mysql/sql.js';
+import { format, NOW, parseDate, rowsOf } from '../../mysql/sql.js';
 
 /** Longest a waiter blocks on a doorbell before it asks the database anyway (a stalled holder keeps its bell, not its lease). */
 const BELL_WAIT_MS = 1_000;
@@ -9,11 +9,12 @@ const BELL_WAIT_MS = 1_000;
 /**
  * Doorbells: how a lease waiter in another process learns of a release without polling, while
  * no connection is held per held lock. A contended key gets a named lock (GET_LOCK), its bell.
- * A waiting writer blocks on the bell, on a connection of its own; whoever has the bell asks for
- * the key, polling with backoff if it is still held, and keeps the bell for the whole of its hold;
- * its release rings the bell (RELEASE_LOCK right after the release committed), which wakes the next
- * waiter in the server, first come first served, whatever its process. Only keys that someone
- * waits for get a bell, so idle and uncontended locks cost no connection.
+ * A waiting writer blocks on the bell, on a connection of its own, and asks for the key in the
+ * same round trip as soon as the bell is its; whoever has the bell keeps it, polling with backoff
+ * while the key is still held and then for the whole of its hold; its release rings the bell
+ * (RELEASE_LOCK right after the release committed, in the same round trip), which wakes the next
+ * waiter in the server, first come first served, whatever its process. Only keys someone waits for
+ * get a bell, so idle and uncontended locks cost no connection.
  *
  * Bells never decide who holds a key (the log rows do), so a lost bell costs only speed: waiters
  * wake at most every second to ask anyway. Off on a multi-primary cluster, where named locks are
@@ -32,22 +33,23 @@ export class Doorbells {
     private readonly idleMs: number,
   ) {}
 
+  nameOf(storedKey: string): string {
+    return bellName(this.scope, storedKey);
+  }
+
   /** The bell this process has for `storedKey`, if any (held by a waiter or a holder). */
   current(storedKey: string): Bell | undefined {
     return this.bells.get(storedKey);
   }
 
-  nameOf(storedKey: string): string {
-    return bellName(this.scope, storedKey);
-  }
-
   /**
-   * Waits on the key's bell until it rings or `deadline` (at most a second), on a connection of
-   * the bell pool. Returns the bell if this process now has it, undefined if the wait timed out or
-   * no connection was free (the caller then just asks the database). A bell held by a holder of
-   * this very process is waited on like anyone else's (named locks belong to a session).
+   * The bell a waiter asks through: this process's own when a waiting caller already has it, else a
+   * connection of the bell pool and the statement that waits for the bell (at most a second, never
+   * past `deadline`), to send in one round trip with the grant. Undefined when no connection is
+   * free (the caller then just asks the database). A bell held by a holder of this very process is
+   * waited on like anyone else's: named locks belong to a session.
    */
-  async wait(storedKey: string, deadline: number): Promise<Bell | undefined> {
+  async prepare(storedKey: string, deadline: number): Promise<Bell | BellRequest | undefined> {
     const mine = this.bells.get(storedKey);
     if (mine?.state === 'waiting') return mine.touch();
     const waitMs = Math.min(BELL_WAIT_MS, deadline - performance.now());
@@ -58,24 +60,25 @@ export class Doorbells {
     } catch {
       return undefined; // every bell connection is busy: ask without one
     }
-    const name = bellName(this.scope, storedKey);
-    try {
-      const got = rowsOf(await connection.query(format(`SELECT GET_LOCK(?, ?) AS got`, [name, waitMs / 1000]), performance.now() + waitMs + 1000))[0]?.got;
-      if (Number(got) !== 1) {
-        connection.release();
-        return undefined;
-      }
-    } catch {
-      connection.destroy();
+    const name = this.nameOf(storedKey);
+    // The statement's clock is fixed when it starts: how long the wait lasted is told by the grant after it.
+    return new BellRequest(this, storedKey, name, connection, format(`SELECT GET_LOCK(?, ?) AS got, ${NOW} AS started_at`, [name, waitMs / 1000]));
+  }
+
+  /** The wait of `request` ended: the bell is ours (`got`), or the connection goes back. */
+  settle(request: BellRequest, waitResult: unknown): Bell | undefined {
+    const got = Number(rowsOf(waitResult)[0]?.got) === 1;
+    if (!got) {
+      request.connection.release();
       return undefined;
     }
-    // Someone else's bell for this key may have appeared meanwhile in this process (two queues, same key).
-    if (this.bells.has(storedKey)) {
-      await ring(connection, name);
+    // Another queue of this process (same key, other key set) may have got it meanwhile.
+    if (this.bells.has(request.storedKey)) {
+      void ring(request.connection, request.name);
       return undefined;
     }
-    const bell = new Bell(this, storedKey, name, connection, this.idleMs);
-    this.bells.set(storedKey, bell);
+    const bell = new Bell(this, request.storedKey, request.name, request.connection, this.idleMs);
+    this.bells.set(request.storedKey, bell);
     return bell;
   }
 
@@ -89,6 +92,28 @@ export class Doorbells {
   }
 }
 
+/** A waiter's request for a bell: the connection it waits on and the statement that waits. */
+export class BellRequest {
+  constructor(
+    readonly owner: Doorbells,
+    readonly storedKey: string,
+    readonly name: string,
+    readonly connection: DedicatedConnection,
+    readonly waitStatement: string,
+  ) {}
+
+  /** When the wait started on the server clock, from the wait's result. */
+  startedAt(waitResult: unknown): Date | undefined {
+    const value = rowsOf(waitResult)[0]?.started_at;
+    return value === undefined || value === null ? undefined : parseDate(value);
+  }
+
+  /** The round trip failed: the session may hold the bell or not; closing it frees the bell either way. */
+  abandon(): void {
+    this.connection.destroy();
+  }
+}
+
 /** A named lock held on a connection of its own, until rung. */
 export class Bell implements HeldDoorbell {
   state: 'waiting' | 'holding' | 'rung' = 'waiting';
@@ -97,7 +122,7 @@ export class Bell implements HeldDoorbell {
   constructor(
     private readonly owner: Doorbells,
     readonly storedKey: string,
-    private readonly name: string,
+    readonly name: string,
     /** The connection holding the bell; grants and releases of its holder go through it too. */
     readonly connection: DedicatedConnection,
     private readonly idleMs: number,
@@ -119,6 +144,21 @@ export class Bell implements HeldDoorbell {
   hold(): void {
     this.state = 'holding';
     if (this.idleTimer) clearTimeout(this.idleTimer);
+  }
+
+  /** The statement that rings it, to send right after the holder's release in the same round trip. */
+  get ringStatement(): string {
+    return format(`DO RELEASE_LOCK(?)`, [this.name]);
+  }
+
+  /** Already rung by the statement sent with the release: only local bookkeeping is left. */
+  rungWith(ok: boolean): void {
+    if (this.state === 'rung') return;
+    this.state = 'rung';
+    if (this.idleTimer) clearTimeout(this.idleTimer);
+    this.owner.forget(this);
+    if (ok) this.connection.release();
+    else this.connection.destroy();
   }
 
   /** Releases the bell (the next waiter wakes) and gives the connection back. Idempotent. */

@@ -8,7 +8,7 @@ import { type LockLog, runOn } from '../../lock-log/lock-log.js';
 import { explainLoss } from '../../lock-log/loss.js';
 import { LockStatementError } from '../../mysql/lock-statement.error.js';
 import type { EndStatus } from '../../mysql/sql.js';
-import type { Bell, Doorbells } from './doorbell.js';
+import { type Bell, BellRequest, type Doorbells } from './doorbell.js';
 
 /**
  * How long past the caller's deadline a grant in flight may still answer. A grant only waits on a
@@ -53,7 +53,9 @@ export class LeaseStrategy implements LockStrategy {
   }
 
   async tryGrant(attempt: GrantAttempt): Promise<AttemptResult> {
-    const bell = await this.bellFor(attempt);
+    const asked = await this.bellFor(attempt);
+    const request = asked instanceof BellRequest ? asked : undefined;
+    let bell = asked instanceof BellRequest ? undefined : asked;
     const acquisitionId = randomUUID();
     const requestedAt = performance.now();
     const remaining = attempt.deadline - requestedAt;
@@ -63,7 +65,7 @@ export class LeaseStrategy implements LockStrategy {
       this.settings.writerPreference && hasWriteKey && attempt.tries > 0 && remaining > 0
         ? Math.round(Math.min(2 * this.settings.retryMaxDelayMs + 500, remaining + this.settings.retryMaxDelayMs))
         : 0;
-    let outcome: GrantOutcome & { sentAt?: number };
+    let outcome: GrantOutcome & { sentAt?: number; before?: unknown };
     try {
       outcome = await this.log.grant(
         {
@@ -80,10 +82,16 @@ export class LeaseStrategy implements LockStrategy {
         // The client stops waiting a little after the server bound: the server gives up first, so a
         // grant can never commit after its caller was told "timeout".
         remaining === Infinity ? Infinity : requestedAt + Math.max(0, remaining) + GRANT_GRACE_MS + 500,
-        { via: bell?.connection, serverBoundMs: remaining === Infinity ? undefined : Math.max(0, remaining) + GRANT_GRACE_MS },
+        {
+          via: (request ?? bell)?.connection,
+          before: request?.waitStatement,
+          serverBoundMs: remaining === Infinity ? undefined : Math.max(0, remaining) + GRANT_GRACE_MS,
+        },
       );
+      if (request) bell = this.doorbells!.settle(request, outcome.before);
     } catch (error) {
       const failure = LockStatementError.from(error);
+      request?.abandon();
       if (bell) await bell.ring();
       // Nothing is held (what an unknown outcome may have granted was given back): the wait queue
       // tries again within the caller's budget, and names this failure if the budget runs out.
@@ -98,8 +106,10 @@ export class LeaseStrategy implements LockStrategy {
     }
     const grantedAt = performance.now();
     // The lease counts on the server from the log rows' insert: at the earliest, the send time of the
-    // batch plus the time the server says it waited on locks before that insert.
-    const leaseFrom = (outcome.sentAt ?? requestedAt) + outcome.serverWaitMs;
+    // round trip plus what the server says it waited before that insert (on the doorbell, then on locks).
+    const bellWaitStart = request?.startedAt(outcome.before);
+    const bellWaitMs = bellWaitStart ? Math.max(0, outcome.serverStartedAt.getTime() - bellWaitStart.getTime()) : 0;
+    const leaseFrom = (outcome.sentAt ?? requestedAt) + bellWaitMs + outcome.serverWaitMs;
     const lock = new HeldLock(this.host, 'lease', acquisitionId, attempt.targets, outcome.rows, attempt.leaseMs, leaseFrom, grantedAt, grantedAt - attempt.startedAt, attempt.internal);
     if (bell) {
       bell.hold();
@@ -111,11 +121,19 @@ export class LeaseStrategy implements LockStrategy {
   async release(lock: HeldLock, status: EndStatus | 'EXPIRED', note?: string): Promise<void> {
     const bell = lock.doorbell as Bell | undefined;
     let ended: number;
-    try {
-      // With a doorbell the release goes on the bell's own connection, then rings it: one round trip.
-      ended = bell && bell.state === 'holding' ? await runOn(bell.connection, endRowsPlan(lock.rowIds, status, note)) : await this.log.endRows(lock.rowIds, status, note);
-    } finally {
+    if (bell && bell.state === 'holding') {
+      // With a doorbell the release goes on the bell's own connection and rings it: one round trip.
+      const plan = endRowsPlan(lock.rowIds, status, note);
+      try {
+        ended = await runOn(bell.connection, { statements: [...plan.statements, bell.ringStatement], parse: (r) => plan.parse(r) });
+        bell.rungWith(true);
+      } catch {
+        bell.rungWith(false); // the session is closed: its named lock is freed with it
+        ended = await this.log.endRows(lock.rowIds, status, note);
+      }
+    } else {
       if (bell) await bell.ring();
+      ended = await this.log.endRows(lock.rowIds, status, note);
     }
     if (ended < lock.rowIds.length) throw await explainLoss(this.log, lock);
   }
@@ -146,11 +164,11 @@ export class LeaseStrategy implements LockStrategy {
    * A writer the database refused waits on the key's bell before its next try (in order with
    * waiters of every process); so does one whose key's bell a holder of this process has.
    */
-  private async bellFor(attempt: GrantAttempt): Promise<Bell | undefined> {
+  private async bellFor(attempt: GrantAttempt): Promise<Bell | BellRequest | undefined> {
     if (!this.doorbells || this.bellNameFor(attempt) === undefined) return undefined;
     const key = attempt.targets[0]!.storedKey;
     if (attempt.refusals === 0 && this.doorbells.current(key)?.state !== 'holding') return undefined;
-    return this.doorbells.wait(key, attempt.deadline);
+    return this.doorbells.prepare(key, attempt.deadline);
   }
 }
 

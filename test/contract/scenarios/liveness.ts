@@ -24,7 +24,7 @@ async function until(check: () => Promise<boolean>, timeoutMs: number, what: str
 /** Holds `key` with withLock for `workMs` (several leases) and records the work interval in server time. */
 export async function longWork(
   ctx: WorkerContext<{ key: string; workMs: number; leaseMs: number; timeoutMs: number }>,
-): Promise<{ token: number; aborted: boolean; renewals: number }> {
+): Promise<{ token: number; aborted: boolean; renewals: number; renewalMaxMs: number; reason: string }> {
   const ds = ctx.app.get(DataSource);
   const before = ctx.locks.stats().renewals;
   return ctx.locks.withLock(
@@ -34,7 +34,8 @@ export async function longWork(
       await ds.query(`INSERT INTO work_log (id, pid, token, started_at) VALUES (?, ?, ?, UTC_TIMESTAMP(6))`, [id, process.pid, lock.fencingToken]);
       await sleep(ctx.args.workMs);
       await ds.query(`UPDATE work_log SET ended_at = UTC_TIMESTAMP(6) WHERE id = ?`, [id]);
-      return { token: lock.fencingToken, aborted: lock.signal.aborted, renewals: ctx.locks.stats().renewals - before };
+      const stats = ctx.locks.stats();
+      return { token: lock.fencingToken, aborted: lock.signal.aborted, renewals: stats.renewals - before, renewalMaxMs: stats.renewal.maxMs, reason: String((lock.signal.reason as Error | undefined)?.message ?? '') };
     },
     { leaseMs: ctx.args.leaseMs, timeoutMs: ctx.args.timeoutMs },
   );
