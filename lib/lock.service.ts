@@ -25,6 +25,7 @@ import {
 import type { JanitorReport } from './lock-log/janitor.js';
 import { assembleLockService, type LockServiceParts } from './lock-service.parts.js';
 import { businessPoolWarning } from './mysql/business-pool.js';
+import { toTypedError } from './core/lock-runtime.js';
 
 /** Parts of running services, for the library's own tests (lib/testing); never exported to users. */
 export const RUNNING_PARTS = new WeakMap<LockService, LockServiceParts>();
@@ -48,7 +49,12 @@ export class LockService implements OnModuleInit, OnApplicationBootstrap, Before
   ) {}
 
   async onModuleInit(): Promise<void> {
-    this.parts = await assembleLockService(this.options, this.dataSource, this.logger);
+    try {
+      this.parts = await assembleLockService(this.options, this.dataSource, this.logger);
+    } catch (error) {
+      // Bootstrap fails fast and typed: the database unreachable, credentials refused, tables missing.
+      throw toTypedError(error, `DbLockModule could not start on DataSource '${this.dataSourceName}'`);
+    }
     RUNNING_PARTS.set(this, this.parts);
     LockServiceRegistry.register(this.dataSourceName, this);
   }

@@ -1,6 +1,7 @@
 import type { Logger } from '@nestjs/common';
 import { DbLockConnectionError } from '../errors/db-lock-connection.error.js';
 import { DbLockError } from '../errors/db-lock.error.js';
+import { DbLockSchemaError } from '../errors/db-lock-schema.error.js';
 import { LockLostError } from '../errors/lock-lost.error.js';
 import { LockTimeoutError } from '../errors/lock-timeout.error.js';
 import { LockStatementError } from '../mysql/lock-statement.error.js';
@@ -380,6 +381,8 @@ export function toTypedError(error: unknown, context: string): Error {
       return new DbLockConnectionError(`${context}: the statement was interrupted on the server (${detail})`, 'interrupted', { cause });
     case 'denied':
       return new DbLockConnectionError(`${context}: the database refused the library's user (${detail})`, 'denied', { cause });
+    case 'schema':
+      return new DbLockSchemaError(`${context}: the lock tables are missing or out of date; run the library's migrations (DB_LOCK_MIGRATIONS) (${detail})`, { cause });
     case 'read-only':
       return new DbLockConnectionError(`${context}: the server is read-only (a replica?); locks need the primary (${detail})`, 'read-only', { cause });
     default:

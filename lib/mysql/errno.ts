@@ -41,6 +41,7 @@ const CONNECTION_LOST_CODES = new Set(['PROTOCOL_CONNECTION_LOST', 'ECONNRESET',
 const UNREACHABLE_ERRNO = new Set([
   1040 /* too many connections */,
   1203 /* max_user_connections */,
+  1226 /* a user's MAX_USER_CONNECTIONS (or another resource limit) reached */,
   1129 /* host blocked */,
   1130 /* host not allowed */,
   1047 /* Galera: WSREP has not yet prepared node for application use */,

@@ -1,0 +1,95 @@
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import type { INestApplicationContext } from '@nestjs/common';
+import mysql from 'mysql2/promise';
+import { DbLockError, LockTimeoutError, type LockService } from '../../lib/index.js';
+import { createLockApp, eventually } from '../support/lock-app.js';
+import { TestDatabase } from '../support/test-database.js';
+
+/**
+ * A grant statement interrupted on the server (KILL QUERY) or cut off with its connection (KILL
+ * CONNECTION) is retried within the caller's budget on a fresh connection, after giving back
+ * whatever it may have committed: the caller ends with the lock, or with a typed DbLockError whose
+ * cause is the driver error — never a raw driver error, never a lock it does not know about.
+ */
+describe('interrupted grants', () => {
+  let db: TestDatabase;
+  let app: INestApplicationContext;
+  let locks: LockService;
+  let admin: mysql.Connection;
+  before(async () => {
+    db = await TestDatabase.create();
+    ({ app, locks } = await createLockApp(db.settings, { janitor: false }));
+    admin = await mysql.createConnection(db.settings);
+    for (const key of ['kq', 'kc', 'kt']) await (await locks.acquire(key)).release(); // key rows exist
+  });
+  after(async () => {
+    await admin?.end();
+    await app?.close();
+    await db?.drop();
+  });
+
+  /** Holds the key's row lock so that grants block on it; returns the release. */
+  async function blockGrants(key: string): Promise<() => Promise<void>> {
+    await admin.query('START TRANSACTION');
+    await admin.query('SELECT * FROM db_lock WHERE lock_key = ? FOR UPDATE', [Buffer.from(key)]);
+    return async () => void (await admin.query('COMMIT'));
+  }
+
+  /** The server threads running a grant of this database (blocked on the row lock). */
+  async function grantThreads(): Promise<number[]> {
+    const rows = await db.query<{ ID: number }[]>(
+      `SELECT ID FROM information_schema.PROCESSLIST WHERE DB = ? AND ID <> CONNECTION_ID() AND INFO LIKE '%FROM db_lock WHERE lock_key IN%FOR UPDATE%'`,
+      [db.name],
+    );
+    return rows.map((r) => Number(r.ID));
+  }
+
+  for (const kill of ['QUERY', 'CONNECTION'] as const) {
+    it(`KILL ${kill} of a grant in flight: retried within the budget, then granted`, async () => {
+      const key = kill === 'QUERY' ? 'kq' : 'kc';
+      const unblock = await blockGrants(key);
+      const started = performance.now();
+      const acquiring = locks.acquire(key, { timeoutMs: 8_000 });
+      let killed = 0;
+      try {
+        await eventually(async () => (await grantThreads()).length > 0, 5_000, 'the grant to block');
+        for (const id of await grantThreads()) await db.query(`KILL ${kill} ${id}`).then(() => killed++);
+        // It tries again (a fresh statement, blocked again on the same row lock).
+        await eventually(async () => (await grantThreads()).length > 0, 5_000, 'the grant to be retried');
+      } finally {
+        await unblock();
+      }
+      const lock = await acquiring;
+      assert.ok(killed >= 1);
+      assert.ok(performance.now() - started < 8_000);
+      assert.equal(lock.fencingToken, 2, 'granted once: the interrupted try committed nothing');
+      await lock.release();
+      const rows = await db.logRows(key);
+      assert.deepEqual(rows.map((r) => r.status), ['RELEASED', 'RELEASED'], 'no stray live row from the killed try');
+    });
+  }
+
+  it('interrupted again and again until the budget runs out: LockTimeoutError with the driver error as cause', async () => {
+    const unblock = await blockGrants('kt');
+    const acquiring = locks.acquire('kt', { timeoutMs: 1_500 }).then(
+      () => undefined,
+      (error: unknown) => error,
+    );
+    let done = false;
+    void acquiring.then(() => (done = true));
+    try {
+      while (!done) {
+        for (const id of await grantThreads()) await db.query(`KILL QUERY ${id}`).catch(() => undefined);
+        await new Promise((r) => setTimeout(r, 20));
+      }
+    } finally {
+      await unblock();
+    }
+    const error = await acquiring;
+    assert.ok(error instanceof DbLockError, `typed, got ${String(error)}`);
+    assert.ok(error instanceof LockTimeoutError, `a timeout, got ${String((error as Error).name)}`);
+    assert.equal(locks.stats().held, 0);
+    assert.deepEqual((await db.logRows('kt')).map((r) => r.status), ['RELEASED'], 'nothing granted by any interrupted try');
+  });
+});
