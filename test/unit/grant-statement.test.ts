@@ -27,7 +27,7 @@ describe('grant plans', () => {
     assert.ok(!plan.statements.some((s) => s.includes("'EXPIRED'")), 'no takeover work on the common path');
     const granted = plan.parse([
       ...plan.statements.slice(0, -2).map(() => ({ affectedRows: 0 })),
-      [{ granted: 1, key_rows: 1, busy: 0, expired: 0, writer_waiting: 0, reclaimed: 0, id: 5, lock_key: Buffer.from('a'), fencing_token: 3, expires_at: '2026-01-01 00:00:01.000000', waited_us: 2500 }],
+      [{ granted: 1, key_rows: 1, busy: 0, expired: 0, writer_waiting: 0, reclaimed: 0, id: 5, lock_key: Buffer.from('a'), fencing_token: 3, expires_at: '2026-01-01 00:00:01.000000', waited_us: 2500, started_at: '2026-01-01 00:00:00.997500' }],
       { affectedRows: 0 },
     ]);
     assert.deepEqual(granted, {
@@ -35,6 +35,7 @@ describe('grant plans', () => {
       rows: [{ id: '5', storedKey: 'a', fencingToken: 3, expiresAt: new Date('2026-01-01T00:00:01.000Z') }],
       reclaimed: 0,
       serverWaitMs: 2.5,
+      serverStartedAt: new Date('2026-01-01T00:00:00.997Z'),
     });
   });
 
