@@ -120,12 +120,17 @@ export function fenceKeptStatement(rowIds: readonly string[]): { sql: string; pa
 
 /**
  * One process lease renewal, whatever the number of locks held: the process row only. Returns
- * ended_count, which grows when another session ended one of this process's live rows.
+ * ended_count, which grows when another session ended one of this process's live rows. An upsert:
+ * the janitor reaps the rows of processes that held nothing for long, and a process that then
+ * takes a lock again gets its row back under the same id.
  */
-export function renewProcessPlan(processId: string): StatementPlan<{ endedCount: string; found: boolean }> {
+export function renewProcessPlan(processId: string, holder: string): StatementPlan<{ endedCount: string; found: boolean }> {
   return {
     statements: [
-      format(`UPDATE ${PROCESS_TABLE} SET renewed_at = ${NOW} WHERE id = ?`, [processId]),
+      format(
+        `INSERT INTO ${PROCESS_TABLE} (id, holder, started_at, renewed_at) VALUES (?, ?, ${NOW}, ${NOW}) ON DUPLICATE KEY UPDATE renewed_at = ${NOW}`,
+        [processId, holder],
+      ),
       format(`SELECT ended_count FROM ${PROCESS_TABLE} WHERE id = ?`, [processId]),
     ],
     parse: (results) => {

@@ -149,7 +149,7 @@ export class LockLog {
 
   /** One renewal of this process's lease (the reserved connection: never queued behind grants). */
   renewProcess(deadline: number): Promise<{ endedCount: string; found: boolean }> {
-    return runPlan(this.pool, renewProcessPlan(this.processId), { purpose: 'renewals', deadline, lane: 'reserved', oneByOne: this.clustered });
+    return runPlan(this.pool, renewProcessPlan(this.processId, this.holder), { purpose: 'renewals', deadline, lane: 'reserved', oneByOne: this.clustered });
   }
 
   /** Creates missing key rows in their own transaction (first use of a key, or after the janitor reaped it). */

@@ -83,7 +83,7 @@ describe('liveness: watchdog renewal across processes', () => {
       while (!aborted && performance.now() < deadline) {
         const rows = await db.query<{ ID: number }[]>(
           `SELECT ID FROM information_schema.PROCESSLIST WHERE USER = ? AND INFO LIKE ?`,
-          [user, `%UPDATE db_lock_process SET renewed_at%'${processId}'%`],
+          [user, `%INTO db_lock_process (id, holder, started_at, renewed_at) VALUES ('${processId}'%`],
         );
         for (const row of rows) {
           await db.query(`KILL CONNECTION ${Number(row.ID)}`).then(() => kills++, () => undefined);
