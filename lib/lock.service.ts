@@ -23,6 +23,7 @@ import {
   type LockList,
 } from './lock-log/admin.js';
 import type { JanitorReport } from './lock-log/janitor.js';
+import { startIntegrations, stopIntegrations } from './integrations/fence-integrations.js';
 import { assembleLockService, type LockServiceParts } from './lock-service.parts.js';
 import { businessPoolWarning } from './mysql/business-pool.js';
 
@@ -48,7 +49,13 @@ export class LockService implements OnModuleInit, OnApplicationBootstrap, Before
   ) {}
 
   async onModuleInit(): Promise<void> {
-    this.parts = await assembleLockService(this.options, this.dataSource, this.logger);
+    const fenceScope = await startIntegrations(this, this.logger);
+    try {
+      this.parts = await assembleLockService(this.options, this.dataSource, this.logger, fenceScope);
+    } catch (error) {
+      stopIntegrations(this);
+      throw error;
+    }
     RUNNING_PARTS.set(this, this.parts);
     LockServiceRegistry.register(this.dataSourceName, this);
   }
@@ -69,6 +76,7 @@ export class LockService implements OnModuleInit, OnApplicationBootstrap, Before
   async beforeApplicationShutdown(): Promise<void> {
     const parts = this.parts;
     if (!parts) {
+      stopIntegrations(this);
       LockServiceRegistry.unregister(this.dataSourceName, this);
       return;
     }
@@ -85,6 +93,7 @@ export class LockService implements OnModuleInit, OnApplicationBootstrap, Before
     // Unregistered only now: holders that finished during the wait could still reach the service.
     LockServiceRegistry.unregister(this.dataSourceName, this);
     this.parts = undefined;
+    stopIntegrations(this);
     await parts.log.stop();
     await parts.bellPool?.close();
     await parts.pool.close();
