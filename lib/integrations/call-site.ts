@@ -22,7 +22,7 @@ export function callSite(): string | undefined {
     const file = fileOf(frame);
     if (!file || file.startsWith('node:') || file.includes('/node_modules/') || file.includes('\\node_modules\\')) continue;
     if (LIBRARY_ROOT && file.startsWith(LIBRARY_ROOT)) continue;
-    return readable(frame.slice(3));
+    return readable(frame.slice(3).replace(/^async /, ''));
   }
   return undefined;
 }

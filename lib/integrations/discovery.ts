@@ -24,7 +24,7 @@ export function dataSourceNames(discovery: DiscoveryService): string[] {
   const names = new Set<string>();
   for (const instance of instances(discovery)) {
     const candidate = instance as Partial<DataSource> & { '@instanceof'?: unknown };
-    if (candidate['@instanceof'] !== DATA_SOURCE_MARK) continue;
+    if (!isMarked(candidate, DATA_SOURCE_MARK)) continue;
     const name = (candidate.options as { name?: unknown } | undefined)?.name;
     names.add(typeof name === 'string' && name.length > 0 ? name : 'default');
   }
@@ -34,4 +34,13 @@ export function dataSourceNames(discovery: DiscoveryService): string[] {
 /** Every @nestjs-cls/transactional TransactionHost of the app (one per `connectionName`). */
 export function transactionHosts(discovery: DiscoveryService): TransactionHostLike[] {
   return [...instances(discovery)].filter(isTransactionHostLike);
+}
+
+/** `value['@instanceof'] === mark`, false for values (Proxy providers) that throw when read. */
+export function isMarked(value: unknown, mark: symbol): boolean {
+  try {
+    return typeof value === 'object' && value !== null && (value as { '@instanceof'?: unknown })['@instanceof'] === mark;
+  } catch {
+    return false;
+  }
 }

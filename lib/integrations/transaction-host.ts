@@ -34,7 +34,11 @@ export interface BindableTransactionHost extends TransactionHostLike {
 export function isTransactionHostLike(value: unknown): value is TransactionHostLike {
   if (typeof value !== 'object' || value === null) return false;
   const host = value as Record<string, unknown>;
-  return typeof host.isTransactionActive === 'function' && typeof host.withoutTransaction === 'function' && typeof host.withTransaction === 'function';
+  try {
+    return typeof host.isTransactionActive === 'function' && typeof host.withoutTransaction === 'function' && typeof host.withTransaction === 'function';
+  } catch {
+    return false; // a Proxy provider (nestjs-cls has some) may throw on any property read outside its context
+  }
 }
 
 export function isBindable(host: TransactionHostLike): host is BindableTransactionHost {

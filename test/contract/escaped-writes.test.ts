@@ -82,7 +82,7 @@ describe('writes that escape the fenced transaction', () => {
       assert.equal(await balanceOf(db, 1), 500);
       const [warning, ...more] = logger.escaped();
       assert.equal(more.length, 0, logger.escaped().join('\n'));
-      assert.match(warning!, /at async Bank\.escapeThenFail \(.*escaped-writes\.test\.js:\d+:\d+\)/, warning);
+      assert.match(warning!, /at Bank\.escapeThenFail \(.*escaped-writes\.test\.js:\d+:\d+\)/, warning);
       assert.match(warning!, /"UPDATE `account` SET `balance` = \?/);
       assert.match(warning!, /DataSource 'default'/);
       assert.match(warning!, /lockService\.manager/);
