@@ -1,9 +1,7 @@
 import type { DiscoveryService } from '@nestjs/core';
-import type { DataSource } from 'typeorm';
 import { isTransactionHostLike, type TransactionHostLike } from './transaction-host.js';
 
-/** TypeORM marks its DataSources with this (its own cross-copy instanceof check): no import of a second typeorm copy's class needed. */
-const DATA_SOURCE_MARK = Symbol.for('DataSource');
+const DATA_SOURCE_SUFFIX = 'DataSource';
 
 /** Every distinct provider instance of the app (all modules), as Nest's DiscoveryService lists them once they exist. */
 function instances(discovery: DiscoveryService): Set<unknown> {
@@ -17,16 +15,19 @@ function instances(discovery: DiscoveryService): Set<unknown> {
 }
 
 /**
- * Names of the app's TypeORM DataSources, for error messages: the `name` @nestjs/typeorm passed in
- * the DataSource's options ('default' when none).
+ * Names of the app's TypeORM DataSources, for error messages. Read from the providers
+ * @nestjs/typeorm registers (their tokens, as `getDataSourceToken` makes them: the DataSource class
+ * for 'default', '<name>DataSource' otherwise), because the DataSources themselves may still be
+ * connecting when this is asked.
  */
 export function dataSourceNames(discovery: DiscoveryService): string[] {
   const names = new Set<string>();
-  for (const instance of instances(discovery)) {
-    const candidate = instance as Partial<DataSource> & { '@instanceof'?: unknown };
-    if (!isMarked(candidate, DATA_SOURCE_MARK)) continue;
-    const name = (candidate.options as { name?: unknown } | undefined)?.name;
-    names.add(typeof name === 'string' && name.length > 0 ? name : 'default');
+  for (const wrapper of discovery.getProviders()) {
+    if (wrapper.host?.metatype?.name !== 'TypeOrmCoreModule') continue;
+    const token: unknown = wrapper.token;
+    if (typeof token === 'function' && token.name === 'DataSource') names.add('default');
+    else if (typeof token === 'string' && token.endsWith(DATA_SOURCE_SUFFIX) && token.length > DATA_SOURCE_SUFFIX.length)
+      names.add(token.slice(0, -DATA_SOURCE_SUFFIX.length));
   }
   return [...names].sort();
 }
@@ -34,13 +35,4 @@ export function dataSourceNames(discovery: DiscoveryService): string[] {
 /** Every @nestjs-cls/transactional TransactionHost of the app (one per `connectionName`). */
 export function transactionHosts(discovery: DiscoveryService): TransactionHostLike[] {
   return [...instances(discovery)].filter(isTransactionHostLike);
-}
-
-/** `value['@instanceof'] === mark`, false for values (Proxy providers) that throw when read. */
-export function isMarked(value: unknown, mark: symbol): boolean {
-  try {
-    return typeof value === 'object' && value !== null && (value as { '@instanceof'?: unknown })['@instanceof'] === mark;
-  } catch {
-    return false;
-  }
 }
