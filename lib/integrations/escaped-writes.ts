@@ -1,5 +1,5 @@
 import type { Logger } from '@nestjs/common';
-import type { AfterQueryEvent, BeforeQueryEvent, DataSource, EntityManager, EntitySubscriberInterface, QueryRunner } from 'typeorm';
+import type { DataSource, EntityManager, QueryRunner } from 'typeorm';
 import { type FenceScope, FencedTransaction } from '../core/fenced-transaction.js';
 import { EscapedWriteError } from '../errors/escaped-write.error.js';
 import { ER_LOCK_WAIT_TIMEOUT, errnoOf } from '../mysql/errno.js';
@@ -10,6 +10,19 @@ import { isLibraryStatement, shortStatement, takesRowLocks } from './statement-k
 interface FenceWatch {
   locked: boolean;
   blocked: { statement: string; site: string | undefined } | undefined;
+}
+
+/**
+ * What the guard reads of TypeORM's BeforeQuery/AfterQuery events. Declared here rather than
+ * imported: TypeORM 0.3 and 1.x type those events differently (generic or not).
+ */
+interface QueryHookEvent {
+  readonly query: string;
+  readonly queryRunner: QueryRunner;
+}
+interface AfterQueryHookEvent extends QueryHookEvent {
+  readonly success: boolean;
+  readonly error?: unknown;
 }
 
 /** A mysql2 connection (callback API, which every mysql2 version and TypeORM's runners share). */
@@ -35,7 +48,7 @@ const MAX_WARNED_SITES = 1000;
  * bounded on the server (its session's innodb_lock_wait_timeout, restored right after): if it
  * times out, the fenced call fails with EscapedWriteError explaining the self-deadlock.
  */
-export class EscapedWriteGuard implements EntitySubscriberInterface {
+export class EscapedWriteGuard {
   private readonly watches = new WeakMap<QueryRunner, FenceWatch>();
   private readonly bounded = new WeakMap<QueryRunner, { watch: FenceWatch; query: string; statement: string; site: string | undefined }>();
   private readonly warned = new Set<string>();
@@ -76,7 +89,7 @@ export class EscapedWriteGuard implements EntitySubscriberInterface {
   };
 
   /** Called by TypeORM before every statement of the DataSource, in the caller's async context. Throws (synchronously) to refuse it. */
-  beforeQuery(event: BeforeQueryEvent): Promise<void> | void {
+  beforeQuery(event: QueryHookEvent): Promise<void> | void {
     const fence = FencedTransaction.current();
     if (!fence || fence.runner.connection !== this.dataSource) return;
     const sql = event.query;
@@ -95,7 +108,7 @@ export class EscapedWriteGuard implements EntitySubscriberInterface {
   }
 
   /** Called by TypeORM after every statement: ends the bound of a bounded one and records its timeout. Never rejects. */
-  afterQuery(event: AfterQueryEvent): Promise<void> | void {
+  afterQuery(event: AfterQueryHookEvent): Promise<void> | void {
     const bounded = this.bounded.get(event.queryRunner);
     if (!bounded || bounded.query !== event.query) return;
     this.bounded.delete(event.queryRunner);
