@@ -60,10 +60,11 @@ class Ledger {
     if (fail) throw new BusinessError('after the nested call');
   }
 
-  /** Writes through txHost.tx, then another holder takes the key over before the fence. */
+  /** Writes through txHost.tx and a nested @Transactional() method, then another holder takes the key over before the fence. */
   @WriteLock('acct:{0}')
-  async takenOver(id: number, balance: number): Promise<void> {
+  async takenOver(id: number, other: number, balance: number): Promise<void> {
     await this.txHost.tx.getRepository(Account).update({ id }, { balance });
+    await this.writer.setBalance(other, balance);
     const [owner] = (await db.logRows(`acct:${id}`)).map((r) => String(r.owner));
     // What a takeover writes: the holder's rows are no longer live, so the fence must refuse to commit.
     await db.query(`UPDATE db_lock_log SET status = 'EXPIRED' WHERE owner = ?`, [owner]);
@@ -94,7 +95,7 @@ class Ledger {
 describe('@nestjs-cls/transactional: the fenced transaction is the current transaction', () => {
   before(async () => {
     db = await TestDatabase.create();
-    await createAccounts(db, [1, 2, 3, 4, 5, 6, 7, 8]);
+    await createAccounts(db, [1, 2, 3, 4, 5, 6, 7, 8, 9]);
   });
   after(async () => {
     await db?.drop();
@@ -142,11 +143,12 @@ describe('@nestjs-cls/transactional: the fenced transaction is the current trans
     }
   });
 
-  it('a takeover before the fence rolls the txHost writes back with LockLostError', async () => {
+  it('a takeover before the fence rolls back the txHost write and the nested @Transactional() one with LockLostError', async () => {
     const { app, ledger } = await boot();
     try {
-      await assert.rejects(ledger.takenOver(5, 999), LockLostError);
+      await assert.rejects(ledger.takenOver(5, 9, 999), LockLostError);
       assert.equal(await balanceOf(db, 5), 100);
+      assert.equal(await balanceOf(db, 9), 100);
     } finally {
       await app.close();
     }
