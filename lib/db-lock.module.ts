@@ -1,75 +1,95 @@
-import { type DynamicModule, Module, type ModuleMetadata, type Provider } from '@nestjs/common';
+import { type DynamicModule, Module, type Provider } from '@nestjs/common';
+import { DiscoveryModule, DiscoveryService } from '@nestjs/core';
 import { getDataSourceToken, TypeOrmModule } from '@nestjs/typeorm';
 import type { DataSource } from 'typeorm';
 import { DB_LOCK_MODULE_OPTIONS, DB_LOCK_OPTIONS, DEFAULT_DATA_SOURCE_NAME } from './db-lock.constants.js';
+import {
+  dbLockModuleBase,
+  type DbLockModuleAsyncOptions,
+  type DbLockRegistration,
+  type ResolvedRegistration,
+} from './db-lock.module-definition.js';
 import { type DbLockModuleOptions, type ResolvedDbLockOptions, describe, resolveOptions } from './db-lock.options.js';
+import { getLockServiceToken } from './db-lock.tokens.js';
 import { DB_LOCK_ENTITIES } from './entities/index.js';
+import { DbLockDataSourceNotFoundError } from './errors/db-lock-data-source.error.js';
 import { DbLockOptionsError } from './errors/db-lock-options.error.js';
+import { dataSourceNames } from './integrations/discovery.js';
+import { attachIntegrations } from './integrations/fence-integrations.js';
 import { LockService } from './lock.service.js';
 
+export type { DbLockModuleAsyncOptions, DbLockOptionsFactory, DbLockRegistration } from './db-lock.module-definition.js';
+export { getLockServiceToken } from './db-lock.tokens.js';
+
 /**
- * Registration-time settings: they decide providers and tokens, so they are static fields,
- * never something an async factory returns later.
+ * `DbLockModule.forRoot(options)` / `forRootAsync({ useFactory | useClass | useExisting, inject,
+ * imports })`, built with Nest's ConfigurableModuleBuilder. Registers the lock entities on the
+ * DataSource and provides LockService (globally unless `isGlobal: false`). Options are validated
+ * at bootstrap by one resolver; registration fields when the module is built.
  */
-export interface DbLockRegistration {
-  /** Name of the TypeORM DataSource holding the lock tables. Default 'default'. */
-  dataSourceName?: string;
-  /** Register LockService globally. Default false. */
-  isGlobal?: boolean;
-}
-
-export interface DbLockModuleAsyncOptions extends DbLockRegistration, Pick<ModuleMetadata, 'imports'> {
-  useFactory: (...args: any[]) => DbLockModuleOptions | Promise<DbLockModuleOptions>;
-  inject?: any[];
-}
-
-/** Token under which the LockService for a DataSource is provided: the class itself for the default one. */
-export function getLockServiceToken(dataSourceName: string = DEFAULT_DATA_SOURCE_NAME): string | typeof LockService {
-  return dataSourceName === DEFAULT_DATA_SOURCE_NAME ? LockService : `DbLockService:${dataSourceName}`;
-}
-
 @Module({})
-export class DbLockModule {
+export class DbLockModule extends dbLockModuleBase(completeDefinition) {
   /** Registers the lock entities on the DataSource and provides LockService. Options are validated at bootstrap. */
-  static forRoot(options: DbLockModuleOptions & DbLockRegistration = {}): DynamicModule {
-    const { dataSourceName, isGlobal, ...lockOptions } = options;
-    return DbLockModule.build({ dataSourceName, isGlobal }, { provide: DB_LOCK_MODULE_OPTIONS, useValue: lockOptions }, []);
+  static override forRoot(options: DbLockModuleOptions & DbLockRegistration = {}): DynamicModule {
+    if (typeof options !== 'object' || options === null || Array.isArray(options))
+      throw new DbLockOptionsError([`options must be an object, got ${describe(options)}`], 'DbLockModule.forRoot() arguments');
+    checkRegistration(options);
+    return super.forRoot(options);
   }
 
-  /** Same as forRoot, with options from a factory (e.g. an injected ConfigService). */
-  static forRootAsync(options: DbLockModuleAsyncOptions): DynamicModule {
-    if (typeof options?.useFactory !== 'function')
-      throw new DbLockOptionsError(['forRootAsync needs a useFactory function'], 'DbLockModule.forRootAsync() arguments');
-    return DbLockModule.build(
-      options,
-      { provide: DB_LOCK_MODULE_OPTIONS, useFactory: options.useFactory, inject: options.inject ?? [] },
-      options.imports ?? [],
-    );
-  }
-
-  private static build(registration: DbLockRegistration, optionsProvider: Provider, imports: NonNullable<ModuleMetadata['imports']>): DynamicModule {
-    const name = checkRegistration(registration);
-    const serviceToken = getLockServiceToken(name);
-    const providers: Provider[] = [
-      optionsProvider,
-      { provide: DB_LOCK_OPTIONS, useFactory: (raw: unknown) => resolveOptions(raw), inject: [DB_LOCK_MODULE_OPTIONS] },
-      {
-        provide: serviceToken,
-        useFactory: (resolved: ResolvedDbLockOptions, dataSource: DataSource) => new LockService(resolved, dataSource, name),
-        inject: [DB_LOCK_OPTIONS, getDataSourceToken(name === DEFAULT_DATA_SOURCE_NAME ? undefined : name)],
-      },
-    ];
-    return {
-      module: DbLockModule,
-      global: registration.isGlobal === true,
-      imports: [...imports, TypeOrmModule.forFeature([...DB_LOCK_ENTITIES], name === DEFAULT_DATA_SOURCE_NAME ? undefined : name)],
-      providers,
-      exports: [serviceToken, DB_LOCK_OPTIONS],
-    };
+  /**
+   * Same as forRoot, with options from a factory (`useFactory` + `inject`, e.g. ConfigService),
+   * or from a class implementing DbLockOptionsFactory (`useClass`, or `useExisting` for a provider
+   * the app already has). `isGlobal` and `dataSourceName` stay static fields here.
+   */
+  static override forRootAsync(options: DbLockModuleAsyncOptions): DynamicModule {
+    const problems: string[] = [];
+    if (typeof options !== 'object' || options === null) problems.push(`options must be an object, got ${describe(options)}`);
+    else {
+      const forms = (['useFactory', 'useClass', 'useExisting'] as const).filter((form) => options[form] !== undefined);
+      if (forms.length !== 1) problems.push(`forRootAsync needs exactly one of useFactory, useClass or useExisting, got ${forms.length === 0 ? 'none' : forms.join(', ')}`);
+      else if (typeof options[forms[0]!] !== 'function') problems.push(`${forms[0]} must be a function or class, got ${describe(options[forms[0]!])}`);
+      if (options.inject !== undefined && !Array.isArray(options.inject)) problems.push(`inject must be an array, got ${describe(options.inject)}`);
+    }
+    if (problems.length > 0) throw new DbLockOptionsError(problems, 'DbLockModule.forRootAsync() arguments');
+    checkRegistration(options);
+    return super.forRootAsync(options);
   }
 }
 
-function checkRegistration(registration: DbLockRegistration): string {
+/** Adds to the builder's definition (which provides the raw options) everything the lock needs. */
+function completeDefinition(definition: DynamicModule, registration: ResolvedRegistration): DynamicModule {
+  const name = registration.dataSourceName;
+  const typeOrmName = name === DEFAULT_DATA_SOURCE_NAME ? undefined : name;
+  const serviceToken = getLockServiceToken(name);
+  // forFeature registers the entities for autoLoadEntities when it is called. Its repository
+  // providers are not imported: the library never uses them, and with no DataSource of that name
+  // they would fail first with Nest's dependency error instead of the one below naming both names.
+  TypeOrmModule.forFeature([...DB_LOCK_ENTITIES], typeOrmName);
+  const providers: Provider[] = [
+    ...(definition.providers ?? []),
+    { provide: DB_LOCK_OPTIONS, useFactory: (raw: unknown) => resolveOptions(raw), inject: [DB_LOCK_MODULE_OPTIONS] },
+    {
+      provide: serviceToken,
+      useFactory: (resolved: ResolvedDbLockOptions, dataSource: DataSource | undefined, discovery: DiscoveryService) => {
+        if (!dataSource) throw new DbLockDataSourceNotFoundError(name, dataSourceNames(discovery));
+        const service = new LockService(resolved, dataSource, name);
+        attachIntegrations(service, discovery);
+        return service;
+      },
+      inject: [DB_LOCK_OPTIONS, { token: getDataSourceToken(typeOrmName), optional: true }, DiscoveryService],
+    },
+  ];
+  return {
+    ...definition,
+    global: registration.isGlobal,
+    imports: [...(definition.imports ?? []), DiscoveryModule],
+    providers,
+    exports: [serviceToken, DB_LOCK_OPTIONS],
+  };
+}
+
+function checkRegistration(registration: DbLockRegistration): void {
   const problems: string[] = [];
   const name = registration.dataSourceName ?? DEFAULT_DATA_SOURCE_NAME;
   if (typeof name !== 'string' || name.length === 0)
@@ -77,5 +97,4 @@ function checkRegistration(registration: DbLockRegistration): string {
   if (registration.isGlobal !== undefined && typeof registration.isGlobal !== 'boolean')
     problems.push(`isGlobal must be a boolean, got ${describe(registration.isGlobal)}`);
   if (problems.length > 0) throw new DbLockOptionsError(problems);
-  return name;
 }

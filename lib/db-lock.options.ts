@@ -3,9 +3,13 @@ import { MIN_LEASE_MS } from './core/lock-request.js';
 import { LOCK_STRATEGY_NAMES, type LockStrategyName } from './core/lock-strategy-name.js';
 import { checkAttempts, checkDuration, describe } from './core/option-checks.js';
 import { DbLockOptionsError } from './errors/db-lock-options.error.js';
+import { ESCAPED_WRITES_MODES, type EscapedWritesMode } from './integrations/escaped-writes.mode.js';
+import { checkTransactionHostOption, type TransactionHostOption } from './integrations/transaction-host.js';
 
 export { checkDuration, describe, MAX_TIMER_MS } from './core/option-checks.js';
 export { MIN_LEASE_MS } from './core/lock-request.js';
+export type { EscapedWritesMode } from './integrations/escaped-writes.mode.js';
+export type { TransactionHostLike, TransactionHostOption } from './integrations/transaction-host.js';
 
 /** Janitor settings (cluster-wide clean-up job: one node at a time runs it). */
 export interface DbLockJanitorOptions {
@@ -78,6 +82,26 @@ export interface DbLockModuleOptions {
    * released anyway (their signals abort), in ms. Default 10000.
    */
   shutdownTimeoutMs?: number;
+  /**
+   * What happens to a write sent, while a fenced call runs, on another connection of its
+   * DataSource (an `@InjectRepository` repository, `dataSource.query`, a REQUIRES_NEW transaction):
+   * such a write commits even if the fence rolls back, and waits for the fenced transaction's own
+   * row locks if it touches the same rows. Default 'warn'.
+   * - 'warn': log one warning per call site naming the fix; such a write that then waits for a row
+   *   lock while the fenced transaction holds some is cut after 1 s with EscapedWriteError instead
+   *   of hanging for innodb_lock_wait_timeout (50 s) on its own transaction's locks;
+   * - 'error': refuse it with EscapedWriteError before it is sent;
+   * - 'ignore': no check at all (writes outside the fence are intended; a self-deadlock waits the full innodb_lock_wait_timeout).
+   */
+  escapedWrites?: EscapedWritesMode;
+  /**
+   * The @nestjs-cls/transactional TransactionHost whose current transaction a fenced call becomes
+   * (`txHost.tx`, repositories from it and nested `@Transactional()` calls then write inside the
+   * fence). Default 'auto': every TransactionHost of the app whose TypeORM adapter serves this
+   * module's DataSource, found at bootstrap; none if the package is not installed. `false`: never.
+   * Or pass one (`useFactory: (txHost: TransactionHost) => ({ transactionHost: txHost })`).
+   */
+  transactionHost?: TransactionHostOption;
 }
 
 /** Options after defaults and validation: what the library runs on. */
@@ -99,6 +123,8 @@ export interface ResolvedDbLockOptions {
   readonly janitor: Readonly<Required<DbLockJanitorOptions>> | false;
   readonly onEvent: LockEventListener | undefined;
   readonly shutdownTimeoutMs: number;
+  readonly escapedWrites: EscapedWritesMode;
+  readonly transactionHost: TransactionHostOption;
 }
 
 /** The one place defaults live. Documented in README's options table. */
@@ -119,6 +145,8 @@ export const DB_LOCK_DEFAULTS = Object.freeze({
   janitor: Object.freeze({ intervalMs: 30_000, logRetentionMs: 7 * 24 * 3600_000, batchSize: 1000, idleKeyMs: 3600_000 }),
   onEvent: undefined,
   shutdownTimeoutMs: 10_000,
+  escapedWrites: 'warn',
+  transactionHost: 'auto',
 }) satisfies ResolvedDbLockOptions;
 
 const MAX_NAMESPACE_LENGTH = 64;
@@ -184,6 +212,12 @@ export function resolveOptions(options: unknown): ResolvedDbLockOptions {
 
   const shutdownTimeoutMs = checkDuration(problems, 'shutdownTimeoutMs', pick('shutdownTimeoutMs'), { min: 0 });
 
+  const escapedWrites = pick('escapedWrites');
+  if (!ESCAPED_WRITES_MODES.includes(escapedWrites as EscapedWritesMode))
+    problems.push(`escapedWrites must be 'warn', 'error' or 'ignore', got ${describe(escapedWrites)}`);
+  const transactionHost = pick('transactionHost');
+  checkTransactionHostOption(problems, transactionHost);
+
   if (problems.length > 0) throw new DbLockOptionsError(problems);
   return Object.freeze({
     namespace: namespace as string,
@@ -202,6 +236,8 @@ export function resolveOptions(options: unknown): ResolvedDbLockOptions {
     janitor,
     onEvent: onEvent as LockEventListener | undefined,
     shutdownTimeoutMs: shutdownTimeoutMs!,
+    escapedWrites: escapedWrites as EscapedWritesMode,
+    transactionHost: transactionHost as TransactionHostOption,
   });
 }
 
@@ -239,11 +275,14 @@ function coerceConfigValues(input: Record<string, unknown>): Record<string, unkn
   const out: Record<string, unknown> = {};
   for (const [key, value] of Object.entries(input)) {
     if (key === 'janitor' && typeof value === 'object' && value !== null && !Array.isArray(value)) out[key] = coerceConfigValues(value as Record<string, unknown>);
-    else if (key === 'namespace' || key === 'strategy' || key === 'onEvent') out[key] = value;
+    else if (TEXT_OPTIONS.has(key)) out[key] = value;
     else out[key] = coerceScalar(value);
   }
   return out;
 }
+
+/** Options whose values are text (or functions): never read as numbers or booleans. */
+const TEXT_OPTIONS = new Set(['namespace', 'strategy', 'onEvent', 'escapedWrites']);
 
 function coerceScalar(value: unknown): unknown {
   if (typeof value !== 'string') return value;

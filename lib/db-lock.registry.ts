@@ -1,3 +1,5 @@
+import { DEFAULT_DATA_SOURCE_NAME } from './db-lock.constants.js';
+import { DbLockAmbiguousDataSourceError } from './errors/db-lock-data-source.error.js';
 import { DbLockNotInitializedError } from './errors/db-lock-not-initialized.error.js';
 import type { LockService } from './lock.service.js';
 
@@ -41,12 +43,34 @@ export const LockServiceRegistry = Object.freeze({
     if (services.get(name) === service) services.delete(name);
   },
   get(name: string): LockService {
-    const service = services.get(name);
-    if (!service) throw new DbLockNotInitializedError(name);
-    return service;
+    return lookup(name, '');
+  },
+  /**
+   * The service a lock decorator uses: the one registered under `name` when it names one;
+   * otherwise the only registered service, whatever its DataSource's name.
+   * @param detail appended to the error message (which method asked).
+   * @throws DbLockNotInitializedError when none is registered (under `name`);
+   *   DbLockAmbiguousDataSourceError when `name` is undefined and several are registered.
+   */
+  resolve(name: string | undefined, detail = ''): LockService {
+    if (name !== undefined) return lookup(name, detail);
+    if (services.size === 1) return services.values().next().value!;
+    if (services.size === 0) throw new DbLockNotInitializedError(DEFAULT_DATA_SOURCE_NAME, detail);
+    throw new DbLockAmbiguousDataSourceError([...services.keys()].sort(), detail);
+  },
+  /** Names of the DataSources whose LockService is registered now. */
+  names(): string[] {
+    return [...services.keys()].sort();
   },
   /** Forgets every service. For test suites that build many apps in one process. */
   reset(): void {
     services.clear();
   },
 });
+
+function lookup(name: string, detail: string): LockService {
+  const service = services.get(name);
+  if (service) return service;
+  const running = services.size === 0 ? '' : `DbLockModule runs for: ${[...services.keys()].sort().map((n) => `'${n}'`).join(', ')}.`;
+  throw new DbLockNotInitializedError(name, [detail, running].filter(Boolean).join(' '));
+}

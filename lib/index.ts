@@ -1,8 +1,16 @@
 // The only public entry point of nestjs-db-lock. Everything not exported here is internal.
 export { DbLockModule, getLockServiceToken } from './db-lock.module.js';
-export type { DbLockModuleAsyncOptions, DbLockRegistration } from './db-lock.module.js';
+export type { DbLockModuleAsyncOptions, DbLockOptionsFactory, DbLockRegistration } from './db-lock.module.js';
+export { InjectLockService } from './decorators/inject-lock-service.decorator.js';
 export { DB_LOCK_DEFAULTS, resolveOptions } from './db-lock.options.js';
-export type { DbLockModuleOptions, DbLockJanitorOptions, ResolvedDbLockOptions } from './db-lock.options.js';
+export type {
+  DbLockModuleOptions,
+  DbLockJanitorOptions,
+  EscapedWritesMode,
+  ResolvedDbLockOptions,
+  TransactionHostLike,
+  TransactionHostOption,
+} from './db-lock.options.js';
 export { DB_LOCK_OPTIONS, DEFAULT_DATA_SOURCE_NAME } from './db-lock.constants.js';
 export { LockServiceRegistry } from './db-lock.registry.js';
 export { LockService } from './lock.service.js';

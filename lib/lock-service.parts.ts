@@ -2,6 +2,7 @@ import { hostname } from 'node:os';
 import type { Logger } from '@nestjs/common';
 import type { DataSource } from 'typeorm';
 import { CallChain } from './core/call-chain.js';
+import type { FenceScope } from './core/fenced-transaction.js';
 import { LockObserver } from './core/lock-observer.js';
 import { LockRuntime } from './core/lock-runtime.js';
 import type { LockStrategy } from './core/lock-strategy.js';
@@ -39,6 +40,7 @@ export async function assembleLockService(
   options: ResolvedDbLockOptions,
   dataSource: DataSource,
   logger: Logger,
+  fenceScope?: FenceScope,
 ): Promise<LockServiceParts> {
   const connection = lockPoolOptions(dataSource, options.poolSize);
   const pool = new LockConnectionPool(connection);
@@ -76,7 +78,7 @@ export async function assembleLockService(
       ],
     ]);
     runtime = new LockRuntime(strategies, observer, watchdog, logger);
-    const chain = new CallChain(runtime, options, observer, dataSource, logger);
+    const chain = new CallChain(runtime, options, observer, dataSource, logger, fenceScope);
     const janitor = new LockJanitor(runtime, log, observer, options.janitor || DB_LOCK_DEFAULTS.janitor, options.leaseMs, logger);
     return { pool, bellPool, log, observer, watchdog, runtime, chain, janitor };
   } catch (error) {

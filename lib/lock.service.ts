@@ -23,6 +23,7 @@ import {
   type LockList,
 } from './lock-log/admin.js';
 import type { JanitorReport } from './lock-log/janitor.js';
+import { startIntegrations, stopIntegrations } from './integrations/fence-integrations.js';
 import { assembleLockService, type LockServiceParts } from './lock-service.parts.js';
 import { businessPoolWarning } from './mysql/business-pool.js';
 import { toTypedError } from './core/lock-runtime.js';
@@ -49,9 +50,11 @@ export class LockService implements OnModuleInit, OnApplicationBootstrap, Before
   ) {}
 
   async onModuleInit(): Promise<void> {
+    const fenceScope = await startIntegrations(this, this.logger);
     try {
-      this.parts = await assembleLockService(this.options, this.dataSource, this.logger);
+      this.parts = await assembleLockService(this.options, this.dataSource, this.logger, fenceScope);
     } catch (error) {
+      stopIntegrations(this);
       // Bootstrap fails fast and typed: the database unreachable, credentials refused, tables missing.
       throw toTypedError(error, `DbLockModule could not start on DataSource '${this.dataSourceName}'`);
     }
@@ -75,6 +78,7 @@ export class LockService implements OnModuleInit, OnApplicationBootstrap, Before
   async beforeApplicationShutdown(): Promise<void> {
     const parts = this.parts;
     if (!parts) {
+      stopIntegrations(this);
       LockServiceRegistry.unregister(this.dataSourceName, this);
       return;
     }
@@ -91,6 +95,7 @@ export class LockService implements OnModuleInit, OnApplicationBootstrap, Before
     // Unregistered only now: holders that finished during the wait could still reach the service.
     LockServiceRegistry.unregister(this.dataSourceName, this);
     this.parts = undefined;
+    stopIntegrations(this);
     await parts.log.stop();
     await parts.bellPool?.close();
     await parts.pool.close();

@@ -5,7 +5,7 @@ import { DbLockOptionsError } from '../errors/db-lock-options.error.js';
 import { LockTimeoutError } from '../errors/lock-timeout.error.js';
 import { LockUpgradeError } from '../errors/lock-upgrade.error.js';
 import { openBusinessTransaction } from './business-transaction.js';
-import { FencedTransaction } from './fenced-transaction.js';
+import { type FenceScope, FencedTransaction } from './fenced-transaction.js';
 import { HeldLock, type LockTransaction } from './held-lock.js';
 import { LockContext } from './lock-context.js';
 import type { LockHandle } from './lock-handle.js';
@@ -33,6 +33,8 @@ export class CallChain {
     private readonly observer: LockObserver,
     private readonly dataSource: DataSource,
     private readonly logger: Logger,
+    /** What every fenced transaction's work runs inside (integrations), if anything. */
+    private readonly fenceScope?: FenceScope,
   ) {}
 
   /**
@@ -168,7 +170,7 @@ export class CallChain {
       }
       const kept = [...new Set(byKey.values())].filter((lock) => lock !== own);
       return await FencedTransaction.run(
-        { host: this.runtime, logger: this.logger },
+        { host: this.runtime, logger: this.logger, scope: this.fenceScope },
         opened,
         handle,
         { own: own ? [own] : [], kept, byKey },

@@ -11,6 +11,13 @@ import { toTypedError } from './lock-runtime.js';
 /** Open fenced transactions by the EntityManager their method sees: how nested calls find and join them. */
 const openTransactions = new WeakMap<EntityManager, FencedTransaction>();
 
+/**
+ * Wraps the work of a fenced call while its transaction is open, given that transaction's
+ * EntityManager: how integrations take part (an ambient-transaction library makes it its current
+ * transaction; the escaped-write guard watches the call). Must run `work` once and settle with it.
+ */
+export type FenceScope = <T>(manager: EntityManager, work: () => Promise<T>) => Promise<T>;
+
 /** What the fence needs from the runtime. */
 export interface FenceHost {
   /** The lock's rows were ended inside this commit. */
@@ -75,7 +82,7 @@ export class FencedTransaction {
    * @param opened the transaction, already started: the row-lock holder's own, or a new one on the DataSource.
    */
   static async run<T>(
-    settings: { host: FenceHost; logger: Logger },
+    settings: { host: FenceHost; logger: Logger; scope?: FenceScope },
     opened: LockTransaction,
     handle: LockHandle,
     locks: { own: readonly HeldLock[]; kept: readonly HeldLock[]; byKey: ReadonlyMap<string, HeldLock> },
@@ -87,7 +94,8 @@ export class FencedTransaction {
     let committed = false;
     try {
       openTransactions.set(manager, transaction);
-      result = await LockContext.run({ handle, locks: locks.byKey, manager }, fn);
+      const scope = settings.scope;
+      result = await LockContext.run({ handle, locks: locks.byKey, manager }, scope ? () => scope(manager, async () => fn()) : fn);
       await transaction.fenceAndCommit();
       committed = true;
     } catch (error) {

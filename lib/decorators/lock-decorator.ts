@@ -1,9 +1,8 @@
 import 'reflect-metadata';
-import { DB_LOCK_METADATA, DEFAULT_DATA_SOURCE_NAME } from '../db-lock.constants.js';
+import { DB_LOCK_METADATA } from '../db-lock.constants.js';
 import { describe } from '../core/option-checks.js';
 import { LockServiceRegistry } from '../db-lock.registry.js';
 import { DbLockError } from '../errors/db-lock.error.js';
-import { DbLockNotInitializedError } from '../errors/db-lock-not-initialized.error.js';
 import { DbLockOptionsError } from '../errors/db-lock-options.error.js';
 import type { LockMode } from '../core/lock-mode.js';
 import { checkRunLockedOptions, type RunLockedOptions } from '../core/locked-call.options.js';
@@ -13,7 +12,10 @@ import { compileLockKeys, type LockKeySource } from './lock-key-template.js';
 export interface DistributedLockOptions<A extends unknown[] = any[]> extends RunLockedOptions {
   /** The key(s): see LockKeySource. Default: 'ClassName.methodName' (in the module's namespace). */
   key?: LockKeySource<A>;
-  /** DataSource whose DbLockModule serves this lock. Default 'default'. */
+  /**
+   * DataSource whose DbLockModule serves this lock. Default: the only DbLockModule of the app,
+   * whatever its DataSource's name (DbLockAmbiguousDataSourceError at call time if there are several).
+   */
   dataSourceName?: string;
 }
 
@@ -22,7 +24,8 @@ export interface LockDecoratorMetadata {
   readonly decorator: string;
   readonly key: LockKeySource | undefined;
   readonly options: Readonly<RunLockedOptions>;
-  readonly dataSourceName: string;
+  /** The DataSource the decorator names; undefined: the only DbLockModule of the app serves it. */
+  readonly dataSourceName: string | undefined;
 }
 
 /** A method a lock decorator accepts: async (the lock is held until its promise settles). */
@@ -81,8 +84,8 @@ export function createLockDecorator(
 
     const problems: string[] = [];
     checkRunLockedOptions(problems, options, DECORATOR_KEYS);
-    const dataSourceName = options.dataSourceName ?? DEFAULT_DATA_SOURCE_NAME;
-    if (typeof dataSourceName !== 'string' || dataSourceName.length === 0)
+    const dataSourceName = options.dataSourceName;
+    if (dataSourceName !== undefined && (typeof dataSourceName !== 'string' || dataSourceName.length === 0))
       problems.push(`dataSourceName must be a non-empty string, got ${describe(dataSourceName)}`);
     if (problems.length > 0) throw new DbLockOptionsError(problems, `@${decorator} options of ${where}`);
 
@@ -95,13 +98,8 @@ export function createLockDecorator(
     const notReady = `It was called through @${decorator} on ${where}.`;
 
     const locked = async function (this: unknown, ...args: unknown[]): Promise<unknown> {
-      let service;
-      try {
-        service = LockServiceRegistry.get(dataSourceName as string);
-      } catch (error) {
-        if (error instanceof DbLockNotInitializedError) throw new DbLockNotInitializedError(error.dataSourceName, notReady);
-        throw error;
-      }
+      // Looked up per call: modules register when the app initialises, long after classes load.
+      const service = LockServiceRegistry.resolve(dataSourceName as string | undefined, notReady);
       return service.runLocked(keyOf(args, this), () => method.apply(this, args), callOptions);
     };
 
@@ -115,7 +113,7 @@ export function createLockDecorator(
       decorator,
       key: key as LockKeySource | undefined,
       options: callOptions,
-      dataSourceName: dataSourceName as string,
+      dataSourceName: dataSourceName as string | undefined,
     });
     Reflect.defineMetadata(DB_LOCK_METADATA, metadata, locked);
     descriptor.value = locked;

@@ -8,3 +8,6 @@ export { LockUpgradeError } from './lock-upgrade.error.js';
 export { DbLockSchemaError } from './db-lock-schema.error.js';
 export { DbLockConnectionError } from './db-lock-connection.error.js';
 export { TooManyLockWaitersError } from './too-many-lock-waiters.error.js';
+export { DbLockAmbiguousDataSourceError, DbLockDataSourceNotFoundError } from './db-lock-data-source.error.js';
+export { EscapedWriteError } from './escaped-write.error.js';
+export type { EscapedWriteReason } from './escaped-write.error.js';

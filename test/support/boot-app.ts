@@ -13,6 +13,8 @@ export interface BootExtras {
   /** Goes to mysql2 through TypeORM's `extra` (e.g. `{ flags: ['-FOUND_ROWS'] }`). */
   mysqlExtra?: Record<string, unknown>;
   logger?: false | LogLevel[] | LoggerService;
+  /** TypeORM DataSources to register instead of the one default DataSource on `settings`. */
+  dataSources?: { name?: string; settings: ConnectionSettings }[];
 }
 
 /**
@@ -26,31 +28,39 @@ export async function bootLockApp(
   lockModule: DynamicModule,
   extras: BootExtras = {},
 ): Promise<{ app: INestApplicationContext; locks: LockService }> {
+  const app = await bootApp(settings, [lockModule], extras);
+  return { app, locks: app.get(LockService) };
+}
+
+/** bootLockApp for any number of DbLockModules (or none): the application context only. */
+export async function bootApp(settings: ConnectionSettings, lockModules: DynamicModule[], extras: BootExtras = {}): Promise<INestApplicationContext> {
   // Every DataSource this bootstrap opens, as the promise of its initialisation: Nest may fail on
   // another provider while TypeORM is still connecting, so cleanup has to wait for those too.
   const opening: Promise<DataSource>[] = [];
   @Module({
     imports: [
-      TypeOrmModule.forRootAsync({
-        useFactory: () => testDataSourceOptions(settings, extras.mysqlExtra ?? {}, 4),
-        dataSourceFactory: async (options?: DataSourceOptions) => {
-          const initialised = new DataSource(options!).initialize();
-          opening.push(initialised);
-          return initialised;
-        },
-      }),
-      lockModule,
+      ...(extras.dataSources ?? [{ settings }]).map((dataSource) =>
+        TypeOrmModule.forRootAsync({
+          name: dataSource.name,
+          useFactory: () => ({ ...testDataSourceOptions(dataSource.settings, extras.mysqlExtra ?? {}, 4), name: dataSource.name }),
+          dataSourceFactory: async (options?: DataSourceOptions) => {
+            const initialised = new DataSource(options!).initialize();
+            opening.push(initialised);
+            return initialised;
+          },
+        }),
+      ),
+      ...lockModules,
       ...(extras.imports ?? []),
     ],
     providers: extras.providers ?? [],
   })
   class BootModule {}
   try {
-    const app = await NestFactory.createApplicationContext(BootModule, {
+    return await NestFactory.createApplicationContext(BootModule, {
       logger: extras.logger ?? ['error', 'warn'],
       abortOnError: false,
     });
-    return { app, locks: app.get(LockService) };
   } catch (error) {
     const settled = await Promise.allSettled(opening);
     for (const outcome of settled) if (outcome.status === 'fulfilled' && outcome.value.isInitialized) await outcome.value.destroy();

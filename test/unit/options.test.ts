@@ -114,6 +114,22 @@ describe('resolveOptions', () => {
     assert.equal(resolveOptions({ leaseMs: 1_000, renewIntervalMs: 999 }).renewIntervalMs, 999);
   });
 
+  it("escapedWrites: 'warn' by default, 'error' or 'ignore'; transactionHost: 'auto' by default, false or a TransactionHost", () => {
+    assert.equal(resolveOptions({}).escapedWrites, 'warn');
+    assert.equal(resolveOptions({ escapedWrites: 'error' }).escapedWrites, 'error');
+    assert.equal(resolveOptions({ escapedWrites: 'ignore' }).escapedWrites, 'ignore');
+    assert.equal(resolveOptions({}).transactionHost, 'auto');
+    assert.equal(resolveOptions({ transactionHost: false }).transactionHost, false);
+    assert.equal(resolveOptions({ transactionHost: 'false' }).transactionHost, false, 'from configuration');
+    const host = { tx: undefined, isTransactionActive: () => false, withoutTransaction: async () => undefined, withTransaction: async () => undefined };
+    assert.equal(resolveOptions({ transactionHost: host }).transactionHost, host);
+    const problems = problemsOf(() => resolveOptions({ escapedWrites: 'log', transactionHost: {} }));
+    assert.equal(problems.length, 2, problems.join('\n'));
+    assert.match(problems[0]!, /escapedWrites must be 'warn', 'error' or 'ignore', got 'log'/);
+    assert.match(problems[1]!, /transactionHost must be 'auto', false or a @nestjs-cls\/transactional TransactionHost/);
+    assert.match(problemsOf(() => resolveOptions({ escapedWrites: 'false' }))[0]!, /got 'false'/, 'text options are never read as booleans');
+  });
+
   it('refuses options that are not an object', () => {
     for (const bad of ['fast', 5, [], true]) assert.equal(problemsOf(() => resolveOptions(bad)).length, 1, String(bad));
   });

@@ -1,0 +1,154 @@
+import type { Logger } from '@nestjs/common';
+import type { DataSource, EntityManager, QueryRunner } from 'typeorm';
+import { type FenceScope, FencedTransaction } from '../core/fenced-transaction.js';
+import { EscapedWriteError } from '../errors/escaped-write.error.js';
+import { ER_LOCK_WAIT_TIMEOUT, errnoOf } from '../mysql/errno.js';
+import { callSite } from './call-site.js';
+import { isLibraryStatement, shortStatement, takesRowLocks } from './statement-kind.js';
+
+/** Per open fenced transaction: whether it holds row locks yet, and the escaped write that waited for them. */
+interface FenceWatch {
+  locked: boolean;
+  blocked: { statement: string; site: string | undefined } | undefined;
+}
+
+/**
+ * What the guard reads of TypeORM's BeforeQuery/AfterQuery events. Declared here rather than
+ * imported: TypeORM 0.3 and 1.x type those events differently (generic or not).
+ */
+interface QueryHookEvent {
+  readonly query: string;
+  readonly queryRunner: QueryRunner;
+}
+interface AfterQueryHookEvent extends QueryHookEvent {
+  readonly success: boolean;
+  readonly error?: unknown;
+}
+
+/** A mysql2 connection (callback API, which every mysql2 version and TypeORM's runners share). */
+type RawConnection = { query(sql: string, callback: (error: unknown) => void): unknown };
+
+/** The escaped write's own lock wait, in seconds (the server's unit): long enough for a busy row, far below innodb_lock_wait_timeout. */
+const ESCAPED_LOCK_WAIT_S = 1;
+const BOUND = `SET @nestjs_db_lock_wait = @@SESSION.innodb_lock_wait_timeout, SESSION innodb_lock_wait_timeout = LEAST(@@SESSION.innodb_lock_wait_timeout, ${ESCAPED_LOCK_WAIT_S})`;
+const RESTORE = 'SET SESSION innodb_lock_wait_timeout = @nestjs_db_lock_wait';
+/** Warnings remembered per service: a bound, so an app generating call sites cannot grow it forever. */
+const MAX_WARNED_SITES = 1000;
+
+/**
+ * Watches every statement of one DataSource (a TypeORM subscriber's query hooks) for writes sent,
+ * while the async call chain has an open fenced transaction on that DataSource, on a connection
+ * other than the fenced one: an `@InjectRepository` repository, `dataSource.query`, a REQUIRES_NEW
+ * transaction. Such a write commits even if the fence rolls back, and if it touches a row the
+ * fenced transaction wrote, it waits for that transaction's row locks, which only the end of the
+ * call releases: a self-deadlock, silent until innodb_lock_wait_timeout (50 s by default).
+ *
+ * 'error': the write is refused before it is sent (EscapedWriteError). 'warn': one warning per
+ * call site; and when the fenced transaction already holds row locks, the write's lock wait is
+ * bounded on the server (its session's innodb_lock_wait_timeout, restored right after): if it
+ * times out, the fenced call fails with EscapedWriteError explaining the self-deadlock.
+ */
+export class EscapedWriteGuard {
+  private readonly watches = new WeakMap<QueryRunner, FenceWatch>();
+  private readonly bounded = new WeakMap<QueryRunner, { watch: FenceWatch; query: string; statement: string; site: string | undefined }>();
+  private readonly warned = new Set<string>();
+
+  constructor(
+    private readonly dataSource: DataSource,
+    private readonly dataSourceName: string,
+    private readonly mode: 'warn' | 'error',
+    private readonly logger: Logger,
+    /** One sentence: how to write inside the fence in this app. */
+    private readonly fix: string,
+  ) {}
+
+  install(): void {
+    this.dataSource.subscribers.push(this);
+  }
+
+  uninstall(): void {
+    const index = this.dataSource.subscribers.indexOf(this);
+    if (index >= 0) this.dataSource.subscribers.splice(index, 1);
+  }
+
+  /** Wraps each fenced call: tracks its transaction's row locks; a call whose escaped write timed out on them fails with EscapedWriteError. */
+  readonly scope: FenceScope = async <T>(manager: EntityManager, work: () => Promise<T>): Promise<T> => {
+    const runner = manager.queryRunner;
+    if (!runner) return work();
+    const watch: FenceWatch = { locked: false, blocked: undefined };
+    this.watches.set(runner, watch);
+    try {
+      return await work();
+    } catch (error) {
+      const blocked = watch.blocked;
+      if (!blocked || error instanceof EscapedWriteError) throw error;
+      throw new EscapedWriteError('lock-wait', this.dataSourceName, blocked.statement, blocked.site, this.fix, { cause: error });
+    } finally {
+      this.watches.delete(runner);
+    }
+  };
+
+  /** Called by TypeORM before every statement of the DataSource, in the caller's async context. Throws (synchronously) to refuse it. */
+  beforeQuery(event: QueryHookEvent): Promise<void> | void {
+    const fence = FencedTransaction.current();
+    if (!fence || fence.runner.connection !== this.dataSource) return;
+    const sql = event.query;
+    if (typeof sql !== 'string' || !takesRowLocks(sql)) return;
+    const watch = this.watches.get(fence.runner);
+    if (event.queryRunner === fence.runner) {
+      if (watch) watch.locked = true;
+      return;
+    }
+    if (isLibraryStatement(sql)) return;
+    const site = callSite();
+    const statement = shortStatement(sql);
+    if (this.mode === 'error') throw new EscapedWriteError('escaped', this.dataSourceName, statement, site, this.fix);
+    this.warnOnce(site, statement);
+    if (watch?.locked) return this.bound(event.queryRunner, { watch, query: sql, statement, site });
+  }
+
+  /** Called by TypeORM after every statement: ends the bound of a bounded one and records its timeout. Never rejects. */
+  afterQuery(event: AfterQueryHookEvent): Promise<void> | void {
+    const bounded = this.bounded.get(event.queryRunner);
+    if (!bounded || bounded.query !== event.query) return;
+    this.bounded.delete(event.queryRunner);
+    if (!event.success && errnoOf(event.error) === ER_LOCK_WAIT_TIMEOUT) bounded.watch.blocked = { statement: bounded.statement, site: bounded.site };
+    // Sent before TypeORM can hand the connection to anyone else: mysql2 runs a connection's commands in order.
+    return send(event.queryRunner, RESTORE).then(
+      () => undefined,
+      (error: unknown) => this.logger.warn(`Could not restore innodb_lock_wait_timeout after a write outside a fenced transaction: ${String(error)}`),
+    );
+  }
+
+  /** Sets the session's lock wait bound before the statement (queued ahead of it on its connection). Never rejects. */
+  private bound(runner: QueryRunner, bounded: { watch: FenceWatch; query: string; statement: string; site: string | undefined }): Promise<void> {
+    this.bounded.set(runner, bounded);
+    return send(runner, BOUND).then(
+      () => undefined,
+      () => {
+        this.bounded.delete(runner); // not bounded: nothing to restore, and a timeout would not be ours to explain
+      },
+    );
+  }
+
+  private warnOnce(site: string | undefined, statement: string): void {
+    const key = site ?? statement;
+    if (this.warned.has(key) || this.warned.size >= MAX_WARNED_SITES) return;
+    this.warned.add(key);
+    this.logger.warn(
+      `Write outside the fenced transaction${site ? ` at ${site}` : ''}: "${statement}" ran on another connection of ` +
+        `DataSource '${this.dataSourceName}' while this call's fenced transaction was open. It commits even if the fence ` +
+        `rolls back, and it waits for the fenced transaction's own row locks if it touches the same rows. ${this.fix} ` +
+        `(Logged once per call site; escapedWrites: 'error' refuses such writes, 'ignore' silences this.)`,
+    );
+  }
+}
+
+/** Sends `sql` on the runner's connection, bypassing TypeORM (no events, no logging). */
+function send(runner: QueryRunner, sql: string): Promise<void> {
+  const connection = (runner as QueryRunner & { databaseConnection?: RawConnection }).databaseConnection;
+  if (!connection || typeof connection.query !== 'function') return Promise.reject(new Error('no driver connection'));
+  return new Promise((resolve, reject) => {
+    connection.query(sql, (error) => (error ? reject(error) : resolve()));
+  });
+}
