@@ -10,7 +10,8 @@ export function scaleSections(r: BenchResults): string[] {
   out.push(
     `Two processes, each with a library pool of ${poolSize} connections and the same lease (${leaseMs} ms, renewed every ${leaseMs / 3} ms), the janitor off: one holds ${small.acquired.count} locks, ` +
       `the other ${count(large.acquired.count)}. Their renewals are measured in the same ${r.config.renewalWindowMs} ms windows, ${r.config.rounds} rounds, from \`stats().renewal\` ` +
-      '(time renewing = the growth of count × mean over the window, per second of window). Memory after forced GC, one measurement per process.',
+      '(time renewing = the growth of count × mean over the window, per second of window). Memory after forced GC, one measurement per process. ' +
+      'Every key is new: its first grant finds no key rows, creates them in a transaction of their own and is asked again, which the round trips per acquire show.',
     '',
   );
   const rows = [small, large].map((h) => [
