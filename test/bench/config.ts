@@ -36,7 +36,7 @@ export const KNOBS: readonly [name: string, defaults: string, meaning: string][]
   ['BENCH_ROUNDS', '5 (3)', 'rounds per figure (median, min–max)'],
   ['BENCH_OPS', '300 (100)', 'sequential operations per uncontended round'],
   ['BENCH_WINDOW_MS', '3000 (1500)', 'measured window of one contention round, ms'],
-  ['BENCH_PROCESSES / BENCH_CALLERS', '4 / 4', 'contention: processes × callers on one key'],
+  ['BENCH_PROCESSES / BENCH_CALLERS', '4 / 4', 'contention: processes × callers on one key (row-lock callers wait on DataSource connections: at most 5 per process with the pool of 10)'],
   ['BENCH_HELD_LOCKS', '10000', 'locks held at once in the scale section'],
   ['BENCH_RENEWAL_WINDOW_MS', '3000 (2000)', 'measured window of one renewal round, ms'],
   ['BENCH_LOG_ROWS', '1000000 (131072)', 'terminal log rows for the big-table figure'],
