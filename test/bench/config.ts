@@ -1,12 +1,17 @@
 /**
- * Round counts and durations of `npm run bench`. BENCH_QUICK=1 gives a ~1-2 minute run for
- * development; the defaults are the documented run (< 10 minutes on a 2-core box). Each figure
- * is a median over `rounds` rounds, designs interleaved round by round so drifting background
- * load hits every design alike.
+ * Knobs of `npm run bench` (every one is listed in the report's header and in docs/notes/bench.md).
+ * BENCH_QUICK=1 gives a ~2–3 minute indicative run; the defaults are the documented run. Each
+ * figure is a median over `rounds` rounds, designs interleaved round by round so drifting
+ * background load hits every design alike.
  */
+export const SECTIONS = ['uncontended', 'contention', 'scale'] as const;
+export type Section = (typeof SECTIONS)[number];
+
 export interface BenchConfig {
   readonly quick: boolean;
-  /** Rounds per figure (median and spread over these). */
+  /** Sections to run (BENCH_SECTIONS, comma-separated); the others are reported as not run. */
+  readonly sections: readonly Section[];
+  /** Rounds per figure (median and min–max over these). */
   readonly rounds: number;
   /** Sequential operations per round in the uncontended section. */
   readonly opsPerRound: number;
@@ -16,11 +21,29 @@ export interface BenchConfig {
   readonly callersPerProcess: number;
   /** Locks held at once in the scale section. */
   readonly heldLocks: number;
+  /** Measured window of one renewal round in the scale section, in ms. */
+  readonly renewalWindowMs: number;
   /** Terminal log rows bulk-inserted for the big-table figure (rounded up to a power of two). */
   readonly logRows: number;
   /** Where the report goes. */
   readonly output: string;
 }
+
+/** Every knob with its default (quick default) and meaning, for the report and the notes. */
+export const KNOBS: readonly [name: string, defaults: string, meaning: string][] = [
+  ['BENCH_QUICK', 'unset', '`1`: short indicative run (the defaults in parentheses)'],
+  ['BENCH_SECTIONS', 'uncontended,contention,scale', 'sections to run, comma-separated; the targets of the others read "not measured"'],
+  ['BENCH_ROUNDS', '5 (3)', 'rounds per figure (median, min–max)'],
+  ['BENCH_OPS', '300 (100)', 'sequential operations per uncontended round'],
+  ['BENCH_WINDOW_MS', '3000 (1500)', 'measured window of one contention round, ms'],
+  ['BENCH_PROCESSES / BENCH_CALLERS', '4 / 4', 'contention: processes × callers on one key (row-lock callers wait on DataSource connections: at most 5 per process with the pool of 10)'],
+  ['BENCH_HELD_LOCKS', '10000', 'locks held at once in the scale section'],
+  ['BENCH_RENEWAL_WINDOW_MS', '3000 (2000)', 'measured window of one renewal round, ms'],
+  ['BENCH_LOG_ROWS', '1000000 (131072)', 'terminal log rows for the big-table figure'],
+  ['BENCH_OUTPUT', 'docs/benchmarks.md', 'report path'],
+  ['DB_LOCK_TEST_URL', 'mysql://root@127.0.0.1:3306', 'the database server (throw-away databases `dblock_bench_*` are created and dropped)'],
+  ['BENCH_REDIS_URL', 'redis://127.0.0.1:6379', 'Redis for node-redlock'],
+];
 
 function int(name: string, fallback: number): number {
   const raw = process.env[name];
@@ -30,16 +53,27 @@ function int(name: string, fallback: number): number {
   return value;
 }
 
+function sections(): Section[] {
+  const raw = process.env.BENCH_SECTIONS;
+  if (raw === undefined || raw.trim() === '') return [...SECTIONS];
+  const picked = raw.split(',').map((s) => s.trim()).filter(Boolean);
+  const unknown = picked.filter((s) => !SECTIONS.includes(s as Section));
+  if (unknown.length > 0 || picked.length === 0) throw new Error(`BENCH_SECTIONS takes ${SECTIONS.join(', ')} (comma-separated), got '${raw}'`);
+  return SECTIONS.filter((s) => picked.includes(s));
+}
+
 export function benchConfig(): BenchConfig {
   const quick = process.env.BENCH_QUICK === '1';
   return Object.freeze({
     quick,
+    sections: sections(),
     rounds: int('BENCH_ROUNDS', quick ? 3 : 5),
     opsPerRound: int('BENCH_OPS', quick ? 100 : 300),
     contentionWindowMs: int('BENCH_WINDOW_MS', quick ? 1500 : 3000),
     processes: int('BENCH_PROCESSES', 4),
     callersPerProcess: int('BENCH_CALLERS', 4),
-    heldLocks: int('BENCH_HELD_LOCKS', quick ? 10_000 : 10_000),
+    heldLocks: int('BENCH_HELD_LOCKS', 10_000),
+    renewalWindowMs: int('BENCH_RENEWAL_WINDOW_MS', quick ? 2000 : 3000),
     logRows: int('BENCH_LOG_ROWS', quick ? 131_072 : 1_000_000),
     output: process.env.BENCH_OUTPUT ?? 'docs/benchmarks.md',
   });

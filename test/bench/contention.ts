@@ -1,43 +1,59 @@
 /**
  * Contention section: P processes × C callers on one key, a racy counter as critical section,
- * every design in turn, rounds interleaved. Per round: throughput, wait and handoff latencies,
- * barging share, statements spent by waiters (server counters and client count), lost updates.
+ * every design in turn, rounds interleaved. Per round: throughput, waits, handoffs, barging,
+ * statements spent by waiters (server counter and client count), lost updates.
  */
 import type { Redis } from 'ioredis';
 import type mysql from 'mysql2/promise';
 import type { LockWorker } from '../support/worker-host.js';
 import type { BenchConfig } from './config.js';
-import { type DesignId, DESIGN_IDS } from './designs.js';
-import type { HoldEvent, RoundArgs, RoundResult } from './scenarios/contention.js';
-import { type Figure, figure, hostNow, percentile } from './stats.js';
+import { analyseHolds, type HoldFigures } from './contention-analysis.js';
+import type { DesignId } from './designs/index.js';
+import type { DesignFacts, RoundArgs, RoundResult } from './scenarios/contention.js';
+import { type Figure, figure, hostNow } from './stats.js';
 
 const SCENARIO = new URL('./scenarios/contention.js', import.meta.url).href;
+const COUNTER_ID = 1;
+const CALIBRATION_COUNTER_ID = 2;
+const CALIBRATION_HOLDS = 30;
 
-export interface RoundMetrics {
-  throughput: number;
-  waitP50: number;
-  waitP99: number;
-  handoffP50: number;
-  handoffP99: number;
-  barging: number;
-  sameProcess: number;
+export interface RoundMetrics extends HoldFigures {
   lost: number;
+  /** Server: SHOW GLOBAL STATUS 'Questions' delta minus the useful statements of the holds, per second. */
   waiterQps: number;
   waiterShare: number;
-  clientWaiterQps: number;
+  /** Client: round trips the designs sent beyond the useful ones, per second. */
+  clientWaiterRtps: number;
   clientWaiterShare: number;
   redisWaiterCps: number;
   gaveUp: number;
-  ops: number;
 }
 
 export type ContentionFigures = { [K in keyof RoundMetrics]: Figure } & { lostTotal: number; gaveUpTotal: number };
 
-export interface ContentionResult {
+/** Per design: what one hold costs when nobody waits, and what it declares. */
+export interface Calibration extends DesignFacts {
+  /** Client round trips per uncontended hold (exact: no background in a client count). */
+  roundTripsPerHold: number;
+  /** Server statements per uncontended hold ('Questions' delta; includes other clients of the server). */
+  measuredStatementsPerHold: number;
+}
+
+export interface ContentionVariant {
   pauseMs: number;
   byDesign: Map<DesignId, ContentionFigures>;
-  /** Serial critical section, no lock, one caller: the throughput ceiling (ops/s). */
+  /** Serial critical section, no lock, one caller: what one caller alone could do (ops/s). */
   serialFloor: Figure;
+  /** Statements/s the server counted while the bench sent nothing, just before the variant. */
+  backgroundQps: number;
+}
+
+export interface ContentionResult {
+  designs: readonly DesignId[];
+  calibration: Map<DesignId, Calibration>;
+  variants: ContentionVariant[];
+  /** Background statements/s after the section. */
+  backgroundAfterQps: number;
 }
 
 export interface ContentionSetup {
@@ -45,10 +61,10 @@ export interface ContentionSetup {
   admin: mysql.Connection;
   redis: Redis;
   redisUrl: string;
-  usefulStatements: Record<DesignId, number>;
-  usefulRedisCommands: Record<DesignId, number>;
   log: (line: string) => void;
 }
+
+export const keyOf = (design: DesignId): string => `bench:contended:${design}`;
 
 export async function globalQuestions(admin: mysql.Connection): Promise<number> {
   const [rows] = await admin.query("SHOW GLOBAL STATUS LIKE 'Questions'");
@@ -56,154 +72,122 @@ export async function globalQuestions(admin: mysql.Connection): Promise<number> 
 }
 
 async function redisCommands(redis: Redis): Promise<number> {
-  const info = await redis.info('stats');
-  const match = /total_commands_processed:(\d+)/.exec(info);
+  const match = /total_commands_processed:(\d+)/.exec(await redis.info('stats'));
   return match ? Number(match[1]) : NaN;
 }
 
-/** Background statement rate of the server while the bench sends nothing (other users of the server). */
+/** Statements/s of the server while the bench sends nothing (other clients of the server). */
 export async function backgroundQps(admin: mysql.Connection, ms: number): Promise<number> {
   const before = await globalQuestions(admin);
   const t0 = hostNow();
   await new Promise((r) => setTimeout(r, ms));
   const after = await globalQuestions(admin);
-  return (after - before - 1) / ((hostNow() - t0) / 1000);
+  return Math.max(0, after - before - 1) / ((hostNow() - t0) / 1000);
 }
 
-/** Serial critical section (SELECT + UPDATE), no lock: what one caller alone could do per second. */
+/** The critical section run serially by one caller without a lock (SELECT + UPDATE): the ceiling, ops/s. */
 async function serialFloorRound(admin: mysql.Connection, ops: number): Promise<number> {
   const t0 = hostNow();
   for (let i = 0; i < ops; i++) {
     const [rows] = await admin.query('SELECT v FROM bench_counter WHERE id = 4');
-    const value = Number((rows as { v: unknown }[])[0]!.v);
-    await admin.query('UPDATE bench_counter SET v = ? WHERE id = 4', [value + 1]);
+    await admin.query('UPDATE bench_counter SET v = ? WHERE id = 4', [Number((rows as { v: unknown }[])[0]!.v) + 1]);
   }
   return ops / ((hostNow() - t0) / 1000);
 }
 
-export function analyseRound(events: HoldEvent[], startAt: number, deadline: number): Omit<RoundMetrics, 'lost' | 'waiterQps' | 'waiterShare' | 'clientWaiterQps' | 'clientWaiterShare' | 'redisWaiterCps' | 'gaveUp'> {
-  const inWindow = events.filter((e) => e[2] >= startAt && e[2] <= deadline).sort((a, b) => a[2] - b[2]);
-  // Waits of every acquisition started in the window, censored at the deadline: a caller still
-  // waiting when the window closes (starved by barging) counts with at least what it waited so
-  // far, rather than vanishing from the percentiles.
-  const waits = events.filter((e) => e[1] < deadline).map((e) => Math.min(e[2], deadline) - e[1]);
-  const handoffs: number[] = [];
-  let same = 0;
-  let sameProcess = 0;
-  let pairs = 0;
-  for (let i = 1; i < inWindow.length; i++) {
-    const prev = inWindow[i - 1]!;
-    const next = inWindow[i]!;
-    pairs++;
-    if (prev[0].split(':')[0] === next[0].split(':')[0]) sameProcess++;
-    if (prev[0] === next[0]) {
-      same++;
-      continue;
-    }
-    // A handoff to a caller that was already waiting when the holder began to release.
-    if (next[1] <= prev[3]) handoffs.push(next[2] - prev[3]);
+async function calibrate(setup: ContentionSetup, designs: readonly DesignId[], facts: Record<string, DesignFacts>): Promise<Map<DesignId, Calibration>> {
+  const calibration = new Map<DesignId, Calibration>();
+  const worker = setup.workers[0]!;
+  for (const design of designs) {
+    const args = { design, key: keyOf(design), counterId: CALIBRATION_COUNTER_ID, holds: 5 };
+    await worker.run(SCENARIO, 'contentionCalibrate', args); // warm-up
+    const q0 = await globalQuestions(setup.admin);
+    const roundTripsPerHold = await worker.run<number>(SCENARIO, 'contentionCalibrate', { ...args, holds: CALIBRATION_HOLDS });
+    const q1 = await globalQuestions(setup.admin);
+    calibration.set(design, { ...facts[design]!, roundTripsPerHold, measuredStatementsPerHold: (q1 - q0 - 1) / CALIBRATION_HOLDS });
   }
-  return {
-    throughput: inWindow.length / ((deadline - startAt) / 1000),
-    waitP50: percentile(waits, 0.5),
-    waitP99: percentile(waits, 0.99),
-    handoffP50: percentile(handoffs, 0.5),
-    handoffP99: percentile(handoffs, 0.99),
-    barging: pairs ? same / pairs : NaN,
-    sameProcess: pairs ? sameProcess / pairs : NaN,
-    ops: inWindow.length,
-  };
+  return calibration;
 }
 
-async function runRound(setup: ContentionSetup, config: BenchConfig, design: DesignId, pauseMs: number, windowMs: number, record: boolean): Promise<RoundMetrics> {
+async function runRound(setup: ContentionSetup, config: BenchConfig, design: DesignId, calibration: Calibration, pauseMs: number, windowMs: number, record: boolean): Promise<RoundMetrics> {
   const { workers, admin, redis } = setup;
-  const counterId = 1;
-  await admin.query('UPDATE bench_counter SET v = 0 WHERE id = ?', [counterId]);
+  await admin.query('UPDATE bench_counter SET v = 0 WHERE id = ?', [COUNTER_ID]);
   const q0 = await globalQuestions(admin);
   const r0 = await redisCommands(redis);
   const startAt = hostNow() + 150;
   const deadline = startAt + windowMs;
-  const args: RoundArgs & { redisUrl: string } = {
-    design,
-    key: `bench:contended:${design}`,
-    counterId,
-    callers: config.callersPerProcess,
-    startAt,
-    deadline,
-    pauseMs,
-    record,
-    redisUrl: setup.redisUrl,
-  };
+  const args: RoundArgs = { design, key: keyOf(design), counterId: COUNTER_ID, callers: config.callersPerProcess, startAt, deadline, pauseMs, record };
   const results = await Promise.all(workers.map((w) => w.run<RoundResult>(SCENARIO, 'contentionRound', args)));
   const endedAt = hostNow();
   const q1 = await globalQuestions(admin);
   const r1 = await redisCommands(redis);
-  const [rows] = await admin.query('SELECT v FROM bench_counter WHERE id = ?', [counterId]);
+  const [rows] = await admin.query('SELECT v FROM bench_counter WHERE id = ?', [COUNTER_ID]);
   const counter = Number((rows as { v: unknown }[])[0]!.v);
 
-  const increments = results.reduce((s, r) => s + r.increments, 0);
-  const sent = results.reduce((s, r) => s + r.sentStatements, 0);
-  const gaveUp = results.reduce((s, r) => s + r.gaveUp, 0);
+  const holds = results.reduce((s, r) => s + r.increments, 0);
+  const sent = results.reduce((s, r) => s + r.roundTrips, 0);
   const seconds = (endedAt - startAt) / 1000;
-  // Useful statements: the lock's own statements per successful hold, plus the critical section's
-  // two. Everything else the server counted in the window was spent waiting (or by other clients
-  // of the server: see the background rate in the report). The one probe inside is q1's SHOW.
-  const useful = increments * (setup.usefulStatements[design] + 2);
-  const probes = 1;
-  const waiterStatements = Math.max(0, q1 - q0 - useful - probes);
-  const usefulRedis = increments * setup.usefulRedisCommands[design];
-  const metrics = record ? analyseRound(results.flatMap((r) => r.events), startAt, deadline) : analyseRound([], startAt, deadline);
+  // Server: everything counted in the window beyond the holds' own statements was spent waiting
+  // (or by other clients of the server: see the background rate). The one probe inside is q1's SHOW.
+  const useful = holds * calibration.usefulStatements;
+  const waiterStatements = Math.max(0, q1 - q0 - useful - 1);
+  // Client: round trips beyond what an uncontended hold costs, plus the handoff's own round trips.
+  const usefulTrips = holds * (calibration.roundTripsPerHold + calibration.handoffRoundTrips);
+  const waiterTrips = Math.max(0, sent - usefulTrips);
+  const usefulRedis = holds * calibration.usefulRedisCommands;
+  const figures = analyseHolds(record ? results.flatMap((r) => r.events) : [], startAt, deadline);
   return {
-    ...metrics,
-    lost: increments - counter,
+    ...figures,
+    lost: holds - counter,
     waiterQps: waiterStatements / seconds,
     waiterShare: useful > 0 ? waiterStatements / useful : NaN,
-    clientWaiterQps: Math.max(0, sent - increments * setup.usefulStatements[design]) / seconds,
-    clientWaiterShare: useful > 0 ? Math.max(0, sent - increments * setup.usefulStatements[design]) / useful : NaN,
+    clientWaiterRtps: waiterTrips / seconds,
+    clientWaiterShare: usefulTrips > 0 ? waiterTrips / usefulTrips : NaN,
     redisWaiterCps: Math.max(0, r1 - r0 - usefulRedis - 1) / seconds,
-    gaveUp,
+    gaveUp: results.reduce((s, r) => s + r.gaveUp, 0),
   };
 }
 
-export async function runContention(setup: ContentionSetup, config: BenchConfig, pauseMs: number, designs: readonly DesignId[] = DESIGN_IDS): Promise<ContentionResult> {
-  // Warm-up (connections, JIT, scripts loaded), not recorded.
-  for (const design of designs) await runRound(setup, config, design, pauseMs, 400, false);
+function summarise(rounds: RoundMetrics[]): ContentionFigures {
+  const keys = Object.keys(rounds[0]!) as (keyof RoundMetrics)[];
+  const out = Object.fromEntries(keys.map((k) => [k, figure(rounds.map((r) => r[k]))])) as { [K in keyof RoundMetrics]: Figure };
+  return { ...out, lostTotal: rounds.reduce((s, r) => s + r.lost, 0), gaveUpTotal: rounds.reduce((s, r) => s + r.gaveUp, 0) };
+}
+
+async function runVariant(setup: ContentionSetup, config: BenchConfig, designs: readonly DesignId[], calibration: Map<DesignId, Calibration>, pauseMs: number): Promise<ContentionVariant> {
+  const background = await backgroundQps(setup.admin, 1000);
+  // Warm-up (connections, doorbells, scripts loaded), not recorded.
+  for (const design of designs) await runRound(setup, config, design, calibration.get(design)!, pauseMs, 400, false);
   const perRound = new Map<DesignId, RoundMetrics[]>(designs.map((d) => [d, []]));
   const serial: number[] = [];
   for (let round = 0; round < config.rounds; round++) {
     serial.push(await serialFloorRound(setup.admin, Math.max(50, config.opsPerRound)));
     for (const design of designs) {
-      const metrics = await runRound(setup, config, design, pauseMs, config.contentionWindowMs, true);
-      perRound.get(design)!.push(metrics);
+      const m = await runRound(setup, config, design, calibration.get(design)!, pauseMs, config.contentionWindowMs, true);
+      perRound.get(design)!.push(m);
       setup.log(
-        `  contention pause=${pauseMs}ms round ${round + 1}/${config.rounds} ${design}: ${metrics.throughput.toFixed(0)} ops/s, ` +
-          `wait p99 ${metrics.waitP99.toFixed(1)} ms, barging ${(metrics.barging * 100).toFixed(0)}% (same process ${(metrics.sameProcess * 100).toFixed(0)}%), handoff p50 ${metrics.handoffP50.toFixed(2)} ms, lost ${metrics.lost}`,
+        `  pause=${pauseMs}ms round ${round + 1}/${config.rounds} ${design}: ${m.throughput.toFixed(0)} ops/s, wait p99 ${m.waitP99.toFixed(1)} ms, ` +
+          `same process ${(m.sameProcess * 100).toFixed(0)}%, handoff p50 ${m.handoffP50.toFixed(2)} ms, waiter ${(m.waiterShare * 100).toFixed(0)}% (client ${(m.clientWaiterShare * 100).toFixed(0)}%), lost ${m.lost}`,
       );
     }
   }
-  const byDesign = new Map<DesignId, ContentionFigures>();
-  for (const [design, rounds] of perRound) {
-    const pick = (k: keyof RoundMetrics): Figure => figure(rounds.map((r) => r[k]));
-    byDesign.set(design, {
-      throughput: pick('throughput'),
-      waitP50: pick('waitP50'),
-      waitP99: pick('waitP99'),
-      handoffP50: pick('handoffP50'),
-      handoffP99: pick('handoffP99'),
-      barging: pick('barging'),
-      sameProcess: pick('sameProcess'),
-      lost: pick('lost'),
-      waiterQps: pick('waiterQps'),
-      waiterShare: pick('waiterShare'),
-      clientWaiterQps: pick('clientWaiterQps'),
-      clientWaiterShare: pick('clientWaiterShare'),
-      redisWaiterCps: pick('redisWaiterCps'),
-      gaveUp: pick('gaveUp'),
-      ops: pick('ops'),
-      lostTotal: rounds.reduce((s, r) => s + r.lost, 0),
-      gaveUpTotal: rounds.reduce((s, r) => s + r.gaveUp, 0),
-    });
-  }
-  return { pauseMs, byDesign, serialFloor: figure(serial) };
+  const byDesign = new Map<DesignId, ContentionFigures>([...perRound].map(([d, rounds]) => [d, summarise(rounds)]));
+  return { pauseMs, byDesign, serialFloor: figure(serial), backgroundQps: background };
 }
 
+/** The variants (by default: callers re-request at once; callers pause 2 ms), after a calibration of every design. */
+export async function runContention(setup: ContentionSetup, config: BenchConfig, designs: readonly DesignId[], pauses: readonly number[] = [0, 2]): Promise<ContentionResult> {
+  const keys = Object.fromEntries(designs.map((d) => [d, keyOf(d)]));
+  const facts = (await Promise.all(setup.workers.map((w) => w.run<Record<string, DesignFacts>>(SCENARIO, 'contentionSetup', { designs, redisUrl: setup.redisUrl, keyOf: keys }))))[0]!;
+  const calibration = await calibrate(setup, designs, facts);
+  for (const [d, c] of calibration)
+    setup.log(`  calibration ${d}: ${c.roundTripsPerHold.toFixed(2)} round trips per hold; statements per hold ${c.measuredStatementsPerHold.toFixed(2)} measured, ${c.usefulStatements} declared`);
+  const variants: ContentionVariant[] = [];
+  for (const pauseMs of pauses) variants.push(await runVariant(setup, config, designs, calibration, pauseMs));
+  return { designs, calibration, variants, backgroundAfterQps: await backgroundQps(setup.admin, 1000) };
+}
+
+/** Closes what the workers opened for the section. */
+export async function closeContention(workers: readonly LockWorker[]): Promise<void> {
+  await Promise.all(workers.map((w) => w.run(SCENARIO, 'contentionClose')));
+}

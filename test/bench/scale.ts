@@ -1,47 +1,101 @@
 /**
- * Scale section: many locks held by one process on a pool of 10 (memory, renewal statements per
- * second, renewal tick time, 100 locks as the floor), and acquire latency with a big log table.
+ * Scale section. Held locks: two processes on pools of 10, one holding 100 locks and one 10,000,
+ * with the same lease; their renewals are measured in the same windows, round after round, from
+ * `stats().renewal`. Big log table: acquire + release latency on a log table of a million terminal
+ * rows against a fresh one, each in its own database and process, rounds interleaved.
  */
 import type mysql from 'mysql2/promise';
-import { LockWorker } from '../support/worker-host.js';
+import { resolveTargets } from '../../lib/core/lock-key.js';
 import type { TestDatabase } from '../support/test-database.js';
+import { LockWorker } from '../support/worker-host.js';
 import type { BenchConfig } from './config.js';
-import type { HoldManyResult } from './scenarios/scale.js';
-import { type Figure, figure, hostNow, median } from './stats.js';
+import type { AcquiredMany, ReleasedMany, RenewalWindow } from './scenarios/scale.js';
+import { type Figure, figure, hostNow } from './stats.js';
 
 const SCENARIO = new URL('./scenarios/scale.js', import.meta.url).href;
+/** Short lease so several renewals fall in each window (renewed every lease / 3). */
+export const SCALE_LEASE_MS = 3000;
+export const SCALE_POOL = 10;
+export const SMALL_HELD = 100;
+
+export interface HeldSet {
+  acquired: AcquiredMany;
+  windows: RenewalWindow[];
+  released: ReleasedMany;
+  /** Time spent renewing per second of window, ms/s (stats().renewal). */
+  renewingPerSecond: Figure;
+  /** Of which in the renewal round trip itself, ms/s. */
+  statementPerSecond: Figure;
+  renewalsPerSecond: Figure;
+  /** Mean duration of one renewal statement per window, ms. */
+  msPerRenewal: Figure;
+  renewedLocksPerSecond: Figure;
+  failures: number;
+}
 
 export interface HeldLocksResult {
-  small: HoldManyResult;
-  large: HoldManyResult;
+  small: HeldSet;
+  large: HeldSet;
   leaseMs: number;
   poolSize: number;
 }
 
-/** Short lease so renewals happen during the window: renew every lease/3. */
-const SCALE_LEASE_MS = 3000;
-const SCALE_POOL = 10;
+function heldSet(acquired: AcquiredMany, windows: RenewalWindow[], released: ReleasedMany): HeldSet {
+  const perSecond = (w: RenewalWindow, v: number): number => v / (w.windowMs / 1000);
+  return {
+    acquired,
+    windows,
+    released,
+    renewingPerSecond: figure(windows.map((w) => perSecond(w, w.renewingMs))),
+    statementPerSecond: figure(windows.map((w) => perSecond(w, w.statementMs))),
+    renewalsPerSecond: figure(windows.map((w) => perSecond(w, w.renewals))),
+    msPerRenewal: figure(windows.map((w) => (w.renewals > 0 ? w.renewingMs / w.renewals : NaN))),
+    renewedLocksPerSecond: figure(windows.map((w) => perSecond(w, w.renewedLocks))),
+    failures: windows.reduce((s, w) => s + w.failures, 0),
+  };
+}
+
+/**
+ * The keys' rows, created up front as for any key used before: the figure is the steady-state
+ * acquire, not a first use (which also creates the rows, in a transaction of its own).
+ */
+async function createKeyRows(admin: mysql.Connection, prefix: string, count: number): Promise<void> {
+  for (let from = 0; from < count; from += 1000) {
+    const keys = Array.from({ length: Math.min(1000, count - from) }, (_, i) => resolveTargets(`${prefix}:${from + i}`, 'write', '')[0]!.bytes);
+    await admin.query(`INSERT INTO db_lock (lock_key, fencing_token) VALUES ${keys.map(() => '(?, 0)').join(', ')}`, keys);
+  }
+}
 
 export async function runHeldLocks(db: TestDatabase, config: BenchConfig, log: (line: string) => void): Promise<HeldLocksResult> {
-  const worker = await LockWorker.start(
-    { settings: db.settings, options: { poolSize: SCALE_POOL, leaseMs: SCALE_LEASE_MS, slowThresholdMs: 2_147_483_647 } },
-    { execArgv: ['--expose-gc'] },
-  );
+  // The janitor is off in both: the figure is the renewal's, and both processes run alike.
+  const options = { poolSize: SCALE_POOL, leaseMs: SCALE_LEASE_MS, slowThresholdMs: 2_147_483_647, janitor: false as const };
+  const workers = await LockWorker.startMany(2, { settings: db.settings, options }, { execArgv: ['--expose-gc'] });
   try {
-    const windowMs = config.quick ? 3500 : 6500;
-    const run = (count: number, prefix: string): Promise<HoldManyResult> =>
-      worker.run<HoldManyResult>(SCENARIO, 'holdMany', { count, prefix, windowMs, concurrency: 40 });
-    await run(200, 'bench:warm');
-    const small = await run(100, 'bench:held100');
-    log(`  held 100: ${small.renewalStatements} renewals in ${Math.round(small.windowMs)} ms, ${median(small.renewMs).toFixed(1)} ms each`);
-    const large = await run(config.heldLocks, 'bench:held');
-    log(
-      `  held ${config.heldLocks}: acquired in ${Math.round(large.acquireMs)} ms, ${large.renewalStatements} renewals in ` +
-        `${Math.round(large.windowMs)} ms, ${median(large.renewMs).toFixed(1)} ms each, lost ${large.lost}`,
-    );
-    return { small, large, leaseMs: SCALE_LEASE_MS, poolSize: SCALE_POOL };
+    const [small, large] = workers as [LockWorker, LockWorker];
+    await createKeyRows(db.admin, 'bench:held-small', SMALL_HELD);
+    await createKeyRows(db.admin, 'bench:held-large', config.heldLocks);
+    const acquire = (w: LockWorker, count: number, prefix: string) => w.run<AcquiredMany>(SCENARIO, 'acquireMany', { count, prefix, concurrency: 40 });
+    const smallAcquired = await acquire(small, SMALL_HELD, 'bench:held-small');
+    const largeAcquired = await acquire(large, config.heldLocks, 'bench:held-large');
+    log(`  acquired ${SMALL_HELD} in ${Math.round(smallAcquired.acquireMs)} ms, ${config.heldLocks} in ${Math.round(largeAcquired.acquireMs)} ms`);
+    const windows: [RenewalWindow[], RenewalWindow[]] = [[], []];
+    // One window unmeasured first: the large set's first renewals may still be catching up.
+    await Promise.all(workers.map((w) => w.run(SCENARIO, 'renewalWindow', { windowMs: 1000 })));
+    for (let r = 0; r < config.rounds; r++) {
+      const [a, b] = await Promise.all(workers.map((w) => w.run<RenewalWindow>(SCENARIO, 'renewalWindow', { windowMs: config.renewalWindowMs })));
+      windows[0].push(a!);
+      windows[1].push(b!);
+      log(`  renewal round ${r + 1}/${config.rounds}: ${SMALL_HELD} locks ${a!.renewingMs.toFixed(1)} ms in ${a!.renewals}; ${config.heldLocks} locks ${b!.renewingMs.toFixed(1)} ms in ${b!.renewals}`);
+    }
+    const [smallReleased, largeReleased] = await Promise.all(workers.map((w) => w.run<ReleasedMany>(SCENARIO, 'releaseMany', { concurrency: 40 })));
+    return {
+      small: heldSet(smallAcquired, windows[0], smallReleased!),
+      large: heldSet(largeAcquired, windows[1], largeReleased!),
+      leaseMs: SCALE_LEASE_MS,
+      poolSize: SCALE_POOL,
+    };
   } finally {
-    await worker.close();
+    await Promise.all(workers.map((w) => w.close()));
   }
 }
 
@@ -53,10 +107,7 @@ export interface LogTableResult {
   hotKeyRows: number;
 }
 
-/**
- * Fills `big`'s log table with `rows` terminal rows by INSERT … SELECT doubling: half on the
- * measured key itself (a hot key's long history), half spread over 1,000 other keys.
- */
+/** Fills the log table with `rows` terminal rows by INSERT … SELECT doubling: half on the measured key (a hot key's history), half over 1,000 keys. */
 async function fillLog(admin: mysql.Connection, rows: number): Promise<number> {
   const t0 = hostNow();
   const columns = 'lock_key, mode, owner, holder, fencing_token, status, lease_ms, acquired_at, expires_at, ended_at, wait_ms, hold_ms';
@@ -77,9 +128,7 @@ async function fillLog(admin: mysql.Connection, rows: number): Promise<number> {
 
 export async function runLogTable(empty: TestDatabase, big: TestDatabase, config: BenchConfig, log: (line: string) => void): Promise<LogTableResult> {
   const fillMs = await fillLog(big.admin, config.logRows);
-  const [[counts]] = (await big.admin.query(
-    "SELECT COUNT(*) AS n, SUM(lock_key = 'bench:logtable') AS hot FROM db_lock_log",
-  )) as unknown as [[{ n: number; hot: string }]];
+  const [[counts]] = (await big.admin.query("SELECT COUNT(*) AS n, SUM(lock_key = 'bench:logtable') AS hot FROM db_lock_log")) as unknown as [[{ n: number; hot: string }]];
   log(`  filled ${counts.n} log rows in ${Math.round(fillMs)} ms`);
   const workers = await Promise.all([LockWorker.start({ settings: empty.settings }), LockWorker.start({ settings: big.settings })]);
   try {

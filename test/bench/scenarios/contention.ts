@@ -1,24 +1,15 @@
 /**
- * Child-process side of the contention section: each worker process runs `callers` concurrent
- * callers looping acquire → racy counter increment → release on one key, for one design, between
- * two host-monotonic instants that every process shares.
+ * Worker side of the contention section: each worker process runs `callers` concurrent callers
+ * looping take the lock → racy counter increment → let go, on one key, for one design, between
+ * two host-monotonic instants every process shares.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import mysql from 'mysql2/promise';
+import { DataSource } from 'typeorm';
 import type { WorkerContext } from '../../support/lock-worker.js';
-import {
-  type DesignId,
-  forUpdateDesign,
-  getLockDesign,
-  leaseDesign,
-  type LockDesign,
-  naiveTableDesign,
-  redlockDesign,
-} from '../designs.js';
+import type { HoldEvent } from '../contention-analysis.js';
+import { designDeps } from '../designs/deps.js';
+import { type Body, createDesign, type DesignDeps, type DesignId, type LockDesign } from '../designs/index.js';
 import { hostNow } from '../stats.js';
-
-/** One hold: [caller, acquire started, acquired, release started, released] (host ms). */
-export type HoldEvent = [caller: string, acqStart: number, acqEnd: number, relStart: number, relEnd: number];
 
 export interface RoundArgs {
   design: DesignId;
@@ -34,70 +25,73 @@ export interface RoundArgs {
 export interface RoundResult {
   events: HoldEvent[];
   increments: number;
-  sentStatements: number;
-  sentRedisCommands: number;
+  roundTrips: number;
+  redisCommands: number;
   gaveUp: number;
 }
 
-let designs: Map<DesignId, LockDesign> | undefined;
-let business: mysql.Pool | undefined;
-
-async function designFor(ctx: WorkerContext<unknown>, id: DesignId, redisUrl: string): Promise<LockDesign> {
-  designs ??= new Map();
-  let design = designs.get(id);
-  if (design) return design;
-  switch (id) {
-    case 'lease':
-      design = leaseDesign(ctx.locks);
-      break;
-    case 'for-update':
-      design = forUpdateDesign(ctx.settings);
-      break;
-    case 'get-lock':
-      design = getLockDesign(ctx.settings);
-      break;
-    case 'naive-table':
-      design = naiveTableDesign(ctx.settings, `pid:${process.pid}`);
-      break;
-    case 'redlock':
-      design = await redlockDesign(redisUrl);
-      break;
-  }
-  designs.set(id, design);
-  return design;
+/** What the parent needs to know of each design (declared by the design itself). */
+export interface DesignFacts {
+  usefulStatements: number;
+  usefulRedisCommands: number;
+  handoffRoundTrips: number;
 }
 
-/** Runs one round; returns every hold (if `record`) and counters for the design. */
-export async function contentionRound(ctx: WorkerContext<RoundArgs & { redisUrl: string }>): Promise<RoundResult> {
+let deps: DesignDeps | undefined;
+const designs = new Map<DesignId, LockDesign>();
+
+/** The racy critical section: read, then write the value read plus one. Two holders at once lose an update. */
+function increment(counterId: number): Body {
+  return async (query) => {
+    const rows = await query('SELECT v FROM bench_counter WHERE id = ?', [counterId]);
+    await query('UPDATE bench_counter SET v = ? WHERE id = ?', [Number(rows[0]!.v) + 1, counterId]);
+  };
+}
+
+/** Builds the designs and creates what their keys need. */
+export async function contentionSetup(ctx: WorkerContext<{ designs: DesignId[]; redisUrl: string; keyOf: Record<string, string> }>): Promise<Record<string, DesignFacts>> {
+  deps ??= designDeps(ctx.locks, ctx.app.get(DataSource), ctx.settings, ctx.args.redisUrl);
+  const facts: Record<string, DesignFacts> = {};
+  for (const id of ctx.args.designs) {
+    let design = designs.get(id);
+    if (!design) {
+      design = await createDesign(id, deps);
+      designs.set(id, design);
+    }
+    await design.prepare(ctx.args.keyOf[id]!);
+    facts[id] = { usefulStatements: design.usefulStatements, usefulRedisCommands: design.usefulRedisCommands, handoffRoundTrips: design.handoffRoundTrips };
+  }
+  return facts;
+}
+
+/** `holds` sequential uncontended holds: the client round trips one hold costs when nobody waits. */
+export async function contentionCalibrate(ctx: WorkerContext<{ design: DesignId; key: string; counterId: number; holds: number }>): Promise<number> {
+  const design = designs.get(ctx.args.design)!;
+  const before = design.roundTrips();
+  for (let i = 0; i < ctx.args.holds; i++) await design.hold(ctx.args.key, 0, increment(ctx.args.counterId));
+  return (design.roundTrips() - before) / ctx.args.holds;
+}
+
+/** Runs one round; returns every hold (if `record`) and the design's counters over the round. */
+export async function contentionRound(ctx: WorkerContext<RoundArgs>): Promise<RoundResult> {
   const args = ctx.args;
-  const design = await designFor(ctx, args.design, args.redisUrl);
-  business ??= mysql.createPool({ ...ctx.settings, connectionLimit: Math.max(2, args.callers) });
-  const pool = business;
-  const sentBefore = design.sentStatements();
-  const redisBefore = design.sentRedisCommands();
-  const gaveUpBefore = design.gaveUp;
+  const design = designs.get(args.design)!;
+  const sent0 = design.roundTrips();
+  const redis0 = design.redisCommands();
+  const gaveUp0 = design.gaveUp;
   const events: HoldEvent[] = [];
+  const body = increment(args.counterId);
   let increments = 0;
 
   const caller = async (index: number): Promise<void> => {
     const name = `${process.pid}:${index}`;
     while (hostNow() < args.deadline) {
       const acqStart = hostNow();
-      const release = await design.acquire(args.key, index);
-      const acqEnd = hostNow();
-      try {
-        // The racy critical section: read, then write the value read plus one. Two holders at
-        // once lose an update; the parent compares the counter with the increments.
-        const [rows] = await pool.query('SELECT v FROM bench_counter WHERE id = ?', [args.counterId]);
-        const value = Number((rows as { v: unknown }[])[0]!.v);
-        await pool.query('UPDATE bench_counter SET v = ? WHERE id = ?', [value + 1, args.counterId]);
-        increments++;
-      } finally {
-        const relStart = hostNow();
-        await release();
-        const relEnd = hostNow();
-        if (args.record) events.push([name, acqStart, acqEnd, relStart, relEnd]);
-      }
+      const { acquiredAt, releasingAt } = await design.hold(args.key, index, body);
+      const relEnd = hostNow();
+      // Counted once the hold is over: with the transactional designs the increment exists only after COMMIT.
+      increments++;
+      if (args.record) events.push([name, acqStart, acquiredAt, releasingAt, relEnd]);
       if (args.pauseMs > 0) await sleep(args.pauseMs);
     }
   };
@@ -108,16 +102,16 @@ export async function contentionRound(ctx: WorkerContext<RoundArgs & { redisUrl:
   return {
     events,
     increments,
-    sentStatements: design.sentStatements() - sentBefore,
-    sentRedisCommands: design.sentRedisCommands() - redisBefore,
-    gaveUp: design.gaveUp - gaveUpBefore,
+    roundTrips: design.roundTrips() - sent0,
+    redisCommands: design.redisCommands() - redis0,
+    gaveUp: design.gaveUp - gaveUp0,
   };
 }
 
 /** Closes what the rounds opened (the app itself is closed by the worker host). */
 export async function contentionClose(): Promise<void> {
-  for (const design of designs?.values() ?? []) await design.close();
-  designs = undefined;
-  await business?.end();
-  business = undefined;
+  for (const design of designs.values()) await design.close();
+  designs.clear();
+  await deps?.slots.close();
+  deps = undefined;
 }

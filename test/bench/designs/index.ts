@@ -1,0 +1,30 @@
+/** Every design by id, built from the same dependencies in the bench's process or in a worker. */
+import { forUpdateDesign, getLockDesign } from './blocking.js';
+import { rowLockNoRecordDesign } from './experiment.js';
+import { leaseDecoratedDesign, leaseDesign, rowLockDesign } from './library.js';
+import { naiveTableDesign, redlockDesign } from './peers.js';
+import type { DesignDeps, DesignId, LockDesign } from './types.js';
+
+export * from './types.js';
+export { grantStatements } from './library.js';
+
+export async function createDesign(id: DesignId, deps: DesignDeps): Promise<LockDesign> {
+  switch (id) {
+    case 'lease':
+      return leaseDesign(deps);
+    case 'lease-decorated':
+      return leaseDecoratedDesign(deps);
+    case 'row-lock':
+      return rowLockDesign(deps);
+    case 'row-lock-no-record':
+      return rowLockNoRecordDesign(deps);
+    case 'for-update':
+      return forUpdateDesign(deps);
+    case 'get-lock':
+      return getLockDesign(deps);
+    case 'redlock':
+      return redlockDesign(deps);
+    case 'naive-table':
+      return naiveTableDesign(deps);
+  }
+}

@@ -1,0 +1,126 @@
+/**
+ * The lock designs under test, behind one interface so the uncontended and the contention sections
+ * drive them alike: `hold` takes the lock, runs the critical section with the design's own way of
+ * reaching the database (its connection, its transaction, or the lock's EntityManager), and lets go.
+ * Each design counts the round trips it causes (client side), and declares the statements one
+ * successful hold costs on the server, so the statements spent by waiters can be computed both from
+ * the server's counters and from the client's.
+ */
+import type mysql from 'mysql2/promise';
+import type { DataSource } from 'typeorm';
+import type { LockService } from '../../../lib/index.js';
+import type { ConnectionSettings } from '../../support/test-database.js';
+
+export const DESIGN_IDS = ['lease', 'lease-decorated', 'row-lock', 'row-lock-no-record', 'for-update', 'get-lock', 'redlock', 'naive-table'] as const;
+export type DesignId = (typeof DESIGN_IDS)[number];
+
+export const DESIGN_LABELS: Record<DesignId, string> = {
+  lease: 'nestjs-db-lock, lease (acquire / release)',
+  'lease-decorated': 'nestjs-db-lock, lease, `@WriteLock` (critical section in the fenced transaction)',
+  'row-lock': "nestjs-db-lock, row-lock (`withLock`, critical section through `handle.manager`)",
+  'row-lock-no-record': 'experiment, not a library mode: row-lock without the durable grant record',
+  'for-update': 'bare blocking `SELECT … FOR UPDATE` (critical section in its transaction)',
+  'get-lock': 'bare blocking `GET_LOCK`',
+  redlock: 'node-redlock (local Redis)',
+  'naive-table': 'naive table lock (INSERT/DELETE, 50 ms retry)',
+};
+
+export const SHORT_LABELS: Record<DesignId, string> = {
+  lease: 'lease',
+  'lease-decorated': 'lease @WriteLock',
+  'row-lock': 'row-lock',
+  'row-lock-no-record': 'row-lock, no record (exp.)',
+  'for-update': 'FOR UPDATE',
+  'get-lock': 'GET_LOCK',
+  redlock: 'redlock',
+  'naive-table': 'naive table',
+};
+
+/** One statement on whatever the design runs its critical section with; resolves to the rows. */
+export type Query = (sql: string, params?: unknown[]) => Promise<Record<string, unknown>[]>;
+
+/** The critical section. */
+export type Body = (query: Query) => Promise<void>;
+
+/** When the caller held the lock, and when it began to let go (the critical section was done). */
+export interface HoldTimes {
+  acquiredAt: number;
+  releasingAt: number;
+}
+
+export interface LockDesign {
+  readonly id: DesignId;
+  /**
+   * Database statements of one successful hold as the server counts them ('Questions': every
+   * statement of a multi-statement round trip), the critical section's two included.
+   */
+  readonly usefulStatements: number;
+  /** Redis commands of one successful hold. */
+  readonly usefulRedisCommands: number;
+  /**
+   * Round trips a hold makes under contention that an uncontended hold does not, and which are
+   * part of the handoff rather than waiting (a doorbell rung in a round trip of its own).
+   */
+  readonly handoffRoundTrips: number;
+  /** Creates what the key needs before the first hold (rows to lock). */
+  prepare(key: string): Promise<void>;
+  /** Takes the lock on `key` as caller `slot`, runs `body` in it, lets go. */
+  hold(key: string, slot: number, body: Body): Promise<HoldTimes>;
+  /** Round trips sent since creation (client count: failed tries, waits and the critical section included). */
+  roundTrips(): number;
+  redisCommands(): number;
+  /** Tries that failed outright and were started again by the caller (redlock's LockError). */
+  readonly gaveUp: number;
+  close(): Promise<void>;
+}
+
+/** What designs are built from, in the bench's process or in a worker. */
+export interface DesignDeps {
+  readonly locks: LockService;
+  readonly dataSource: DataSource;
+  readonly settings: ConnectionSettings;
+  /** One connection per caller slot, shared by the designs that bring their own (they run one at a time). */
+  readonly slots: SlotConnections;
+  readonly redisUrl: string;
+  /** Names this process in the naive lock table. */
+  readonly holder: string;
+  /** Statements sent through the DataSource (TypeORM) so far in this process. */
+  readonly dataSourceQueries: () => number;
+}
+
+/** Bench tables beside the lock tables: counters and the rows the bare FOR UPDATE lock locks. */
+export const BENCH_SCHEMA = [
+  `CREATE TABLE bench_counter (id INT PRIMARY KEY, v BIGINT NOT NULL DEFAULT 0) ENGINE=InnoDB`,
+  `INSERT INTO bench_counter (id, v) VALUES (1, 0), (2, 0), (3, 0), (4, 0)`,
+  `CREATE TABLE bench_row_lock (k VARCHAR(191) PRIMARY KEY) ENGINE=InnoDB`,
+  `CREATE TABLE bench_naive_lock (lock_name VARCHAR(191) PRIMARY KEY, holder VARCHAR(64) NOT NULL) ENGINE=InnoDB`,
+];
+
+/** Connections per caller slot, opened on first use; every statement sent through them is counted by the caller. */
+export class SlotConnections {
+  private readonly connections = new Map<number, Promise<mysql.Connection>>();
+  constructor(private readonly open: () => Promise<mysql.Connection>) {}
+
+  get(slot: number): Promise<mysql.Connection> {
+    let connection = this.connections.get(slot);
+    if (!connection) {
+      connection = this.open();
+      this.connections.set(slot, connection);
+    }
+    return connection;
+  }
+
+  async close(): Promise<void> {
+    for (const connection of this.connections.values()) await (await connection).end().catch(() => undefined);
+    this.connections.clear();
+  }
+}
+
+/** A Query on a plain connection that counts its round trips into `counter`. */
+export function countedQuery(connection: mysql.Connection, counter: { sent: number }): Query {
+  return async (sql, params) => {
+    counter.sent++;
+    const [rows] = await connection.query(sql, params);
+    return rows as Record<string, unknown>[];
+  };
+}

@@ -1,0 +1,30 @@
+/** Everything a run measured, as the report reads it. Sections not run are absent. */
+import type { BenchConfig } from '../config.js';
+import type { ContentionResult, ContentionVariant } from '../contention.js';
+import type { BenchEnvironment } from '../environment.js';
+import type { HeldLocksResult, LogTableResult } from '../scale.js';
+import type { Figure } from '../stats.js';
+import type { UncontendedResult } from '../uncontended.js';
+
+export interface BenchResults {
+  env: BenchEnvironment;
+  config: BenchConfig;
+  durationMs: number;
+  /** 1, 5 and 15-minute load averages when the run ended. */
+  loadAtEnd: number[];
+  uncontended?: UncontendedResult;
+  contention?: ContentionResult;
+  held?: HeldLocksResult;
+  logTable?: LogTableResult;
+}
+
+/** An uncontended item's latency figure, if the section ran. */
+export function latency(r: BenchResults, id: string): Figure | undefined {
+  return r.uncontended?.get(id)?.latency;
+}
+
+export function variant(r: BenchResults, pauseMs: number): ContentionVariant | undefined {
+  return r.contention?.variants.find((v) => v.pauseMs === pauseMs);
+}
+
+export const variantName = (pauseMs: number): string => (pauseMs > 0 ? `callers pause ${pauseMs} ms` : 'callers re-request at once');

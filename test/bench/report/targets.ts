@@ -1,0 +1,174 @@
+/**
+ * The targets, each with its verdict from this run's figures: met, missed (with the measured
+ * value), not measured (its section did not run), or reported (a cost to show, no target).
+ */
+import type { ContentionFigures, ContentionVariant } from '../contention.js';
+import { DESIGN_IDS, type DesignId, SHORT_LABELS } from '../designs/index.js';
+import { type Figure, fmt, fmtRatio } from '../stats.js';
+import { count } from './markdown.js';
+import { type BenchResults, latency, variantName } from './results.js';
+
+export type Verdict = 'met' | 'missed' | 'not measured' | 'reported';
+
+export interface TargetCheck {
+  group: 'Lease' | 'Row-lock' | 'Kept from before';
+  target: string;
+  measured: string;
+  verdict: Verdict;
+}
+
+/** Row-lock waiters park in the server: "≈ 0" waiter statements is read as at most this share of the useful ones. */
+export const ROW_LOCK_WAITER_LIMIT = 0.02;
+
+const notRun = (group: TargetCheck['group'], target: string, section: string): TargetCheck => ({ group, target, measured: `${section} section not run`, verdict: 'not measured' });
+const met = (ok: boolean): Verdict => (ok ? 'met' : 'missed');
+
+/** `a / b` against `limit` (`atMost`: a/b ≤ limit, else a/b ≥ limit), with both values and their unit. */
+function ratioCheck(group: TargetCheck['group'], target: string, a: Figure | undefined, b: Figure | undefined, limit: number, atMost: boolean, unit: string, extra = ''): TargetCheck {
+  if (!a || !b) return notRun(group, target, 'its');
+  const ratio = a.median / b.median;
+  return { group, target, measured: `${fmtRatio(ratio)} (${fmt(a.median)} vs ${fmt(b.median)} ${unit})${extra}`, verdict: met(atMost ? ratio <= limit : ratio >= limit) };
+}
+
+function uncontendedChecks(r: BenchResults): TargetCheck[] {
+  const u = (id: string) => latency(r, id);
+  const checks: TargetCheck[] = [];
+  const target = 'uncontended exclusive acquire + release, with its audit row ≤ 1.25× two autocommit PK UPDATEs';
+  if (!r.uncontended) checks.push(notRun('Lease', target, 'uncontended'));
+  else {
+    const lease = u('lease-write')!;
+    const pk2 = u('pk-update-x2')!;
+    const floor = u('physical-floor')!;
+    checks.push({
+      group: 'Lease',
+      target,
+      measured:
+        `${fmtRatio(lease.median / pk2.median)} (${fmt(lease.median, 3)} vs ${fmt(pk2.median, 3)} ms); physical floor (durable grant with audit row + durable release) ` +
+        `${fmt(floor.median, 3)} ms = ${fmtRatio(floor.median / pk2.median)} two PK UPDATEs, lease = ${fmtRatio(lease.median / floor.median)} the physical floor`,
+      verdict: met(lease.median / pk2.median <= 1.25),
+    });
+  }
+  checks.push(
+    ratioCheck('Lease', "decorator path: `@WriteLock` running one UPDATE ('requires-new') ≤ 2× the same UPDATE in a plain TypeORM transaction", u('lease-decorated'), u('plain-tx'), 2, true, 'ms'),
+    ratioCheck('Row-lock', "decorator path: `@WriteLock(…, { strategy: 'row-lock' })` running one UPDATE ≤ 1.5× the same UPDATE in a plain TypeORM transaction", u('row-lock-decorated'), u('plain-tx'), 1.5, true, 'ms'),
+    ratioCheck('Row-lock', 'uncontended `withLock` (row-lock) with an empty fn ≤ 1.5× a bare `BEGIN; SELECT … FOR UPDATE; COMMIT`', u('row-lock-empty'), u('for-update'), 1.5, true, 'ms'),
+  );
+  const experiment = u('row-lock-no-record-empty');
+  const rowLock = u('row-lock-empty');
+  checks.push(
+    rowLock && experiment
+      ? {
+          group: 'Row-lock',
+          target: 'cost of the durable grant record (token + audit row committed before the work), uncontended',
+          measured: `+${fmt(rowLock.median - experiment.median, 3)} ms per acquisition (${fmt(rowLock.median, 3)} vs ${fmt(experiment.median, 3)} ms for the experiment without it, ${fmtRatio(rowLock.median / experiment.median)}); one autocommit PK UPDATE costs ${fmt(u('pk-update')!.median, 3)} ms`,
+          verdict: 'reported',
+        }
+      : notRun('Row-lock', 'cost of the durable grant record, uncontended', 'uncontended'),
+  );
+  const reentrant = r.uncontended?.get('reentrant');
+  checks.push(
+    reentrant
+      ? {
+          group: 'Kept from before',
+          target: 'reentrant acquire: 0 round trips',
+          measured: `${fmt(reentrant.measuredRoundTrips ?? NaN, 3)} round trips per acquire, ${fmt(reentrant.latency.median * 1000, 1)} µs`,
+          verdict: met(reentrant.measuredRoundTrips === 0),
+        }
+      : notRun('Kept from before', 'reentrant acquire: 0 round trips', 'uncontended'),
+  );
+  return checks;
+}
+
+function waiterText(f: ContentionFigures): string {
+  return `server ${fmt(f.waiterShare.median * 100, 1)} % (${count(f.waiterQps.median)} statements/s: 'Questions' delta minus useful), client ${fmt(f.clientWaiterShare.median * 100, 1)} % (${count(f.clientWaiterRtps.median)} round trips/s)`;
+}
+
+function variantChecks(v: ContentionVariant): TargetCheck[] {
+  const name = ` (${variantName(v.pauseMs)})`;
+  const d = (id: DesignId) => v.byDesign.get(id);
+  const lease = d('lease');
+  const rowLock = d('row-lock');
+  const forUpdate = d('for-update');
+  const redlock = d('redlock');
+  const checks: TargetCheck[] = [
+    ratioCheck('Lease', `hot key, wait p99 ≤ 0.25× node-redlock's${name}`, lease?.waitP99, redlock?.waitP99, 0.25, true, 'ms'),
+  ];
+  if (lease) {
+    checks.push({
+      group: 'Lease',
+      target: `hot key, same-process share of handoffs ≤ 40 % (fair: 20 %)${name}`,
+      measured: `${fmt(lease.sameProcess.median * 100, 1)} % (${fmt(lease.sameProcess.min * 100, 1)}–${fmt(lease.sameProcess.max * 100, 1)})`,
+      verdict: met(lease.sameProcess.median <= 0.4),
+    });
+  }
+  checks.push(ratioCheck('Lease', `hot key, throughput ≥ 0.5× a bare blocking \`SELECT … FOR UPDATE\` lock${name}`, lease?.throughput, forUpdate?.throughput, 0.5, false, 'ops/s'));
+  if (lease)
+    checks.push({
+      group: 'Lease',
+      target: `hot key, waiter statements ≤ 20 % of useful ones, doorbell GET_LOCK/RELEASE_LOCK counted as useful${name}`,
+      measured: `${waiterText(lease)}; background ${count(v.backgroundQps)} statements/s before the variant`,
+      verdict: met(lease.waiterShare.median <= 0.2 && lease.clientWaiterShare.median <= 0.2),
+    });
+  checks.push(
+    ratioCheck('Row-lock', `contention, throughput ≥ 0.9× a bare \`FOR UPDATE\` lock${name}`, rowLock?.throughput, forUpdate?.throughput, 0.9, false, 'ops/s'),
+    ratioCheck('Row-lock', `contention, wait p99 ≤ 2× a bare \`FOR UPDATE\` lock's${name}`, rowLock?.waitP99, forUpdate?.waitP99, 2, true, 'ms'),
+  );
+  if (rowLock)
+    checks.push({
+      group: 'Row-lock',
+      target: `contention, waiter statements ≈ 0 (≤ ${ROW_LOCK_WAITER_LIMIT * 100} % of useful ones)${name}`,
+      measured: `${waiterText(rowLock)}; background ${count(v.backgroundQps)} statements/s before the variant`,
+      verdict: met(rowLock.waiterShare.median <= ROW_LOCK_WAITER_LIMIT && rowLock.clientWaiterShare.median <= ROW_LOCK_WAITER_LIMIT),
+    });
+  const experiment = d('row-lock-no-record');
+  if (rowLock && experiment)
+    checks.push({
+      group: 'Row-lock',
+      target: `cost of the durable grant record under contention${name}`,
+      measured: `${fmt(rowLock.throughput.median)} vs ${fmt(experiment.throughput.median)} ops/s for the experiment without it (${fmtRatio(rowLock.throughput.median / experiment.throughput.median)}); handoff p50 ${fmt(rowLock.handoffP50.median)} vs ${fmt(experiment.handoffP50.median)} ms`,
+      verdict: 'reported',
+    });
+  const ids = DESIGN_IDS.filter((id) => v.byDesign.has(id));
+  checks.push({
+    group: 'Kept from before',
+    target: `lost updates = 0${name}`,
+    measured: ids.map((id) => `${SHORT_LABELS[id]} ${v.byDesign.get(id)!.lostTotal}`).join(', '),
+    verdict: met(ids.every((id) => v.byDesign.get(id)!.lostTotal === 0)),
+  });
+  return checks;
+}
+
+function scaleChecks(r: BenchResults): TargetCheck[] {
+  const checks: TargetCheck[] = [];
+  const renewalTarget = 'renewal time per second with 10,000 held locks ≤ 2× that with 100 (same lease)';
+  const heldTarget = '10,000 held lease locks on a pool of 10 (G8)';
+  const logTarget = '1,000,000 log rows: acquire latency ≤ 1.2× the empty table';
+  if (!r.held) checks.push(notRun('Lease', renewalTarget, 'scale'), notRun('Kept from before', heldTarget, 'scale'));
+  else {
+    const { small, large } = r.held;
+    const target = renewalTarget.replace('10,000', large.acquired.count.toLocaleString('en-US'));
+    checks.push(
+      ratioCheck('Lease', target, large.renewingPerSecond, small.renewingPerSecond, 2, true, 'ms/s', `; ${fmt(large.renewalsPerSecond.median)} vs ${fmt(small.renewalsPerSecond.median)} renewal statements/s, ${fmt(large.msPerRenewal.median)} vs ${fmt(small.msPerRenewal.median)} ms each`),
+    );
+    const ok = large.released.held === large.acquired.count && large.released.lost === 0 && large.failures === 0;
+    checks.push({
+      group: 'Kept from before',
+      target: heldTarget.replace('10,000', large.acquired.count.toLocaleString('en-US')).replace('10', String(r.held.poolSize)),
+      measured: `${count(large.released.held)} held after ${r.held.large.windows.length + 1} renewal windows, ${large.released.lost} lost, ${large.failures} failed renewals, ${fmt(large.acquired.heapBytesPerLock, 0)} B heap per lock`,
+      verdict: met(ok),
+    });
+  }
+  if (!r.logTable) checks.push(notRun('Kept from before', logTarget, 'scale'));
+  else
+    checks.push(ratioCheck('Kept from before', logTarget.replace('1,000,000', r.logTable.rows.toLocaleString('en-US')), r.logTable.big, r.logTable.empty, 1.2, true, 'ms'));
+  return checks;
+}
+
+export function checkTargets(r: BenchResults): TargetCheck[] {
+  const checks = [...uncontendedChecks(r)];
+  if (!r.contention) checks.push(notRun('Lease', 'hot key: wait p99, same-process share, throughput, waiter statements', 'contention'), notRun('Row-lock', 'contention: throughput, wait p99, waiter statements', 'contention'));
+  else for (const v of r.contention.variants) checks.push(...variantChecks(v));
+  checks.push(...scaleChecks(r));
+  const order = ['Lease', 'Row-lock', 'Kept from before'];
+  return checks.sort((a, b) => order.indexOf(a.group) - order.indexOf(b.group));
+}

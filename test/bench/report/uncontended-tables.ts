@@ -1,0 +1,45 @@
+/** The uncontended section of the report: one caller, one key, latency per operation against the floors. */
+import { fmt, fmtFigure, fmtRatio } from '../stats.js';
+import { chart, ms3, table } from './markdown.js';
+import { type BenchResults, latency } from './results.js';
+
+export function uncontendedSection(r: BenchResults): string[] {
+  if (!r.uncontended) return ['## Uncontended: one caller, one key', '', 'Not run (BENCH_SECTIONS).', ''];
+  const u = (id: string) => latency(r, id)!;
+  const select1 = u('select1');
+  const pk2 = u('pk-update-x2');
+  const out = ['## Uncontended: one caller, one key', ''];
+  out.push(
+    `Latency per operation (ms), median of each round's ops. Floors: \`SELECT 1\` = ${fmt(select1.median, 3)} ms, two autocommit PK UPDATEs = ${fmt(pk2.median, 3)} ms. ` +
+      'Library round trips are counted from `stats().roundTripsBy.locks` plus the statements the DataSource sent (row-lock and fenced transactions), renewals and the janitor left out.',
+    '',
+  );
+  const rows = [...r.uncontended.values()].map((f) => {
+    const trips = f.measuredRoundTrips !== undefined ? `${f.item.roundTrips} (measured ${fmt(f.measuredRoundTrips, 2)})` : f.item.roundTrips;
+    return [f.item.kind, f.item.label, trips, fmtFigure(f.latency, 3), fmtRatio(f.latency.median / select1.median), fmtRatio(f.latency.median / pk2.median)];
+  });
+  out.push(...table(['kind', 'operation', 'round trips', 'latency ms', '× `SELECT 1`', '× two PK UPDATEs'], rows), '');
+
+  const write = r.uncontended.get('lease-write')!;
+  const grant = write.firstPhase;
+  if (grant) {
+    out.push(
+      `Where the lease's exclusive acquire + release goes: the grant (one round trip, one commit) ${ms3(grant)} ms, the release (one UPDATE of the log row, one commit) ` +
+        `≈ ${fmt(write.latency.median - grant.median, 3)} ms. The same two durable writes reduced to their minimal shapes, the physical floor, cost ` +
+        `${fmt(u('grant-shape').median, 3)} ms (grant shape) and ${fmt(u('physical-floor').median - u('grant-shape').median, 3)} ms (PK UPDATE of the log row): ` +
+        `${fmt(u('physical-floor').median, 3)} ms together, ${fmtRatio(u('physical-floor').median / pk2.median)} two autocommit PK UPDATEs.`,
+      '',
+    );
+  }
+  const plain = u('plain-tx').median;
+  out.push(
+    `Decorator paths: \`@WriteLock\` running one UPDATE costs ${fmtRatio(u('lease-decorated').median / plain)} a plain TypeORM transaction with the same UPDATE (lease: the grant, then the ` +
+      `fenced 'requires-new' transaction in whose commit the lock ends) and ${fmtRatio(u('row-lock-decorated').median / plain)} with \`strategy: 'row-lock'\` ` +
+      '(the locking transaction, the durable grant record on the library pool, the UPDATE, the fence, COMMIT).',
+    '',
+  );
+  const ids = ['select1', 'pk-update-x2', 'physical-floor', 'get-lock', 'for-update', 'plain-tx', 'naive-table', 'redlock', 'lease-write', 'lease-decorated', 'row-lock-empty', 'row-lock-decorated', 'row-lock-no-record-empty'];
+  const labels = ['SELECT 1', '2x PK UPDATE', 'physical floor', 'GET_LOCK', 'FOR UPDATE', 'plain tx', 'naive table', 'redlock', 'lease', 'lease @WriteLock', 'row-lock', 'row-lock @WriteLock', 'row-lock no record (exp.)'];
+  out.push(...chart('Uncontended latency by operation (ms, lower is better)', 'ms', labels, ids.map((id) => u(id).median)), '');
+  return out;
+}

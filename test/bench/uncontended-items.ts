@@ -1,0 +1,181 @@
+/**
+ * What the uncontended section measures, one caller and one key each: the floors (round trip,
+ * durable commits, the physical floor of a durable grant and release with an audit row, the bare
+ * blocking locks, a plain TypeORM transaction), the peers, the library (lease, decorators,
+ * row-lock) and the row-lock experiment without its durable grant record.
+ */
+import type mysql from 'mysql2/promise';
+import type { DataSource } from 'typeorm';
+import type { LockService } from '../../lib/index.js';
+import { DecoratedWork } from './designs/decorated.js';
+import type { Body, DesignId, LockDesign } from './designs/index.js';
+import { hostNow } from './stats.js';
+
+export type ItemKind = 'floor' | 'peer' | 'library' | 'experiment';
+
+export interface UncontendedItem {
+  readonly id: string;
+  readonly label: string;
+  readonly kind: ItemKind;
+  /** Round trips per op as designed (library items: also measured). */
+  readonly roundTrips: string;
+  /** Count the library's round trips (its pool and the DataSource) per op. */
+  readonly countsRoundTrips?: boolean;
+  /** One operation; may return the duration of its first phase (the grant), in ms. */
+  op(): Promise<number | void>;
+  /** Runs a whole round inside some context (the reentrant item runs inside withLock). */
+  wrapRound?<T>(round: () => Promise<T>): Promise<T>;
+}
+
+export interface UncontendedDeps {
+  /** A plain connection with multipleStatements, for the floors. */
+  floor: mysql.Connection;
+  locks: LockService;
+  dataSource: DataSource;
+  designs: ReadonlyMap<DesignId, LockDesign>;
+}
+
+/** The log row and counter the physical floor writes, on a key nothing else uses. */
+export const FLOOR_KEY = 'bench:u:floor';
+const UPDATE = 'UPDATE bench_counter SET v = v + 1 WHERE id = 3';
+const noop: Body = async () => {};
+const oneUpdate: Body = async (query) => void (await query(UPDATE));
+
+/** Round trip 1 of the physical floor: a durable grant with its audit row (db_lock_log and its indexes) and its counter. */
+const GRANT_SHAPE =
+  "START TRANSACTION; INSERT INTO db_lock_log (lock_key, mode, owner, holder, strategy, fencing_token, status, lease_ms, acquired_at, expires_at, wait_ms) " +
+  `VALUES ('${FLOOR_KEY}', 'write', UUID(), 'bench:floor', 'lease', 1, 'ACQUIRED', 30000, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL 30 SECOND, 0); ` +
+  `UPDATE db_lock SET fencing_token = fencing_token + 1 WHERE lock_key = '${FLOOR_KEY}'; COMMIT`;
+/** Round trip 2: the durable release, one PK UPDATE of that log row. */
+const RELEASE_SHAPE = "UPDATE db_lock_log SET status = 'RELEASED', ended_at = UTC_TIMESTAMP(6), hold_ms = 0 WHERE id = ?";
+
+export function uncontendedItems(deps: UncontendedDeps): UncontendedItem[] {
+  const { floor, locks, dataSource } = deps;
+  const work = new DecoratedWork(locks);
+  const pkUpdate = (): Promise<unknown> => floor.query('UPDATE bench_counter SET v = v + 1 WHERE id = 2');
+  const grantShape = async (): Promise<number> => {
+    const [results] = (await floor.query(GRANT_SHAPE)) as unknown as [{ insertId: number }[]];
+    return results[1]!.insertId;
+  };
+  const design = (id: DesignId, key: string, body: Body = noop) => async () => void (await deps.designs.get(id)!.hold(key, 0, body));
+  const times = () => ({ acquiredAt: 0, releasingAt: 0 });
+  return [
+    { id: 'select1', label: '`SELECT 1` round trip', kind: 'floor', roundTrips: '1', op: async () => void (await floor.query('SELECT 1')) },
+    { id: 'pk-update', label: 'autocommit PK UPDATE (one durable commit)', kind: 'floor', roundTrips: '1', op: async () => void (await pkUpdate()) },
+    {
+      id: 'pk-update-x2',
+      label: 'two autocommit PK UPDATEs',
+      kind: 'floor',
+      roundTrips: '2',
+      op: async () => {
+        await pkUpdate();
+        await pkUpdate();
+      },
+    },
+    { id: 'grant-shape', label: 'durable grant shape: START; INSERT audit row into db_lock_log; UPDATE counter; COMMIT', kind: 'floor', roundTrips: '1', op: async () => void (await grantShape()) },
+    {
+      id: 'physical-floor',
+      label: 'physical floor: the durable grant shape + one PK UPDATE of that log row (durable release)',
+      kind: 'floor',
+      roundTrips: '2',
+      op: async () => {
+        const id = await grantShape();
+        await floor.query(RELEASE_SHAPE, [id]);
+      },
+    },
+    {
+      id: 'get-lock',
+      label: '`GET_LOCK` + `RELEASE_LOCK`',
+      kind: 'floor',
+      roundTrips: '2',
+      op: async () => {
+        await floor.query("SELECT GET_LOCK('bench:u:get-lock', 10)");
+        await floor.query("SELECT RELEASE_LOCK('bench:u:get-lock')");
+      },
+    },
+    { id: 'for-update', label: 'bare `BEGIN; SELECT … FOR UPDATE; COMMIT`', kind: 'floor', roundTrips: '3', op: design('for-update', 'bench:u:for-update') },
+    {
+      id: 'plain-tx',
+      label: 'plain TypeORM transaction with one UPDATE (`dataSource.transaction`)',
+      kind: 'floor',
+      roundTrips: '3',
+      op: async () => {
+        await dataSource.transaction(async (manager) => {
+          await manager.query(UPDATE);
+        });
+      },
+    },
+    { id: 'naive-table', label: 'naive table lock (INSERT + DELETE)', kind: 'peer', roundTrips: '2', op: design('naive-table', 'bench:u:naive') },
+    { id: 'redlock', label: 'node-redlock lock + unlock (Redis)', kind: 'peer', roundTrips: '2 (Redis)', op: design('redlock', 'bench:u:redlock') },
+    {
+      id: 'lease-write',
+      countsRoundTrips: true,
+      label: 'lease: exclusive acquire + release, audit row',
+      kind: 'library',
+      roundTrips: '2',
+      op: async () => {
+        const t0 = hostNow();
+        const lock = await locks.acquire('bench:u:lease');
+        const granted = hostNow() - t0;
+        await lock.release();
+        return granted;
+      },
+    },
+    {
+      id: 'lease-read',
+      countsRoundTrips: true,
+      label: 'lease: read acquire + release, audit row',
+      kind: 'library',
+      roundTrips: '2',
+      op: async () => {
+        const lock = await locks.acquire('bench:u:lease', { mode: 'read' });
+        await lock.release();
+      },
+    },
+    {
+      id: 'reentrant',
+      countsRoundTrips: true,
+      label: 'reentrant acquire + release (inside withLock)',
+      kind: 'library',
+      roundTrips: '0',
+      op: async () => {
+        const lock = await locks.acquire('bench:u:reentrant');
+        await lock.release();
+      },
+      // Each op runs in a call chain that already holds the key: the outer lock is taken once per round.
+      wrapRound: <T>(round: () => Promise<T>) => locks.withLock('bench:u:reentrant', () => round()),
+    },
+    {
+      id: 'lease-decorated',
+      countsRoundTrips: true,
+      label: "lease: `@WriteLock` method running the same UPDATE ('requires-new'; the lock ends in the business commit)",
+      kind: 'library',
+      roundTrips: '1 + 5',
+      op: () => work.lease('bench:u:dec-lease', oneUpdate, times()),
+    },
+    {
+      id: 'row-lock-empty',
+      countsRoundTrips: true,
+      label: 'row-lock: `withLock` with an empty fn',
+      kind: 'library',
+      roundTrips: '5 + 1',
+      op: design('row-lock', 'bench:u:row-lock'),
+    },
+    {
+      id: 'row-lock-decorated',
+      countsRoundTrips: true,
+      label: "row-lock: `@WriteLock(…, { strategy: 'row-lock' })` method running the same UPDATE",
+      kind: 'library',
+      roundTrips: '6 + 1',
+      op: () => work.rowLock('bench:u:dec-row', oneUpdate, times()),
+    },
+    {
+      id: 'row-lock-no-record-empty',
+      countsRoundTrips: true,
+      label: 'experiment (not a library mode): row-lock with an empty fn, grant record inside the locking transaction (no commit of its own)',
+      kind: 'experiment',
+      roundTrips: '6',
+      op: design('row-lock-no-record', 'bench:u:experiment'),
+    },
+  ];
+}
