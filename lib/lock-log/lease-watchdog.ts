@@ -108,7 +108,8 @@ export class LeaseWatchdog {
     const sentAt = performance.now();
     this.lastSentAt = sentAt;
     const count = this.locks.size;
-    const longest = Math.max(...[...this.locks].map((l) => l.localDeadline - sentAt));
+    let longest = 0;
+    for (const lock of this.locks) longest = Math.max(longest, lock.localDeadline - sentAt);
     let answer: { endedCount: string; found: boolean };
     try {
       // Bounded by the longest remaining lease (at least 1 s): a renewal that lands late still

@@ -119,7 +119,11 @@ export class LockLog {
       if (outcome.granted)
         return this.clustered ? { ...(await this.confirm(input.acquisitionId, outcome, deadline)), sentAt, before } : { ...outcome, sentAt, before };
       if (outcome.reason === 'missing-key-rows' && attempt < 4) {
-        await this.createKeyRows(input.targets.map((t) => t.bytes), deadline);
+        // First use of a key (or after the janitor reaped it): create its rows in their own
+        // transaction, then grant, in one round trip.
+        const create = createKeyRowsPlan(input.targets.map((t) => t.bytes), FENCING_FLOOR_KEY, this.flavor.sharedLockClause, ROW_LOCK_TABLE);
+        const lean = leanGrantPlan(full);
+        plan = { statements: [...create.statements, ...lean.statements], parse: (results) => lean.parse(results.slice(create.statements.length)) };
         continue;
       }
       if (outcome.reason === 'expired-holders' && attempt < 4) {
