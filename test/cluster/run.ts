@@ -1,0 +1,147 @@
+/**
+ * `npm run test:cluster`: the library's guarantees on a 3-node MariaDB Galera cluster.
+ *
+ * Starts the cluster (scripts/cluster/galera.mjs), runs worker processes whose DataSources point
+ * at different nodes, doing read–sleep–write sections on counters under withLock, decorated
+ * fenced methods and the row-lock strategy, and checks from the database (server timestamps,
+ * values read, fencing tokens, log rows) and from the holders' own view that no two holders were
+ * ever in at once. Phases: all workers on one node, spread over three, a kill -9 of one node
+ * mid-run (with leases both longer and shorter than the freeze it causes), and an unlocked
+ * negative control that must show violations. Every node it started is stopped, whatever happens.
+ *
+ * Options: --control=batch runs with the cluster path switched off in the workers (negative
+ * control: grants as one batch, answers trusted); DBLOCK_CLUSTER_LIB=<build>/lib/index.js points
+ * the suite at another build. Exit code 0 only when every check passed.
+ */
+import { writeFileSync } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type mysql from 'mysql2/promise';
+import { liveRows } from './checks.js';
+import { connectNode, galera, type GaleraBed } from './galera.js';
+import { guardedLoops, nodeKillDrive, type PhaseResult, runPhase, shortLeaseLoops } from './phases.js';
+import { figures, formatTally, killFigures, printPhase } from './report.js';
+import { setupDatabase, startWorkers } from './setup.js';
+import { hasRowLock, loadTarget, prepareTarget } from './target.js';
+import type { ClusterWorker } from './worker-handle.js';
+
+const VICTIM = 3;
+const REPORT_FILE = 'build/cluster-report.json';
+const log = (line: string): void => void process.stdout.write(`[cluster] ${line}\n`);
+
+async function main(): Promise<number> {
+  const unsafeBatch = process.argv.includes('--control=batch');
+  const entry = prepareTarget();
+  const { lib } = await loadTarget();
+  const rowLock = hasRowLock(lib);
+  log(`library under test: ${entry}${unsafeBatch ? ' (cluster path switched off: negative control)' : ''}; row-lock ${rowLock ? 'on' : 'not in this build'}`);
+  const bed = await galera();
+  const workers: ClusterWorker[] = [];
+  const stopAll = async (): Promise<void> => {
+    for (const w of workers) w.kill();
+    await bed.stopCluster({ graceMs: 10_000 });
+  };
+  for (const signal of ['SIGINT', 'SIGTERM'] as const)
+    process.once(signal, () => void stopAll().finally(() => process.exit(130)));
+
+  const problems: string[] = [];
+  try {
+    await bed.startCluster();
+    const conn = await connectNode(bed, 1);
+    const database = await setupDatabase(conn, lib);
+    const phases: PhaseResult[] = [];
+
+    // 1. Every worker on node 1: the single-node baseline (same workload as phase 2).
+    const onOne = await startWorkers(bed, database, [1, 1, 1, 1, 1, 1], unsafeBatch, workers);
+    phases.push(await runPhase('one-node', onOne, guardedLoops('one-node', rowLock), conn, () => sleep(15_000)));
+    await Promise.all(onOne.map((w) => w.close()));
+    workers.length = 0;
+
+    // 2-4. Two workers per node.
+    const spread = await startWorkers(bed, database, [1, 2, 3, 1, 2, 3], unsafeBatch, workers);
+    phases.push(await runPhase('three-nodes', spread, guardedLoops('three-nodes', rowLock), conn, () => sleep(15_000)));
+    const killLoops = [...guardedLoops('kill', rowLock), ...shortLeaseLoops('kill', rowLock)];
+    phases.push(await runPhase('kill', spread, killLoops, conn, nodeKillDrive(bed, VICTIM, log)));
+    const control = await runPhase(
+      'unlocked',
+      spread,
+      [{ kind: 'unlocked', key: 'unlocked:counter', callers: 1, lease: 'long', gapMs: 3 }],
+      conn,
+      () => sleep(4_000),
+      { tokens: false },
+    );
+
+    const live = await endOfRun(spread, conn);
+    workers.length = 0;
+    await conn.end();
+    report(phases, control, live, problems);
+    writeFileSync(REPORT_FILE, JSON.stringify({ entry, unsafeBatch, phases: [...phases, control], live }, null, 1));
+    log(`full report: ${REPORT_FILE}`);
+  } catch (error) {
+    problems.push(`the run itself failed: ${(error as Error)?.stack ?? String(error)}`);
+  } finally {
+    await stopAll().catch((error: unknown) => problems.push(`stopping the cluster failed: ${String(error)}`));
+  }
+  if (problems.length === 0) {
+    log('test:cluster PASSED: 0 violations, every error typed, every log row terminal, negative control caught');
+    return 0;
+  }
+  log(`test:cluster FAILED (${problems.length} problem(s)):`);
+  for (const p of problems) log(`  - ${p}`);
+  return 1;
+}
+
+/**
+ * Workers close (their apps release what they hold) but one, which runs the janitor once the
+ * leases of holders lost in the drill (rows that could not be given back while their node was
+ * down) have run out. Returns the log rows still live after that.
+ */
+async function endOfRun(workers: ClusterWorker[], conn: mysql.Connection): Promise<number> {
+  const [keeper, ...rest] = workers.filter((w) => w.settings.node === 1);
+  await Promise.all([...rest, ...workers.filter((w) => w.settings.node !== 1)].map((w) => w.close()));
+  let live = (await liveRows(conn)).length;
+  const until = performance.now() + 25_000;
+  while (live > 0 && performance.now() < until) {
+    await sleep(2_000);
+    await keeper!.janitor();
+    live = (await liveRows(conn)).length;
+  }
+  await keeper!.close();
+  live = (await liveRows(conn)).length;
+  log(`log rows still live at the end: ${live}`);
+  return live;
+}
+
+function report(phases: PhaseResult[], control: PhaseResult, live: number, problems: string[]): void {
+  for (const phase of phases) {
+    const f = figures(phase);
+    printPhase(f, phase, log);
+    if (f.violations > 0) problems.push(`phase ${f.name}: ${f.violations} violation(s)`);
+    if (f.untyped > 0) problems.push(`phase ${f.name}: ${f.untyped} untyped error(s) reached callers`);
+    if (f.sections === 0) problems.push(`phase ${f.name}: no section completed`);
+  }
+  const [one, three] = phases.map(figures);
+  if (one && three) log(`throughput: one node ${one.perSecond.toFixed(1)} sections/s, three nodes ${three.perSecond.toFixed(1)} sections/s`);
+  const kill = phases.find((p) => p.name === 'kill');
+  if (kill) {
+    const k = killFigures(kill, VICTIM);
+    log(`node kill: survivors' longest stretch without a completed section ${Math.round(k.survivorGapMs)} ms, longest call ${Math.round(k.survivorLongestCallMs)} ms`);
+    log(`node kill: errors on node ${VICTIM}'s workers: ${formatTally(k.tallyVictim)}`);
+    log(`node kill: errors on the survivors' workers: ${formatTally(k.tallySurvivors)}`);
+    log(`node kill: short-lease holders that lost their lock ${k.lostOnShortLeases}; node ${VICTIM}'s workers after the rejoin: ${k.victimSectionsAfterRejoin} sections`);
+    if (k.victimSectionsAfterRejoin === 0) problems.push(`node ${VICTIM}'s workers did not come back after the rejoin`);
+    if (Object.keys(k.tallyVictim).length === 0) problems.push(`node ${VICTIM}'s workers saw no error: the kill did not happen mid-run`);
+    if (k.lostOnShortLeases === 0) problems.push('no short-lease holder lost its lock in the freeze: that case was not exercised');
+  }
+  const c = figures(control);
+  printPhase(c, control, log);
+  if (c.violations === 0) problems.push('the unlocked negative control showed no violation: the checks cannot see one');
+  if (live > 0) problems.push(`${live} log row(s) still live at the end`);
+}
+
+main().then(
+  (code) => process.exit(code),
+  (error: unknown) => {
+    log(`test:cluster crashed: ${String((error as Error)?.stack ?? error)}`);
+    process.exit(1);
+  },
+);
