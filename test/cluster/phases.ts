@@ -28,6 +28,16 @@ export function guardedLoops(phase: string, rowLock: boolean, gapMs = 3): LoopSp
 }
 
 /**
+ * A holder of a long lease whose hold spans the kill (each hold lasts 80 % of the lease, so one
+ * is always in progress, carried by renewals): whether it keeps its lock through the freeze
+ * measures the README's minimum lease (a figure, not a pass/fail check: keeping a lock is
+ * liveness; never sharing it is what the checks hold the library to).
+ */
+export function longHoldLoops(phase: string, leaseMs: number): LoopSpec[] {
+  return [{ kind: 'hold', key: `${phase}:long-hold`, callers: 1, lease: 'long', gapMs: Math.round(leaseMs * 0.8) }];
+}
+
+/**
  * Leases shorter than the freeze a node death causes. The slow keys' sections outlast their lease
  * (renewals keep them) and so span the kill: holders caught by the freeze must lose their locks
  * (signal aborted, fenced commit refused), never share them. The fast key races commits and
@@ -38,6 +48,7 @@ export function shortLeaseLoops(phase: string, rowLock: boolean): LoopSpec[] {
     { kind: 'fenced', key: `${phase}:short-fenced`, callers: 1, lease: 'short', gapMs: 2_500 },
     { kind: 'fenced', key: `${phase}:short-fenced-fast`, callers: 1, lease: 'short', gapMs: 20 },
     { kind: 'hold', key: `${phase}:short-hold`, callers: 1, lease: 'short', gapMs: 2_500 },
+    { kind: 'heartbeat', key: `${phase}:heartbeat`, callers: 1, lease: 'short', gapMs: 0 },
   ];
   if (rowLock) loops.push({ kind: 'rowLock', key: `${phase}:short-rowLock`, callers: 1, lease: 'short', gapMs: 2_500 });
   return loops;
@@ -55,7 +66,7 @@ export async function runPhase(
   drive: (marks: Record<string, number>) => Promise<void>,
   options: { tokens?: boolean } = {},
 ): Promise<PhaseResult> {
-  const keys = [...new Set(loops.map((l) => l.key))];
+  const keys = [...new Set(loops.filter((l) => l.kind !== 'heartbeat').map((l) => l.key))];
   await conn.query(`INSERT IGNORE INTO ${COUNTER_TABLE} (k, value) VALUES ${keys.map(() => '(?, 0)').join(', ')}`, keys);
   const marks: Record<string, number> = {};
   const startedAt = wall();

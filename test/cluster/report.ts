@@ -40,6 +40,13 @@ export interface KillFigures {
   readonly tallySurvivors: Record<string, number>;
   /** Longest stretch with no section completed by any survivor's worker, around the kill (ms). */
   readonly survivorGapMs: number;
+  /**
+   * The freezes as the survivors' workers saw them: their longest heartbeat commit that began
+   * around the kill (the dead node not yet evicted), and the longest that began later, while the
+   * restarted node rejoined (its join and its catching up under flow control), in ms.
+   */
+  readonly deathFreezeMs: number;
+  readonly rejoinFreezeMs: number;
   /** Longest single call on a survivor that ended after the kill (ms). */
   readonly survivorLongestCallMs: number;
   /** Sections the victim's workers completed after it was synced again. */
@@ -48,6 +55,9 @@ export interface KillFigures {
   readonly survivorSectionsWhileDown: number;
   /** LockLostError seen on the short-lease keys (holders the freeze made lose their locks). */
   readonly lostOnShortLeases: number;
+  /** LockLostError seen by the survivors' workers on the long-lease keys (0 when the lease covers the freeze), and their long holds in progress at the kill. */
+  readonly survivorsLostOnLongLeases: number;
+  readonly longHoldsAtKill: number;
 }
 
 export function killFigures(phase: PhaseResult, victim: number): KillFigures {
@@ -75,7 +85,18 @@ export function killFigures(phase: PhaseResult, victim: number): KillFigures {
     .flatMap((r) => r.errorLog)
     .filter((e) => e.tag.startsWith('LockLostError/') && e.key.includes(':short-'))
     .filter((e) => e.at >= kill).length;
+  const longHoldsAtKill = survivors.flatMap((r) => r.beliefs).filter((b) => b.key.endsWith(':long-hold') && b.from <= kill && b.to >= kill).length;
+  const survivorsLostOnLongLeases = survivors
+    .flatMap((r) => r.errorLog)
+    .filter((e) => e.tag.startsWith('LockLostError/') && !e.key.includes(':short-') && e.at >= kill).length;
+  const stalls = survivors.flatMap((r) => r.stalls).map(([end, ms]) => ({ start: end - ms, ms }));
+  const deathFreezeMs = Math.max(0, ...stalls.filter((s) => s.start >= kill - 1_000 && s.start < kill + 2_000).map((s) => s.ms));
+  const rejoinFreezeMs = Math.max(0, ...stalls.filter((s) => s.start >= kill + 2_000 && s.start <= synced).map((s) => s.ms));
   return {
+    longHoldsAtKill,
+    deathFreezeMs,
+    rejoinFreezeMs,
+    survivorsLostOnLongLeases,
     tallyVictim,
     tallySurvivors,
     survivorGapMs: gap,
@@ -91,14 +112,17 @@ export function formatTally(tally: Record<string, number>): string {
   return entries.length === 0 ? 'none' : entries.map(([tag, n]) => `${n}× ${tag}`).join(', ');
 }
 
-export function printPhase(f: PhaseFigures, phase: PhaseResult, log: (line: string) => void): void {
-  log(`-- phase ${f.name}: ${f.sections} sections in ${f.seconds.toFixed(1)} s = ${f.perSecond.toFixed(1)}/s (${formatTally(f.byKind)})`);
+/** `brief`: one line, and the keys' lines only when they found something. */
+export function printPhase(f: PhaseFigures, phase: PhaseResult, log: (line: string) => void, brief = false): void {
+  log(`-- phase ${f.name}: ${f.sections} sections in ${f.seconds.toFixed(1)} s = ${f.perSecond.toFixed(1)}/s (${formatTally(f.byKind)}), violations ${f.violations}`);
   for (const v of phase.verdicts) {
+    if (brief && violationsOf(v) === 0) continue;
     log(
       `   ${v.key}: ${v.sections} committed, ${v.holds} holder views, overlaps ${v.overlaps}, lost updates ${v.lostUpdates}, same value read ${v.sameValueRead}, ` +
         `token order ${v.tokenOrder}, duplicate tokens ${v.duplicateTokens}, holder overlaps ${v.beliefOverlaps} (log time inversions ${v.logOverlaps}, informational)`,
     );
   }
+  if (brief && Object.keys(f.errors).length === 0) return;
   log(`   errors: ${formatTally(f.errors)}`);
   const seen = new Set<string>();
   for (const e of phase.reports.flatMap((r) => r.errorLog)) {

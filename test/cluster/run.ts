@@ -18,14 +18,17 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type mysql from 'mysql2/promise';
 import { liveRows } from './checks.js';
 import { connectNode, galera, type GaleraBed } from './galera.js';
-import { guardedLoops, nodeKillDrive, type PhaseResult, runPhase, shortLeaseLoops } from './phases.js';
+import { guardedLoops, longHoldLoops, nodeKillDrive, type PhaseResult, runPhase, shortLeaseLoops } from './phases.js';
 import { figures, formatTally, killFigures, printPhase } from './report.js';
-import { setupDatabase, startWorkers } from './setup.js';
+import { LONG_LEASE_MS, SHORT_LEASE_MS, setupDatabase, startWorkers } from './setup.js';
 import { hasRowLock, loadTarget, prepareTarget } from './target.js';
 import type { ClusterWorker } from './worker-handle.js';
 
 const VICTIM = 3;
 const REPORT_FILE = 'build/cluster-report.json';
+/** Throughput slices per configuration, and their length. */
+const SLICES = 3;
+const SLICE_MS = 5_000;
 const log = (line: string): void => void process.stdout.write(`[cluster] ${line}\n`);
 
 async function main(): Promise<number> {
@@ -50,16 +53,19 @@ async function main(): Promise<number> {
     const database = await setupDatabase(conn, lib);
     const phases: PhaseResult[] = [];
 
-    // 1. Every worker on node 1: the single-node baseline (same workload as phase 2).
+    // 1-2. The same workload with every worker on node 1, and with two workers per node, in
+    // alternating slices: the background load of a shared box then falls on both alike.
     const onOne = await startWorkers(bed, database, [1, 1, 1, 1, 1, 1], unsafeBatch, workers);
-    phases.push(await runPhase('one-node', onOne, guardedLoops('one-node', rowLock), conn, () => sleep(15_000)));
-    await Promise.all(onOne.map((w) => w.close()));
-    workers.length = 0;
-
-    // 2-4. Two workers per node.
     const spread = await startWorkers(bed, database, [1, 2, 3, 1, 2, 3], unsafeBatch, workers);
-    phases.push(await runPhase('three-nodes', spread, guardedLoops('three-nodes', rowLock), conn, () => sleep(15_000)));
-    const killLoops = [...guardedLoops('kill', rowLock), ...shortLeaseLoops('kill', rowLock)];
+    for (let round = 1; round <= SLICES; round++) {
+      for (const [name, set] of [['one-node', onOne], ['three-nodes', spread]] as const)
+        phases.push(await runPhase(`${name}#${round}`, set, guardedLoops(`${name}#${round}`, rowLock), conn, () => sleep(SLICE_MS)));
+    }
+    await Promise.all(onOne.map((w) => w.close()));
+    workers.splice(0, workers.length, ...spread);
+
+    // 3-4. Two workers per node: a node killed mid-run, then the unlocked control.
+    const killLoops = [...guardedLoops('kill', rowLock), ...longHoldLoops('kill', LONG_LEASE_MS), ...shortLeaseLoops('kill', rowLock)];
     phases.push(await runPhase('kill', spread, killLoops, conn, nodeKillDrive(bed, VICTIM, log)));
     const control = await runPhase(
       'unlocked',
@@ -114,20 +120,31 @@ async function endOfRun(workers: ClusterWorker[], conn: mysql.Connection): Promi
 function report(phases: PhaseResult[], control: PhaseResult, live: number, problems: string[]): void {
   for (const phase of phases) {
     const f = figures(phase);
-    printPhase(f, phase, log);
+    printPhase(f, phase, log, phase.name.includes('#'));
     if (f.violations > 0) problems.push(`phase ${f.name}: ${f.violations} violation(s)`);
     if (f.untyped > 0) problems.push(`phase ${f.name}: ${f.untyped} untyped error(s) reached callers`);
     if (f.sections === 0) problems.push(`phase ${f.name}: no section completed`);
   }
-  const [one, three] = phases.map(figures);
-  if (one && three) log(`throughput: one node ${one.perSecond.toFixed(1)} sections/s, three nodes ${three.perSecond.toFixed(1)} sections/s`);
+  const rate = (prefix: string) => {
+    const slices = phases.filter((p) => p.name.startsWith(`${prefix}#`)).map(figures);
+    const total = slices.reduce((n, f) => n + f.sections, 0) / slices.reduce((n, f) => n + f.seconds, 0);
+    return `${total.toFixed(1)} sections/s (slices ${slices.map((f) => f.perSecond.toFixed(1)).join(', ')})`;
+  };
+  log(`throughput, same workload, alternating slices: one node ${rate('one-node')}; three nodes ${rate('three-nodes')}`);
   const kill = phases.find((p) => p.name === 'kill');
   if (kill) {
     const k = killFigures(kill, VICTIM);
-    log(`node kill: survivors' longest stretch without a completed section ${Math.round(k.survivorGapMs)} ms, longest call ${Math.round(k.survivorLongestCallMs)} ms`);
+    log(
+      `node kill: freezes seen by the survivors' workers (longest heartbeat commit): at the death ${Math.round(k.deathFreezeMs)} ms, ` +
+        `during the rejoin ${Math.round(k.rejoinFreezeMs)} ms; ` +
+        `longest stretch without a completed section ${Math.round(k.survivorGapMs)} ms; longest call ${Math.round(k.survivorLongestCallMs)} ms`,
+    );
     log(`node kill: errors on node ${VICTIM}'s workers: ${formatTally(k.tallyVictim)}`);
     log(`node kill: errors on the survivors' workers: ${formatTally(k.tallySurvivors)}`);
-    log(`node kill: short-lease holders that lost their lock ${k.lostOnShortLeases}; node ${VICTIM}'s workers after the rejoin: ${k.victimSectionsAfterRejoin} sections`);
+    log(
+      `node kill: holders that lost their lock: ${k.lostOnShortLeases} on short leases (${SHORT_LEASE_MS} ms), ` +
+        `${k.survivorsLostOnLongLeases} of the survivors' on long leases (${LONG_LEASE_MS} ms; survivors' long holds spanning the kill: ${k.longHoldsAtKill}); node ${VICTIM}'s workers after the rejoin: ${k.victimSectionsAfterRejoin} sections`,
+    );
     if (k.victimSectionsAfterRejoin === 0) problems.push(`node ${VICTIM}'s workers did not come back after the rejoin`);
     if (Object.keys(k.tallyVictim).length === 0) problems.push(`node ${VICTIM}'s workers saw no error: the kill did not happen mid-run`);
     if (k.lostOnShortLeases === 0) problems.push('no short-lease holder lost its lock in the freeze: that case was not exercised');

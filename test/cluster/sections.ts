@@ -6,6 +6,7 @@ import type { Belief, WorkerSettings } from './types.js';
 
 /** The business tables of the suite: one counter row per key, one audit row per committed section. */
 export const COUNTER_TABLE = 'cluster_counter';
+export const HEARTBEAT_TABLE = 'cluster_heartbeat';
 export const AUDIT_TABLE = 'cluster_audit';
 
 /**
@@ -93,6 +94,7 @@ export interface Sections {
   rowLock?(call: SectionCall): Promise<void>;
   hold(call: SectionCall): Promise<void>;
   unlocked(call: SectionCall): Promise<void>;
+  heartbeat(): Promise<void>;
 }
 
 /**
@@ -167,5 +169,8 @@ export function defineSections(lib: Lib, settings: WorkerSettings, locks: LockSe
         { leaseMs: call.short ? settings.shortLeaseMs : settings.longLeaseMs },
       ),
     unlocked: (call) => readSleepWrite(plain, inTransaction, call, { kind: 'unlocked', token: 0, settings }),
+    heartbeat: async () => {
+      await dataSource.query(`INSERT INTO ${HEARTBEAT_TABLE} (worker, beats) VALUES (?, 1) ON DUPLICATE KEY UPDATE beats = beats + 1`, [settings.name]);
+    },
   };
 }

@@ -1,12 +1,15 @@
 import type mysql from 'mysql2/promise';
 import type { GaleraBed } from './galera.js';
-import { AUDIT_TABLE, COUNTER_TABLE } from './sections.js';
+import { AUDIT_TABLE, COUNTER_TABLE, HEARTBEAT_TABLE } from './sections.js';
 import type { Lib } from './target.js';
 import { ClusterWorker } from './worker-handle.js';
 
 export const DATABASE = 'dblock_cluster';
-/** Longer than the ~6.3 s freeze a node death causes, with the margin the README asks for. */
-export const LONG_LEASE_MS = 15_000;
+/**
+ * Longer than the ~6.3 s freeze a node death causes, with the margin the README asks for.
+ * DBLOCK_CLUSTER_LEASE_MS overrides it to measure where holders start losing locks in the freeze.
+ */
+export const LONG_LEASE_MS = Number(process.env.DBLOCK_CLUSTER_LEASE_MS ?? 15_000);
 /** Shorter than that freeze: holders caught by it must lose their locks. */
 export const SHORT_LEASE_MS = 2_000;
 /** Wait budget of every call: survivors may wait through the freeze plus a dead holder's lease. */
@@ -25,6 +28,7 @@ export async function setupDatabase(conn: mysql.Connection, lib: Lib): Promise<s
     await new Migration().up({ query: async (sql: string, params?: unknown[]) => (await conn.query(sql, params))[0] });
   }
   await conn.query(`CREATE TABLE ${COUNTER_TABLE} (k VARCHAR(64) PRIMARY KEY, value INT NOT NULL) ENGINE=InnoDB`);
+  await conn.query(`CREATE TABLE ${HEARTBEAT_TABLE} (worker VARCHAR(16) PRIMARY KEY, beats INT NOT NULL) ENGINE=InnoDB`);
   await conn.query(
     `CREATE TABLE ${AUDIT_TABLE} (id BIGINT AUTO_INCREMENT PRIMARY KEY, k VARCHAR(64) NOT NULL, kind VARCHAR(16) NOT NULL, ` +
       `worker VARCHAR(16) NOT NULL, node INT NOT NULL, token BIGINT NOT NULL, value_read INT NOT NULL, ` +

@@ -9,9 +9,11 @@
  *   (from the grant to the release or the signal's abort) is what is checked;
  * - `unlocked`: the negative control, the read-sleep-write with no lock at all;
  * - `mixed`: withLock, fenced and rowLock in turn on one key (lease and row-lock holders exclude
- *   each other through the log rows).
+ *   each other through the log rows);
+ * - `heartbeat`: no lock, no section: an autocommit UPDATE of the worker's own row every 100 ms,
+ *   timed, to see how long the worker's commits froze when a node died.
  */
-export type SectionKind = 'withLock' | 'fenced' | 'rowLock' | 'hold' | 'unlocked' | 'mixed';
+export type SectionKind = 'withLock' | 'fenced' | 'rowLock' | 'hold' | 'unlocked' | 'mixed' | 'heartbeat';
 
 export interface LoopSpec {
   readonly kind: SectionKind;
@@ -67,6 +69,8 @@ export interface LoopReport {
   readonly errorLog: ErrorSample[];
   /** Wall clock (ms) of every successful section's end. */
   readonly completions: number[];
+  /** Heartbeat commits that took longer than 500 ms: [wall clock ms at the end, ms taken]. */
+  readonly stalls: [number, number][];
   /** Longest call (request to return), ms, and when it ended. */
   readonly longestCallMs: number;
   readonly longestCallEnd: number;

@@ -38,6 +38,7 @@ export class Workload {
   private readonly errors: Record<string, number> = {};
   private readonly errorLog: ErrorSample[] = [];
   private readonly completions: number[] = [];
+  private readonly stalls: [number, number][] = [];
   private longestCallMs = 0;
   private longestCallEnd = 0;
 
@@ -61,6 +62,7 @@ export class Workload {
       errors: this.errors,
       errorLog: this.errorLog,
       completions: this.completions,
+      stalls: this.stalls,
       longestCallMs: this.longestCallMs,
       longestCallEnd: this.longestCallEnd,
       beliefs: this.beliefs,
@@ -77,6 +79,7 @@ export class Workload {
   }
 
   private async loop(spec: LoopSpec, offset: number): Promise<void> {
+    if (spec.kind === 'heartbeat') return this.heartbeat();
     const kinds = this.kinds(spec);
     const call: SectionCall = { key: spec.key, gapMs: spec.gapMs, short: spec.lease === 'short' };
     for (let i = offset; !this.stopping; i++) {
@@ -97,6 +100,17 @@ export class Workload {
         this.errorLog.push({ tag, key: spec.key, at: wall(), message: String((error as Error)?.message ?? error).slice(0, 300) });
         await sleep(50 + Math.random() * 50);
       }
+    }
+  }
+
+  /** Timed autocommit writes, outside the error tally (they take no lock). */
+  private async heartbeat(): Promise<void> {
+    while (!this.stopping) {
+      const started = wall();
+      await this.impl.heartbeat().catch(() => undefined);
+      const ms = wall() - started;
+      if (ms > 500) this.stalls.push([wall(), ms]);
+      await sleep(100);
     }
   }
 
