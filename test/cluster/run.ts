@@ -26,6 +26,7 @@ import type { ClusterWorker } from './worker-handle.js';
 
 const VICTIM = 3;
 const REPORT_FILE = 'build/cluster-report.json';
+const RUN_LIMIT_MS = 12 * 60_000;
 /** Throughput slices per configuration, and their length. */
 const SLICES = 3;
 const SLICE_MS = 5_000;
@@ -45,6 +46,11 @@ async function main(): Promise<number> {
   };
   for (const signal of ['SIGINT', 'SIGTERM'] as const)
     process.once(signal, () => void stopAll().finally(() => process.exit(130)));
+  // A worker stuck for good must not hold CI: the whole run gets a bound, and the nodes still stop.
+  setTimeout(() => {
+    log(`test:cluster FAILED: the run took longer than ${RUN_LIMIT_MS / 60_000} minutes`);
+    void stopAll().finally(() => process.exit(1));
+  }, RUN_LIMIT_MS).unref();
 
   const problems: string[] = [];
   try {
