@@ -148,9 +148,9 @@ export class FencedTransaction {
     }
   }
 
-  private async fence(locks: readonly HeldLock[], statement: (ids: readonly string[]) => { sql: string; parameters: unknown[] }): Promise<void> {
+  private async fence(locks: readonly HeldLock[], statement: (ids: readonly string[], owner: string) => { sql: string; parameters: unknown[] }): Promise<void> {
     for (const lock of locks) {
-      const { sql, parameters } = statement(lock.rowIds);
+      const { sql, parameters } = statement(lock.rowIds, lock.acquisitionId);
       let written: number;
       try {
         // TypeORM's structured result: `affected` is mysql2's affectedRows; every matched row changes, so

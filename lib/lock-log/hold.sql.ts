@@ -38,13 +38,13 @@ export function endRowsPlan(rowIds: readonly string[], status: EndStatus | typeo
  * Gives back whatever an attempt of unknown outcome may have committed (connection lost mid-grant):
  * by acquisition id within its process (index on status, process_id), since its row ids are unknown.
  */
-export function abandonPlan(acquisitionId: string, processId: string): StatementPlan<number> {
+export function abandonPlan(acquisitionId: string, processId: string, note = 'abandoned: the caller had already given up'): StatementPlan<number> {
   return {
     statements: [
       format(
         `UPDATE ${LOCK_LOG_TABLE} SET status = '${LockStatus.RELEASED}', ended_at = ${NOW}, hold_ms = ${msSince('acquired_at')}, ` +
-          `note = 'abandoned: the caller had already given up' WHERE status IN ${LIVE_STATUSES_SQL} AND process_id = ? AND owner = ?`,
-        [processId, acquisitionId],
+          `note = ? WHERE status IN ${LIVE_STATUSES_SQL} AND process_id = ? AND owner = ?`,
+        [note, processId, acquisitionId],
       ),
     ],
     parse: (results) => affectedRowsOf(results[0]),
@@ -94,12 +94,12 @@ export function endedAmongPlan(rowIds: readonly string[]): StatementPlan<Set<str
  * COMMIT, or we find fewer live rows than we hold and roll back. On a multi-primary cluster the
  * rows are written, hence certified: a takeover committed on another node makes our COMMIT fail.
  */
-export function endInCommitStatement(rowIds: readonly string[]): { sql: string; parameters: unknown[] } {
+export function endInCommitStatement(rowIds: readonly string[], owner?: string): { sql: string; parameters: unknown[] } {
   return {
     sql:
       `UPDATE ${LOCK_LOG_TABLE} SET status = '${LockStatus.RELEASED}', ended_at = ${NOW}, hold_ms = ${msSince('acquired_at')} ` +
-      `WHERE id IN (?) AND status IN ${LIVE_STATUSES_SQL}`,
-    parameters: [rowIds],
+      `WHERE id IN (?) AND status IN ${LIVE_STATUSES_SQL}${ownerCondition(owner)}`,
+    parameters: owner === undefined ? [rowIds] : [rowIds, owner],
   };
 }
 
@@ -109,13 +109,22 @@ export function endInCommitStatement(rowIds: readonly string[]): { sql: string; 
  * one more fenced commit), never merely read, so the fence holds on a cluster too. Every matched
  * row changes, so the count is the same with CLIENT_FOUND_ROWS on or off.
  */
-export function fenceKeptStatement(rowIds: readonly string[]): { sql: string; parameters: unknown[] } {
+export function fenceKeptStatement(rowIds: readonly string[], owner?: string): { sql: string; parameters: unknown[] } {
   return {
     sql:
       `UPDATE ${LOCK_LOG_TABLE} SET status = '${LockStatus.COMPLETED}', fenced_count = fenced_count + 1 ` +
-      `WHERE id IN (?) AND status IN ${LIVE_STATUSES_SQL}`,
-    parameters: [rowIds],
+      `WHERE id IN (?) AND status IN ${LIVE_STATUSES_SQL}${ownerCondition(owner)}`,
+    parameters: owner === undefined ? [rowIds] : [rowIds, owner],
   };
+}
+
+/**
+ * A fence also checks the rows' owner (the acquisition id, a UUID), not only their ids: after a
+ * failover to an asynchronous replica that never received the grant, its row ids can be handed
+ * out again to a newer holder's rows, and a fence by id alone would then write those and commit.
+ */
+function ownerCondition(owner: string | undefined): string {
+  return owner === undefined ? '' : ' AND owner = ?';
 }
 
 /**

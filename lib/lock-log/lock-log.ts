@@ -1,12 +1,12 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { GrantedRow } from '../core/held-lock.js';
-import { DbLockSchemaError } from '../errors/db-lock-schema.error.js';
+import { signalMarginMs } from '../core/held-lock.js';
 import type { DedicatedConnection, LockConnectionPool, RoundTripPurpose } from '../mysql/lock-connection-pool.js';
 import { LockStatementError } from '../mysql/lock-statement.error.js';
 import type { ServerFlavor } from '../mysql/server-flavor.js';
-import { type EndStatus, LOCK_LOG_TABLE, LOCK_TABLE, LockStatus, PROCESS_TABLE, ROW_LOCK_TABLE, rowsOf } from '../mysql/sql.js';
-import { runPlan, type StatementPlan } from '../mysql/statement-plan.js';
-import { confirmGrantPlan, createKeyRowsPlan, type GrantInput, type GrantOutcome, leanGrantPlan, takeoverGrantPlan } from './grant.sql.js';
+import { type EndStatus, LockStatus, ROW_LOCK_TABLE } from '../mysql/sql.js';
+import { runPlan, runPlanThen, type StatementPlan } from '../mysql/statement-plan.js';
+import { confirmOnSession } from './grant-confirmation.js';
+import { createKeyRowsPlan, type GrantInput, type GrantOutcome, leanGrantPlan, takeoverGrantPlan } from './grant.sql.js';
 import {
   abandonPlan,
   endedAmongPlan,
@@ -18,6 +18,8 @@ import {
   rowStatusesPlan,
 } from './hold.sql.js';
 import { FENCING_FLOOR_KEY } from './internal-keys.js';
+import { checkSchema } from './schema-check.js';
+import { UnendedRows } from './unended-rows.js';
 
 /**
  * How long a release, extend or renewal keeps re-sending itself after deadlocks, lock-wait
@@ -42,6 +44,8 @@ const LATE_GIVE_BACK_MS = 2_500;
  */
 export class LockLog {
   private id: string | undefined;
+  /** Rows a release or give-back could not end: ended before the next renewal (see UnendedRows). */
+  private readonly unended = new UnendedRows();
 
   constructor(
     readonly pool: LockConnectionPool,
@@ -106,7 +110,7 @@ export class LockLog {
           const first = await runOn(options.via, { statements: [options.before, ...plan.statements], parse: (r) => r }, deadline);
           before = first[0];
           outcome = plan.parse(first.slice(1));
-        } else outcome = options.via ? await runOn(options.via, plan, deadline) : await this.run(plan, 'locks', deadline);
+        } else outcome = await this.sendGrant(plan, input.acquisitionId, deadline, options.via);
       } catch (error) {
         const failure = LockStatementError.from(error);
         if (failure.kind === 'retry' && attempt < 4) {
@@ -116,8 +120,8 @@ export class LockLog {
         if (failure.kind !== 'retry') await this.giveBack(input.acquisitionId, failure);
         throw failure;
       }
-      if (outcome.granted)
-        return this.clustered ? { ...(await this.confirm(input.acquisitionId, outcome, deadline)), sentAt, before } : { ...outcome, sentAt, before };
+      // After a doorbell wait the lease starts later than the send time; the caller checks that one.
+      if (outcome.granted) return before === undefined ? this.inTime(input, outcome, sentAt) : { ...outcome, sentAt, before };
       if (outcome.reason === 'missing-key-rows' && attempt < 4) {
         // First use of a key (or after the janitor reaped it): create its rows in their own
         // transaction, then grant, in one round trip.
@@ -134,9 +138,18 @@ export class LockLog {
     }
   }
 
-  /** Ends the rows still live; returns how many it ended. Idempotent, so it is retried through transient failures. */
-  endRows(rowIds: readonly string[], status: EndStatus | typeof LockStatus.EXPIRED, note?: string): Promise<number> {
-    return this.withRetries('locks', () => this.run(endRowsPlan(rowIds, status, note), 'locks'));
+  /**
+   * Ends the rows still live; returns how many it ended. Idempotent, so it is retried through
+   * transient failures; if the database stays out of reach, the end is owed (see UnendedRows).
+   */
+  async endRows(rowIds: readonly string[], status: EndStatus | typeof LockStatus.EXPIRED, note?: string): Promise<number> {
+    const plan = endRowsPlan(rowIds, status, note);
+    try {
+      return await this.withRetries('locks', () => this.run(plan, 'locks'));
+    } catch (error) {
+      this.unended.owe(`rows ${rowIds.join(',')}`, plan);
+      throw error;
+    }
   }
 
   extend(rowIds: readonly string[], leaseMs: number): Promise<{ storedKey: string; expiresAt: Date }[]> {
@@ -151,9 +164,14 @@ export class LockLog {
     return this.run(endedAmongPlan(rowIds), 'renewals');
   }
 
-  /** One renewal of this process's lease (the reserved connection: never queued behind grants). */
-  renewProcess(deadline: number): Promise<{ endedCount: string; found: boolean }> {
-    return runPlan(this.pool, renewProcessPlan(this.processId, this.holder), { purpose: 'renewals', deadline, lane: 'reserved', oneByOne: this.clustered });
+  /**
+   * One renewal of this process's lease (the reserved connection: never queued behind grants).
+   * Ends still owed are settled first; while they cannot be, no renewal is sent.
+   */
+  async renewProcess(deadline: number): Promise<{ endedCount: string; found: boolean }> {
+    const options = { purpose: 'renewals' as const, deadline, lane: 'reserved' as const, oneByOne: this.clustered };
+    if (this.unended.size > 0) await this.unended.settle((plan) => runPlan(this.pool, plan, options));
+    return runPlan(this.pool, renewProcessPlan(this.processId, this.holder), options);
   }
 
   /** Creates missing key rows in their own transaction (first use of a key, or after the janitor reaped it). */
@@ -169,8 +187,12 @@ export class LockLog {
    */
   async giveBack(acquisitionId: string, failure: LockStatementError): Promise<void> {
     if (!failure.outcomeUnknown && failure.kind !== 'interrupted') return;
-    const processId = this.processId;
-    const once = () => this.withRetries('locks', () => this.run(abandonPlan(acquisitionId, processId), 'locks')).catch(() => 0);
+    const plan = abandonPlan(acquisitionId, this.processId);
+    const once = () =>
+      this.withRetries('locks', () => this.run(plan, 'locks')).catch(() => {
+        this.unended.owe(`acquisition ${acquisitionId}`, plan);
+        return 0;
+      });
     await once();
     const timer = setTimeout(() => void once(), LATE_GIVE_BACK_MS);
     timer.unref();
@@ -191,12 +213,28 @@ export class LockLog {
     }
   }
 
-  /** Cluster: the grant counts only if its rows are there, as read back after COMMIT; else what exists is given back. */
-  private async confirm(acquisitionId: string, outcome: Extract<GrantOutcome, { granted: true }>, deadline: number): Promise<GrantOutcome> {
-    const { confirmed, found } = await this.run(confirmGrantPlan(acquisitionId, outcome.rows), 'locks', deadline);
-    if (confirmed) return outcome;
-    if (found > 0) await this.endRows(outcome.rows.map((r: GrantedRow) => r.id), LockStatus.RELEASED, 'given back: the grant did not commit whole').catch(() => 0);
-    return { granted: false, reason: 'busy' };
+  /**
+   * One grant plan: on a doorbell's connection, as one batch (single server), or one statement per
+   * round trip and read back after COMMIT on its own connection (multi-primary cluster).
+   */
+  private sendGrant(plan: StatementPlan<GrantOutcome>, acquisitionId: string, deadline: number, via: DedicatedConnection | undefined): Promise<GrantOutcome> {
+    if (via) return runOn(via, plan, deadline);
+    if (!this.clustered) return this.run(plan, 'locks', deadline);
+    return runPlanThen(this.pool, plan, { purpose: 'locks', deadline }, (result, session) => confirmOnSession(session, acquisitionId, this.processId, result));
+  }
+
+  /**
+   * A grant that answered after its lease's local deadline (its COMMIT held up, e.g. for the
+   * seconds a multi-primary cluster freezes when a node dies) is given back at once instead of
+   * handed to a caller: the database may already count that lease as over, so the holder's
+   * signal would have to abort before its work even started.
+   */
+  private async inTime(input: { readonly leaseMs: number }, outcome: Extract<GrantOutcome, { granted: true }>, sentAt: number) {
+    const localDeadline = sentAt + outcome.serverWaitMs + input.leaseMs - signalMarginMs(input.leaseMs);
+    if (performance.now() < localDeadline) return { ...outcome, sentAt };
+    const ids = outcome.rows.map((r) => r.id);
+    await this.endRows(ids, LockStatus.RELEASED, 'given back: the grant answered after its lease had run out').catch(() => 0);
+    return { granted: false as const, reason: 'busy' as const };
   }
 }
 
@@ -204,26 +242,4 @@ export class LockLog {
 export async function runOn<T>(connection: DedicatedConnection, plan: StatementPlan<T>, deadline = Infinity): Promise<T> {
   const results = await connection.query<unknown>(plan.statements.join(';\n'), deadline);
   return plan.parse(plan.statements.length === 1 ? [results] : (results as unknown[]));
-}
-
-/** Fails with DbLockSchemaError naming the migrations when the tables are missing or old. */
-async function checkSchema(pool: LockConnectionPool): Promise<void> {
-  const sql =
-    `SELECT lock_key, fencing_token, writer_waiting_until, last_granted_at FROM ${LOCK_TABLE} LIMIT 0;\n` +
-    `SELECT id, lock_key, mode, owner, holder, fencing_token, status, lease_ms, acquired_at, expires_at, ended_at, wait_ms, hold_ms, note, process_id, strategy, fenced_count FROM ${LOCK_LOG_TABLE} LIMIT 0;\n` +
-    `SELECT id, holder, started_at, renewed_at, ended_count FROM ${PROCESS_TABLE} LIMIT 0;\n` +
-    `SELECT lock_key FROM ${ROW_LOCK_TABLE} LIMIT 0`;
-  try {
-    rowsOf(await pool.query(sql, { purpose: 'admin' }));
-  } catch (error) {
-    const failure = LockStatementError.from(error);
-    if (failure.kind === 'schema') {
-      throw new DbLockSchemaError(
-        `The lock tables are missing or out of date (${(failure.driverError as Error).message}). Run the library's migrations ` +
-          `(DB_LOCK_MIGRATIONS from 'nestjs-db-lock': CreateDbLockTables1763769600000, AddProcessLeasesAndRowLocks1795392000000) before starting the app.`,
-        { cause: failure.driverError },
-      );
-    }
-    throw failure;
-  }
 }

@@ -35,7 +35,8 @@ export async function detectServerFlavor(pool: LockConnectionPool): Promise<Serv
   const mariadb = /mariadb/i.test(version) || /mariadb/i.test(String(info?.comment ?? ''));
   let cluster: ServerFlavor['cluster'] = 'none';
   if (mariadb || /percona xtradb cluster/i.test(String(info?.comment ?? ''))) {
-    const wsrep = await optionalValue(pool, `SELECT @@wsrep_on AS v`);
+    // The global value: the session's can be switched off by a privileged user, the node still replicates.
+    const wsrep = await optionalValue(pool, `SELECT @@global.wsrep_on AS v`);
     if (wsrep === '1' || wsrep === 'ON') cluster = 'galera';
   }
   if (!mariadb && cluster === 'none') {

@@ -1,4 +1,4 @@
-import type { LockConnectionPool, QueryOptions } from './lock-connection-pool.js';
+import type { LockConnectionPool, LockSession, QueryOptions } from './lock-connection-pool.js';
 
 /**
  * Several statements that belong together, with the parser of their results right beside them,
@@ -17,9 +17,26 @@ export async function runPlan<T>(pool: LockConnectionPool, plan: StatementPlan<T
     const results = await pool.query<unknown>(plan.statements.join(';\n'), options);
     return plan.parse(plan.statements.length === 1 ? [results] : (results as unknown[]));
   }
-  return pool.session(options, async (session) => {
-    const results: unknown[] = [];
-    for (const statement of plan.statements) results.push(await session.query(statement));
-    return plan.parse(results);
-  });
+  return pool.session(options, (session) => runOneByOne(session, plan));
+}
+
+/**
+ * A plan one statement per round trip, then `next` on the very same connection. What `next` reads
+ * is what that connection's COMMIT left, on the node that committed it: another connection may be
+ * on another node (a proxy balancing connections) that has not applied the commit yet.
+ */
+export async function runPlanThen<T, R>(
+  pool: LockConnectionPool,
+  plan: StatementPlan<T>,
+  options: QueryOptions,
+  next: (result: T, session: LockSession) => Promise<R>,
+): Promise<R> {
+  return pool.session(options, async (session) => next(await runOneByOne(session, plan), session));
+}
+
+/** On a session: each statement in its own round trip; the first error stops the plan. */
+export async function runOneByOne<T>(session: LockSession, plan: StatementPlan<T>): Promise<T> {
+  const results: unknown[] = [];
+  for (const statement of plan.statements) results.push(await session.query(statement));
+  return plan.parse(results);
 }

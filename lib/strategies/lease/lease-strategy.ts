@@ -115,6 +115,12 @@ export class LeaseStrategy implements LockStrategy {
       bell.hold();
       lock.doorbell = bell;
     }
+    if (performance.now() >= lock.localDeadline) {
+      // Answered after its lease may have run out on the server (a long doorbell wait plus a slow
+      // commit): handing it out would give the caller a signal that must abort at once.
+      await this.release(lock, 'RELEASED', 'given back: the grant answered after its lease had run out').catch(() => undefined);
+      return {};
+    }
     return { lock, reclaimed: outcome.reclaimed };
   }
 

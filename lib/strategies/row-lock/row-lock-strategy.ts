@@ -100,7 +100,7 @@ export class RowLockStrategy implements LockStrategy {
     const transaction = lock.transaction;
     if (transaction && status === LockStatus.RELEASED) {
       // The fence of a plain release: the rows end in the lock's own transaction, then COMMIT.
-      const { sql, parameters } = endInCommitStatement(lock.rowIds);
+      const { sql, parameters } = endInCommitStatement(lock.rowIds, lock.acquisitionId);
       let ended = 0;
       try {
         ended = Number((await transaction.runner.query(sql, parameters, true)).affected ?? 0);

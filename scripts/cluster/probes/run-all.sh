@@ -8,7 +8,7 @@ mkdir -p "$OUT"
 node scripts/cluster/galera.mjs start
 trap 'node scripts/cluster/galera.mjs stop' EXIT
 for probe in 01-bf-abort-batch 01-bf-abort-batch 02-cert-failure-commit 03-for-update-vs-fence 04-get-lock \
-             05-max-statement-time 07-detection 08-sync-wait 06-node-death; do
+             05-max-statement-time 07-detection 08-sync-wait 09-batch-clock 06-node-death; do
   n=1; while [ -e "$OUT/$probe.$n.txt" ]; do n=$((n + 1)); done
   echo "== $probe (run $n)"
   node "scripts/cluster/probes/$probe.mjs" | tee "$OUT/$probe.$n.txt"
