@@ -3,7 +3,8 @@
 // Explicit file list: Node 20's `--test <dir>` would also run helper modules as tests.
 import { readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import { spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
+import { createInterface } from 'node:readline';
 
 const root = 'build/test';
 const only = process.argv.slice(2);
@@ -17,9 +18,19 @@ const files = [];
   }
 })(root);
 files.sort();
-const result = spawnSync(
-  process.execPath,
-  ['--test', '--test-concurrency=2', '--test-timeout=300000', ...files],
-  { stdio: 'inherit' },
-);
-process.exit(result.status ?? 1);
+// The runner's TAP goes through unchanged; its totals are repeated as one plain closing line,
+// `N passed, N failed`, which CI (and .ci/run, adding the cluster suite) reads.
+const child = spawn(process.execPath, ['--test', '--test-concurrency=2', '--test-timeout=300000', ...files], {
+  stdio: ['inherit', 'pipe', 'inherit'],
+});
+const totals = { pass: 0, fail: 0 };
+createInterface({ input: child.stdout }).on('line', (line) => {
+  process.stdout.write(`${line}\n`);
+  const total = /^# (pass|fail) (\d+)$/.exec(line);
+  if (total) totals[total[1]] = Number(total[2]);
+});
+child.on('close', (code, signal) => {
+  const failed = code === 0 ? totals.fail : Math.max(totals.fail, 1);
+  console.log(`${totals.pass} passed, ${failed} failed`);
+  process.exit(code ?? (signal ? 1 : 0));
+});
