@@ -1,11 +1,11 @@
 #!/usr/bin/env node
-// Rewrites every `<!-- snippet: name -->` TypeScript block of docs/notes/module-usage.md with the
+// Rewrites every `<!-- snippet: name -->` TypeScript block of docs/guide/modules-and-transactions.md with the
 // `// #region name` of its compiled source in test/docs/ (dedented; '../../lib/index.js' shown as
 // 'nestjs-db-lock'). Edit the source, run this, commit both: test/unit/module-usage-doc.test.ts
 // fails while they differ.
 import { readFileSync, writeFileSync } from 'node:fs';
 
-const PAGE = 'docs/notes/module-usage.md';
+const PAGE = 'docs/guide/modules-and-transactions.md';
 const SOURCES = ['test/docs/module-usage.snippets.ts', 'test/docs/data-source.ts'];
 
 const regions = new Map();

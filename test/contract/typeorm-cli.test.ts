@@ -7,7 +7,7 @@ import { promisify } from 'node:util';
 import { serverUrl, TestDatabase } from '../support/test-database.js';
 
 /**
- * The CLI-style data-source.ts of docs/notes/module-usage.md (test/docs/data-source.ts, which also
+ * The CLI-style data-source.ts of docs/guide/modules-and-transactions.md (test/docs/data-source.ts, which also
  * has to type-check: DB_LOCK_ENTITIES and DB_LOCK_MIGRATIONS assigned directly) run through the
  * real TypeORM CLI, as the page says: `typeorm migration:run -d <data-source>`.
  */

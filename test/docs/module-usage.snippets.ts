@@ -1,5 +1,5 @@
 /**
- * Every code block of docs/notes/module-usage.md, compiled with the tests so none of them can rot:
+ * Every code block of docs/guide/modules-and-transactions.md, compiled with the tests so none of them can rot:
  * test/unit/module-usage-doc.test.ts checks that each `<!-- snippet: name -->` block of the page
  * is the `#region name` below, word for word (imports of '../../lib/index.js' read as 'nestjs-db-lock').
  * Code outside the regions only stands in for the reader's own app.

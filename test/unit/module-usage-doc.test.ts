@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 
 /**
- * docs/notes/module-usage.md shows only compiled code: each TypeScript block is marked
+ * docs/guide/modules-and-transactions.md shows only compiled code: each TypeScript block is marked
  * `<!-- snippet: name -->` and must be, word for word, the `#region name` of a file in test/docs/
  * (compiled with the tests). Imports of the library read '../../lib/index.js' there and
  * 'nestjs-db-lock' on the page.
@@ -29,9 +29,9 @@ function dedent(text: string): string {
   return lines.map((l) => l.slice(indent)).join('\n');
 }
 
-describe('docs/notes/module-usage.md', () => {
+describe('docs/guide/modules-and-transactions.md', () => {
   it("every TypeScript block is a compiled snippet, word for word (node scripts/sync-doc-snippets.mjs rewrites them)", () => {
-    const page = read('docs/notes/module-usage.md');
+    const page = read('docs/guide/modules-and-transactions.md');
     const snippets = regions();
     const blocks = [...page.matchAll(/(?:<!-- snippet: ([\w-]+) -->\n)?```ts\n([\s\S]*?)```/g)];
     assert.ok(blocks.length >= 8, `only ${blocks.length} blocks`);
