@@ -1,16 +1,13 @@
-import type { Logger } from "@nestjs/common";
-import type { EntityManager, QueryRunner } from "typeorm";
-import { DbLockError } from "../errors/db-lock.error.js";
-import { LockLostError } from "../errors/lock-lost.error.js";
-import {
-  endInCommitStatement,
-  fenceKeptStatement,
-} from "../lock-log/hold.sql.js";
-import { classify, ER_LOCK_DEADLOCK, errnoOf } from "../mysql/errno.js";
-import type { HeldLock, LockTransaction } from "./held-lock.js";
-import type { LockHandle } from "./lock-handle.js";
-import { LockContext } from "./lock-context.js";
-import { toTypedError } from "./lock-runtime.js";
+import type { Logger } from '@nestjs/common';
+import type { EntityManager, QueryRunner } from 'typeorm';
+import { DbLockError } from '../errors/db-lock.error.js';
+import { LockLostError } from '../errors/lock-lost.error.js';
+import { endInCommitStatement, fenceKeptStatement } from '../lock-log/hold.sql.js';
+import { classify, ER_LOCK_DEADLOCK, errnoOf } from '../mysql/errno.js';
+import type { HeldLock, LockTransaction } from './held-lock.js';
+import type { LockHandle } from './lock-handle.js';
+import { LockContext } from './lock-context.js';
+import { toTypedError } from './lock-runtime.js';
 
 /** Open fenced transactions by the EntityManager their method sees: how nested calls find and join them. */
 const openTransactions = new WeakMap<EntityManager, FencedTransaction>();
@@ -20,10 +17,7 @@ const openTransactions = new WeakMap<EntityManager, FencedTransaction>();
  * EntityManager: how integrations take part (an ambient-transaction library makes it its current
  * transaction; the escaped-write guard watches the call). Must run `work` once and settle with it.
  */
-export type FenceScope = <T>(
-  manager: EntityManager,
-  work: () => Promise<T>,
-) => Promise<T>;
+export type FenceScope = <T>(manager: EntityManager, work: () => Promise<T>) => Promise<T>;
 
 /** What the fence needs from the runtime. */
 export interface FenceHost {
@@ -51,7 +45,7 @@ export interface FenceHost {
  * are enlisted: ended with this commit, or given back FAILED after a rollback.
  */
 export class FencedTransaction {
-  private state: "open" | "ending" | "ended" = "open";
+  private state: 'open' | 'ending' | 'ended' = 'open';
   private readonly enlisted = new Set<HeldLock>();
 
   private constructor(
@@ -66,7 +60,7 @@ export class FencedTransaction {
   static current(): FencedTransaction | undefined {
     const manager = LockContext.manager();
     const transaction = manager ? openTransactions.get(manager) : undefined;
-    return transaction?.state === "open" ? transaction : undefined;
+    return transaction?.state === 'open' ? transaction : undefined;
   }
 
   get manager(): EntityManager {
@@ -106,38 +100,22 @@ export class FencedTransaction {
     try {
       openTransactions.set(manager, transaction);
       const scope = settings.scope;
-      result = await LockContext.run(
-        { handle, locks: locks.byKey, manager },
-        scope ? () => scope(manager, async () => fn()) : fn,
-      );
+      result = await LockContext.run({ handle, locks: locks.byKey, manager }, scope ? () => scope(manager, async () => fn()) : fn);
       await transaction.fenceAndCommit();
       committed = true;
     } catch (error) {
       await transaction.rollbackQuietly(settings.logger);
-      transaction.state = "ended";
+      transaction.state = 'ended';
       openTransactions.delete(manager);
-      await opened
-        .finish(false)
-        .catch((e: unknown) =>
-          settings.logger.warn(
-            `Could not end a fenced transaction's connection: ${String(e)}`,
-          ),
-        );
+      await opened.finish(false).catch((e: unknown) => settings.logger.warn(`Could not end a fenced transaction's connection: ${String(e)}`));
       await transaction.failOwnLocks(settings.host, settings.logger);
       throw transaction.lostFirst(error);
     }
-    transaction.state = "ended";
+    transaction.state = 'ended';
     openTransactions.delete(manager);
     const endedAt = performance.now();
-    await opened
-      .finish(committed)
-      .catch((e: unknown) =>
-        settings.logger.warn(
-          `Could not return a fenced transaction's connection: ${String(e)}`,
-        ),
-      );
-    for (const lock of transaction.ending())
-      settings.host.endedInCommit(lock, performance.now() - endedAt);
+    await opened.finish(committed).catch((e: unknown) => settings.logger.warn(`Could not return a fenced transaction's connection: ${String(e)}`));
+    for (const lock of transaction.ending()) settings.host.endedInCommit(lock, performance.now() - endedAt);
     return result;
   }
 
@@ -149,17 +127,12 @@ export class FencedTransaction {
    */
   private lostFirst(error: unknown): unknown {
     if (error instanceof DbLockError) return error;
-    const lost = [...this.ending(), ...this.kept].find(
-      (lock) => !lock.live && lock.signal.reason instanceof LockLostError,
-    );
+    const lost = [...this.ending(), ...this.kept].find((lock) => !lock.live && lock.signal.reason instanceof LockLostError);
     if (!lost) return error;
     const reason = lost.signal.reason as LockLostError;
-    return new LockLostError(
-      lost.keys[0]!,
-      lost.fencingToken,
-      `${reason.reason}; the locked work failed after that and was rolled back`,
-      { cause: error },
-    );
+    return new LockLostError(lost.keys[0]!, lost.fencingToken, `${reason.reason}; the locked work failed after that and was rolled back`, {
+      cause: error,
+    });
   }
 
   private ending(): HeldLock[] {
@@ -168,19 +141,14 @@ export class FencedTransaction {
 
   /** The fence, then COMMIT. Rolls back (by the caller) and throws LockLostError if any lock is no longer ours. */
   private async fenceAndCommit(): Promise<void> {
-    this.state = "ending";
+    this.state = 'ending';
     const ending = this.ending();
     const kept = this.kept.filter((lock) => !ending.includes(lock));
     const all = [...ending, ...kept];
     for (const lock of all) lock.fencesInProgress++;
     try {
       // Known lost (taken over, lease ran out unconfirmed, maxHoldMs): never commit on it.
-      for (const lock of all)
-        if (!lock.live)
-          throw lostReason(
-            lock,
-            `it was already ${lock.state} before the commit`,
-          );
+      for (const lock of all) if (!lock.live) throw lostReason(lock, `it was already ${lock.state} before the commit`);
       await this.fence(ending, endInCommitStatement);
       await this.fence(kept, fenceKeptStatement);
       try {
@@ -188,24 +156,13 @@ export class FencedTransaction {
       } catch (error) {
         // A Galera certification failure at COMMIT: a conflicting write to our rows (a takeover)
         // committed on another node first. Anything else: the commit's outcome is not known.
-        if (
-          errnoOf(error) === ER_LOCK_DEADLOCK ||
-          classify(error) === "retry"
-        ) {
+        if (errnoOf(error) === ER_LOCK_DEADLOCK || classify(error) === 'retry') {
           const lock = all[0]!;
-          throw new LockLostError(
-            lock.keys[0]!,
-            lock.fencingToken,
-            "the commit failed certification: another holder took the key over first",
-            {
-              cause: error,
-            },
-          );
+          throw new LockLostError(lock.keys[0]!, lock.fencingToken, 'the commit failed certification: another holder took the key over first', {
+            cause: error,
+          });
         }
-        throw toTypedError(
-          error,
-          "The fenced COMMIT failed; whether the transaction committed is unknown",
-        );
+        throw toTypedError(error, 'The fenced COMMIT failed; whether the transaction committed is unknown');
       }
     } finally {
       for (const lock of all) lock.fencesInProgress--;
@@ -214,10 +171,7 @@ export class FencedTransaction {
 
   private async fence(
     locks: readonly HeldLock[],
-    statement: (
-      ids: readonly string[],
-      owner: string,
-    ) => { sql: string; parameters: unknown[] },
+    statement: (ids: readonly string[], owner: string) => { sql: string; parameters: unknown[] },
   ): Promise<void> {
     for (const lock of locks) {
       const { sql, parameters } = statement(lock.rowIds, lock.acquisitionId);
@@ -225,24 +179,19 @@ export class FencedTransaction {
       try {
         // TypeORM's structured result: `affected` is mysql2's affectedRows; every matched row changes, so
         // CLIENT_FOUND_ROWS on or off gives the same count.
-        written = Number(
-          (await this.opened.runner.query(sql, parameters, true)).affected ?? 0,
-        );
+        written = Number((await this.opened.runner.query(sql, parameters, true)).affected ?? 0);
       } catch (error) {
-        if (classify(error) === "retry")
-          throw new LockLostError(
-            lock.keys[0]!,
-            lock.fencingToken,
-            "the fence could not write its rows (a conflicting transaction won)",
-            { cause: error },
-          );
-        throw toTypedError(error, "The fence could not run");
+        if (classify(error) === 'retry')
+          throw new LockLostError(lock.keys[0]!, lock.fencingToken, 'the fence could not write its rows (a conflicting transaction won)', {
+            cause: error,
+          });
+        throw toTypedError(error, 'The fence could not run');
       }
       if (written >= lock.rowIds.length) continue;
       throw new LockLostError(
         lock.keys[0]!,
         lock.fencingToken,
-        "its lease ran out and another holder took the key over before this transaction could commit; it was rolled back",
+        'its lease ran out and another holder took the key over before this transaction could commit; it was rolled back',
       );
     }
   }
@@ -260,17 +209,9 @@ export class FencedTransaction {
   /** After a rollback the locks that were to end here end FAILED (the key is free at once); errors are logged, never thrown over the original one. */
   private async failOwnLocks(host: FenceHost, logger: Logger): Promise<void> {
     for (const lock of this.ending()) lock.endsWithTransaction = false;
-    for (const outcome of await Promise.allSettled(
-      this.ending().map((lock) => host.release(lock, true)),
-    )) {
-      if (
-        outcome.status === "fulfilled" ||
-        outcome.reason instanceof LockLostError
-      )
-        continue;
-      logger.warn(
-        `Release after a rolled-back fenced transaction failed: ${String(outcome.reason)}`,
-      );
+    for (const outcome of await Promise.allSettled(this.ending().map((lock) => host.release(lock, true)))) {
+      if (outcome.status === 'fulfilled' || outcome.reason instanceof LockLostError) continue;
+      logger.warn(`Release after a rolled-back fenced transaction failed: ${String(outcome.reason)}`);
     }
   }
 }

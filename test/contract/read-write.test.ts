@@ -1,18 +1,13 @@
-import { after, before, describe, it } from "node:test";
-import assert from "node:assert/strict";
-import { TestDatabase } from "../support/test-database.js";
-import { LockWorker } from "../support/worker-host.js";
-import { forEachStrategy } from "../support/strategies.js";
-import type { LockMode } from "../../lib/index.js";
-import { PROBE_TABLE_SQL, type LoopArgs } from "./scenarios/read-write.js";
-import {
-  analyseIntervals,
-  holdIntervals,
-  probe,
-  summarise,
-} from "./rw-probe.js";
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { TestDatabase } from '../support/test-database.js';
+import { LockWorker } from '../support/worker-host.js';
+import { forEachStrategy } from '../support/strategies.js';
+import type { LockMode } from '../../lib/index.js';
+import { PROBE_TABLE_SQL, type LoopArgs } from './scenarios/read-write.js';
+import { analyseIntervals, holdIntervals, probe, summarise } from './rw-probe.js';
 
-const SCENARIOS = new URL("./scenarios/read-write.js", import.meta.url).href;
+const SCENARIOS = new URL('./scenarios/read-write.js', import.meta.url).href;
 /** Short backoff so a few thousand sections fit in the time budget; lease long enough never to expire here. */
 const OPTIONS = { leaseMs: 5000, retryMinDelayMs: 5, retryMaxDelayMs: 50 };
 const READER_ITERATIONS = 400;
@@ -30,11 +25,11 @@ forEachStrategy((strategy) =>
     before(async () => {
       db = await TestDatabase.create();
       await db.query(PROBE_TABLE_SQL);
-      await db.query("INSERT INTO rw_probe (id) VALUES (1), (2)");
+      await db.query('INSERT INTO rw_probe (id) VALUES (1), (2)');
       // The probe rows are written through the DataSource on purpose (the lock alone must exclude).
       workers = await LockWorker.startMany(4, {
         settings: db.settings,
-        options: { ...OPTIONS, strategy, escapedWrites: "ignore" },
+        options: { ...OPTIONS, strategy, escapedWrites: 'ignore' },
       });
     });
     after(async () => {
@@ -42,26 +37,26 @@ forEachStrategy((strategy) =>
       await db?.drop();
     });
 
-    it("a writer never overlaps anyone; readers overlap each other, across processes", async (t) => {
+    it('a writer never overlaps anyone; readers overlap each other, across processes', async (t) => {
       // Process layout: w0 R R | w1 R R W | w2 R W | w3 R
       const layout: [number, LockMode][] = [
-        [0, "read"],
-        [0, "read"],
-        [1, "read"],
-        [1, "read"],
-        [1, "write"],
-        [2, "read"],
-        [2, "write"],
-        [3, "read"],
+        [0, 'read'],
+        [0, 'read'],
+        [1, 'read'],
+        [1, 'read'],
+        [1, 'write'],
+        [2, 'read'],
+        [2, 'write'],
+        [3, 'read'],
       ];
       const started = performance.now();
       const results = await Promise.all(
         layout.map(([w, role]) =>
-          workers[w]!.run<{ waits: number[] }>(SCENARIOS, "loop", {
-            key: "loan:1",
+          workers[w]!.run<{ waits: number[] }>(SCENARIOS, 'loop', {
+            key: 'loan:1',
             role,
-            iterations: role === "read" ? READER_ITERATIONS : WRITER_ITERATIONS,
-            holdMs: role === "read" ? 3 : 1,
+            iterations: role === 'read' ? READER_ITERATIONS : WRITER_ITERATIONS,
+            holdMs: role === 'read' ? 3 : 1,
             probeId: 1,
           } satisfies LoopArgs),
         ),
@@ -70,58 +65,27 @@ forEachStrategy((strategy) =>
       const p = await probe(db, 1);
       const total = 6 * READER_ITERATIONS + 2 * WRITER_ITERATIONS;
 
-      assert.equal(
-        p.violations,
-        0,
-        "no section saw a writer together with anyone",
-      );
-      assert.deepEqual(
-        [p.readers, p.writers],
-        [0, 0],
-        "every section left the probe",
-      );
+      assert.equal(p.violations, 0, 'no section saw a writer together with anyone');
+      assert.deepEqual([p.readers, p.writers], [0, 0], 'every section left the probe');
       assert.equal(p.reader_entries, 6 * READER_ITERATIONS);
       assert.equal(p.writer_entries, 2 * WRITER_ITERATIONS);
-      assert.ok(
-        p.max_readers > 1,
-        `readers must share the key (max concurrent readers ${p.max_readers})`,
-      );
+      assert.ok(p.max_readers > 1, `readers must share the key (max concurrent readers ${p.max_readers})`);
 
-      const holds = await holdIntervals(db, "loan:1");
-      assert.equal(holds.length, total, "one log row per acquisition");
-      assert.deepEqual(
-        new Set(holds.map((h) => h.status)),
-        new Set(["RELEASED"]),
-        "every hold ended RELEASED",
-      );
+      const holds = await holdIntervals(db, 'loan:1');
+      assert.equal(holds.length, total, 'one log row per acquisition');
+      assert.deepEqual(new Set(holds.map((h) => h.status)), new Set(['RELEASED']), 'every hold ended RELEASED');
       const tokens = holds.map((h) => h.fencingToken).sort((a, b) => a - b);
       assert.deepEqual(
         tokens,
         Array.from({ length: total }, (_, i) => i + 1),
-        "every grant, reader or writer, took the next fencing token",
+        'every grant, reader or writer, took the next fencing token',
       );
-      const { writeOverlaps, crossProcessReadOverlaps } =
-        analyseIntervals(holds);
-      assert.equal(
-        writeOverlaps,
-        0,
-        "no write hold overlaps another hold (server clock)",
-      );
-      assert.ok(
-        crossProcessReadOverlaps > 0,
-        "read holds of different processes overlap",
-      );
+      const { writeOverlaps, crossProcessReadOverlaps } = analyseIntervals(holds);
+      assert.equal(writeOverlaps, 0, 'no write hold overlaps another hold (server clock)');
+      assert.ok(crossProcessReadOverlaps > 0, 'read holds of different processes overlap');
 
-      const writerWaits = summarise(
-        results
-          .filter((_, i) => layout[i]![1] === "write")
-          .flatMap((r) => r.waits),
-      );
-      const readerWaits = summarise(
-        results
-          .filter((_, i) => layout[i]![1] === "read")
-          .flatMap((r) => r.waits),
-      );
+      const writerWaits = summarise(results.filter((_, i) => layout[i]![1] === 'write').flatMap((r) => r.waits));
+      const readerWaits = summarise(results.filter((_, i) => layout[i]![1] === 'read').flatMap((r) => r.waits));
       t.diagnostic(
         `sections=${total} in ${Math.round(elapsedMs)} ms; readers max concurrent=${p.max_readers} ` +
           `avg at entry=${(p.reader_sum / p.reader_entries).toFixed(2)}; cross-process read overlaps=${crossProcessReadOverlaps}; ` +
@@ -132,10 +96,10 @@ forEachStrategy((strategy) =>
     it('control: the detectors do see overlap when the "writers" take only read locks', async () => {
       await Promise.all(
         [0, 1, 2, 3].map((w) =>
-          workers[w]!.run(SCENARIOS, "loop", {
-            key: "control",
-            role: w < 2 ? "write" : "read",
-            lockMode: "read",
+          workers[w]!.run(SCENARIOS, 'loop', {
+            key: 'control',
+            role: w < 2 ? 'write' : 'read',
+            lockMode: 'read',
             iterations: 60,
             holdMs: 3,
             probeId: 2,
@@ -143,20 +107,14 @@ forEachStrategy((strategy) =>
         ),
       );
       const p = await probe(db, 2);
-      assert.ok(
-        p.violations > 0,
-        `the probe must report the unprotected "writers" (violations ${p.violations})`,
-      );
+      assert.ok(p.violations > 0, `the probe must report the unprotected "writers" (violations ${p.violations})`);
       const { writeOverlaps } = analyseIntervals(
-        (await holdIntervals(db, "control")).map((h, i) => ({
+        (await holdIntervals(db, 'control')).map((h, i) => ({
           ...h,
-          mode: i % 2 ? "write" : h.mode,
+          mode: i % 2 ? 'write' : h.mode,
         })),
       );
-      assert.ok(
-        writeOverlaps > 0,
-        "the interval check flags overlapping holds labelled write",
-      );
+      assert.ok(writeOverlaps > 0, 'the interval check flags overlapping holds labelled write');
     });
   }),
 );

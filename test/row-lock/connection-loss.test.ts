@@ -1,9 +1,9 @@
-import { after, before, describe, it } from "node:test";
-import assert from "node:assert/strict";
-import type { INestApplicationContext } from "@nestjs/common";
-import { LockLostError, type LockService } from "../../lib/index.js";
-import { createLockApp } from "../support/lock-app.js";
-import { TestDatabase } from "../support/test-database.js";
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import type { INestApplicationContext } from '@nestjs/common';
+import { LockLostError, type LockService } from '../../lib/index.js';
+import { createLockApp } from '../support/lock-app.js';
+import { TestDatabase } from '../support/test-database.js';
 
 /**
  * A row-lock is its holder's open transaction: when that connection dies (killed by an operator,
@@ -12,7 +12,7 @@ import { TestDatabase } from "../support/test-database.js";
  * statement or its commit fails with LockLostError (the driver error as cause), never with a raw
  * driver or ORM error, and none of its writes exist.
  */
-describe("row-lock: the holder connection dies mid-work", () => {
+describe('row-lock: the holder connection dies mid-work', () => {
   let db: TestDatabase;
   let app: INestApplicationContext;
   let locks: LockService;
@@ -20,16 +20,14 @@ describe("row-lock: the holder connection dies mid-work", () => {
 
   before(async () => {
     db = await TestDatabase.create();
-    await db.query(
-      "CREATE TABLE account (id INT PRIMARY KEY, balance INT NOT NULL) ENGINE=InnoDB",
-    );
-    await db.query("INSERT INTO account VALUES (1, 100), (2, 100)");
+    await db.query('CREATE TABLE account (id INT PRIMARY KEY, balance INT NOT NULL) ENGINE=InnoDB');
+    await db.query('INSERT INTO account VALUES (1, 100), (2, 100)');
     ({ app, locks } = await createLockApp(db.settings, {
-      strategy: "row-lock",
+      strategy: 'row-lock',
       leaseMs: 30_000,
     }));
     other = await createLockApp(db.settings, {
-      strategy: "row-lock",
+      strategy: 'row-lock',
       leaseMs: 30_000,
     });
   });
@@ -40,7 +38,7 @@ describe("row-lock: the holder connection dies mid-work", () => {
   });
 
   for (const statementAfterKill of [true, false]) {
-    it(`${statementAfterKill ? "the next statement" : "the commit"} fails with LockLostError; nothing committed; the key is free at once`, async () => {
+    it(`${statementAfterKill ? 'the next statement' : 'the commit'} fails with LockLostError; nothing committed; the key is free at once`, async () => {
       const key = `acct:${statementAfterKill ? 1 : 2}`;
       const id = statementAfterKill ? 1 : 2;
       let signal: AbortSignal | undefined;
@@ -49,58 +47,34 @@ describe("row-lock: the holder connection dies mid-work", () => {
         .runLocked(key, async () => {
           const manager = locks.manager;
           signal = locks.currentLock!.signal;
-          await manager.query("UPDATE account SET balance = 0 WHERE id = ?", [
-            id,
-          ]);
-          const [connection] = (await manager.query(
-            "SELECT CONNECTION_ID() AS id",
-          )) as { id: number }[];
+          await manager.query('UPDATE account SET balance = 0 WHERE id = ?', [id]);
+          const [connection] = (await manager.query('SELECT CONNECTION_ID() AS id')) as { id: number }[];
           await db.query(`KILL CONNECTION ${Number(connection!.id)}`);
-          if (statementAfterKill)
-            await manager.query("UPDATE account SET balance = 1 WHERE id = ?", [
-              id,
-            ]);
+          if (statementAfterKill) await manager.query('UPDATE account SET balance = 1 WHERE id = ?', [id]);
         })
         .then(
           () => undefined,
           (error: unknown) => error,
         );
-      assert.ok(
-        outcome instanceof LockLostError,
-        `expected LockLostError, got ${String(outcome)}`,
-      );
+      assert.ok(outcome instanceof LockLostError, `expected LockLostError, got ${String(outcome)}`);
       // The failed statement is kept as cause; a commit finds the loss already known (the
       // connection's end event aborted the signal), and says so.
-      if (statementAfterKill)
-        assert.ok(
-          outcome.cause !== undefined,
-          "the failed statement is kept as cause",
-        );
+      if (statementAfterKill) assert.ok(outcome.cause !== undefined, 'the failed statement is kept as cause');
       assert.match(outcome.message, /connection closed/);
-      assert.equal(signal?.aborted, true, "the holder signal aborted");
-      const [row] = await db.query<{ balance: number }[]>(
-        "SELECT balance FROM account WHERE id = ?",
-        [id],
-      );
-      assert.equal(
-        Number(row!.balance),
-        100,
-        "the dead holder work was rolled back",
-      );
+      assert.equal(signal?.aborted, true, 'the holder signal aborted');
+      const [row] = await db.query<{ balance: number }[]>('SELECT balance FROM account WHERE id = ?', [id]);
+      assert.equal(Number(row!.balance), 100, 'the dead holder work was rolled back');
       // Free at once, not after the 30 s lease: the next holder gets it with one try.
       const next = await other.locks.tryAcquire(key);
-      assert.ok(next, "the key was not free at once");
+      assert.ok(next, 'the key was not free at once');
       assert.ok(performance.now() - started < 10_000);
       await next.release();
       // The audit trail: the dead holder's row ended (FAILED by its own process, or EXPIRED by the
       // next holder if that came first), then the next holder's RELEASED; tokens 1 and 2.
       const rows = await db.logRows(key);
       assert.equal(rows.length, 2);
-      assert.ok(
-        ["FAILED", "EXPIRED"].includes(String(rows[0]!.status)),
-        `dead holder row ${String(rows[0]!.status)}`,
-      );
-      assert.equal(rows[1]!.status, "RELEASED");
+      assert.ok(['FAILED', 'EXPIRED'].includes(String(rows[0]!.status)), `dead holder row ${String(rows[0]!.status)}`);
+      assert.equal(rows[1]!.status, 'RELEASED');
       assert.deepEqual(
         rows.map((r) => Number(r.fencing_token)),
         [1, 2],

@@ -1,8 +1,8 @@
-import { after, before, describe, it } from "node:test";
-import assert from "node:assert/strict";
-import { TestDatabase } from "../support/test-database.js";
-import { LockWorker } from "../support/worker-host.js";
-import type { HoldResult } from "../contract/scenarios/holders.js";
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { TestDatabase } from '../support/test-database.js';
+import { LockWorker } from '../support/worker-host.js';
+import type { HoldResult } from '../contract/scenarios/holders.js';
 
 /**
  * What the row-lock strategy buys: a holder that dies frees its key the moment the server sees
@@ -14,17 +14,16 @@ import type { HoldResult } from "../contract/scenarios/holders.js";
 const LEASE_MS = 30_000;
 /** The server noticing the closed socket, the rollback, the waiter's grant record and IPC, on a loaded 2-core machine. */
 const BOUND_MS = 3_000;
-const SCENARIO = new URL("../contract/scenarios/holders.js", import.meta.url)
-  .href;
+const SCENARIO = new URL('../contract/scenarios/holders.js', import.meta.url).href;
 
-describe("row-lock: a SIGKILLed holder", () => {
+describe('row-lock: a SIGKILLed holder', () => {
   let db: TestDatabase;
   let workers: LockWorker[] = [];
   before(async () => {
     db = await TestDatabase.create();
     workers = await LockWorker.startMany(2, {
       settings: db.settings,
-      options: { strategy: "row-lock", leaseMs: LEASE_MS },
+      options: { strategy: 'row-lock', leaseMs: LEASE_MS },
     });
   });
   after(async () => {
@@ -34,22 +33,17 @@ describe("row-lock: a SIGKILLed holder", () => {
 
   it(`frees the key at once (within ${BOUND_MS} ms, lease ${LEASE_MS} ms) and its row ends EXPIRED`, async (t) => {
     const [holder, waiter] = workers as [LockWorker, LockWorker];
-    const key = "crash";
-    const held = await holder.run<HoldResult>(SCENARIO, "acquireAndKeep", {
+    const key = 'crash';
+    const held = await holder.run<HoldResult>(SCENARIO, 'acquireAndKeep', {
       key,
     });
     assert.equal(held.fencingToken, 1);
 
     let asking!: () => void;
     const askingSeen = new Promise<void>((resolve) => (asking = resolve));
-    const taken = waiter.run<HoldResult>(
-      SCENARIO,
-      "acquireAndRelease",
-      { key, timeoutMs: 20_000 },
-      (event) => {
-        if (event === "asking") asking();
-      },
-    );
+    const taken = waiter.run<HoldResult>(SCENARIO, 'acquireAndRelease', { key, timeoutMs: 20_000 }, (event) => {
+      if (event === 'asking') asking();
+    });
     await askingSeen;
     // The waiter is queued in the server behind the holder's row lock before the kill.
     await new Promise((r) => setTimeout(r, 300));
@@ -58,20 +52,12 @@ describe("row-lock: a SIGKILLed holder", () => {
     const result = await taken;
     const elapsed = performance.now() - killedAt;
     assert.equal(result.fencingToken, 2);
-    assert.ok(
-      elapsed < BOUND_MS,
-      `waited ${Math.round(elapsed)} ms after the kill`,
-    );
+    assert.ok(elapsed < BOUND_MS, `waited ${Math.round(elapsed)} ms after the kill`);
 
-    const [dead, next] = (await db.logRows(key)) as [
-      Record<string, unknown>,
-      Record<string, unknown>,
-    ];
-    assert.equal(dead.status, "EXPIRED");
+    const [dead, next] = (await db.logRows(key)) as [Record<string, unknown>, Record<string, unknown>];
+    assert.equal(dead.status, 'EXPIRED');
     assert.match(String(dead.note), /taken over by /);
-    assert.equal(next.status, "RELEASED");
-    t.diagnostic(
-      `granted ${Math.round(elapsed)} ms after SIGKILL (lease ${LEASE_MS} ms)`,
-    );
+    assert.equal(next.status, 'RELEASED');
+    t.diagnostic(`granted ${Math.round(elapsed)} ms after SIGKILL (lease ${LEASE_MS} ms)`);
   });
 });

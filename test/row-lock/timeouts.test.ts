@@ -1,14 +1,9 @@
-import { after, before, describe, it } from "node:test";
-import assert from "node:assert/strict";
-import type { INestApplicationContext } from "@nestjs/common";
-import {
-  DbLockError,
-  type LockHandle,
-  LockTimeoutError,
-  type LockService,
-} from "../../lib/index.js";
-import { createLockApp } from "../support/lock-app.js";
-import { TestDatabase } from "../support/test-database.js";
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import type { INestApplicationContext } from '@nestjs/common';
+import { DbLockError, type LockHandle, LockTimeoutError, type LockService } from '../../lib/index.js';
+import { createLockApp } from '../support/lock-app.js';
+import { TestDatabase } from '../support/test-database.js';
 
 /**
  * Row-lock bounded waits. The waiter waits in the server (the locking read), and InnoDB's
@@ -21,17 +16,17 @@ import { TestDatabase } from "../support/test-database.js";
 const EPSILON_MS = 250;
 const TIMEOUTS = [0, 50, 150, 300, 1000] as const;
 
-describe("row-lock: timeouts", () => {
+describe('row-lock: timeouts', () => {
   let db: TestDatabase;
   let holder: { app: INestApplicationContext; locks: LockService };
   let waiter: { app: INestApplicationContext; locks: LockService };
   const held: LockHandle[] = [];
   before(async () => {
     db = await TestDatabase.create();
-    holder = await createLockApp(db.settings, { strategy: "row-lock" });
-    waiter = await createLockApp(db.settings, { strategy: "row-lock" });
-    held.push(await holder.locks.acquire("busy"));
-    held.push(await holder.locks.acquire("shared", { mode: "read" }));
+    holder = await createLockApp(db.settings, { strategy: 'row-lock' });
+    waiter = await createLockApp(db.settings, { strategy: 'row-lock' });
+    held.push(await holder.locks.acquire('busy'));
+    held.push(await holder.locks.acquire('shared', { mode: 'read' }));
   });
   after(async () => {
     for (const lock of held) await lock.release().catch(() => undefined);
@@ -40,10 +35,7 @@ describe("row-lock: timeouts", () => {
     await db?.drop();
   });
 
-  async function expectTimeout(
-    keys: string | string[],
-    options: { timeoutMs: number; mode?: "read" | "write" },
-  ): Promise<number> {
+  async function expectTimeout(keys: string | string[], options: { timeoutMs: number; mode?: 'read' | 'write' }): Promise<number> {
     const started = performance.now();
     let caught: unknown;
     try {
@@ -53,61 +45,44 @@ describe("row-lock: timeouts", () => {
       caught = error;
     }
     const elapsed = performance.now() - started;
-    assert.ok(
-      caught instanceof LockTimeoutError,
-      `expected LockTimeoutError, got ${String(caught)}`,
-    );
+    assert.ok(caught instanceof LockTimeoutError, `expected LockTimeoutError, got ${String(caught)}`);
     assert.ok(caught instanceof DbLockError);
-    assert.ok(
-      elapsed >= options.timeoutMs - 1,
-      `gave up after ${Math.round(elapsed)} ms of ${options.timeoutMs}`,
-    );
-    assert.ok(
-      elapsed <= options.timeoutMs + EPSILON_MS,
-      `timeout ${options.timeoutMs} ms took ${Math.round(elapsed)} ms`,
-    );
+    assert.ok(elapsed >= options.timeoutMs - 1, `gave up after ${Math.round(elapsed)} ms of ${options.timeoutMs}`);
+    assert.ok(elapsed <= options.timeoutMs + EPSILON_MS, `timeout ${options.timeoutMs} ms took ${Math.round(elapsed)} ms`);
     return elapsed;
   }
 
   for (const timeoutMs of TIMEOUTS) {
     it(`timeoutMs ${timeoutMs}: LockTimeoutError no earlier than the timeout and within ${EPSILON_MS} ms after it`, async (t) => {
-      const elapsed = await expectTimeout("busy", { timeoutMs });
-      t.diagnostic(
-        `timeoutMs ${timeoutMs}: rejected after ${elapsed.toFixed(1)} ms (+${(elapsed - timeoutMs).toFixed(1)} ms)`,
-      );
+      const elapsed = await expectTimeout('busy', { timeoutMs });
+      t.diagnostic(`timeoutMs ${timeoutMs}: rejected after ${elapsed.toFixed(1)} ms (+${(elapsed - timeoutMs).toFixed(1)} ms)`);
     });
   }
 
-  it("a writer on a read-held key times out, and the free key of the same call was not taken", async () => {
-    await expectTimeout(["zz-free", "shared"], { timeoutMs: 150 });
-    assert.deepEqual(
-      await db.logRows("zz-free"),
-      [],
-      "all-or-nothing: the free key was not taken",
-    );
+  it('a writer on a read-held key times out, and the free key of the same call was not taken', async () => {
+    await expectTimeout(['zz-free', 'shared'], { timeoutMs: 150 });
+    assert.deepEqual(await db.logRows('zz-free'), [], 'all-or-nothing: the free key was not taken');
   });
 
-  it("readers share a read-held key at once", async () => {
-    const reader = await waiter.locks.acquire("shared", {
-      mode: "read",
+  it('readers share a read-held key at once', async () => {
+    const reader = await waiter.locks.acquire('shared', {
+      mode: 'read',
       timeoutMs: 0,
     });
     await reader.release();
   });
 
-  it("tryAcquire returns null at once", async () => {
+  it('tryAcquire returns null at once', async () => {
     const started = performance.now();
-    assert.equal(await waiter.locks.tryAcquire("busy"), null);
+    assert.equal(await waiter.locks.tryAcquire('busy'), null);
     assert.ok(performance.now() - started < EPSILON_MS);
   });
 
-  it("after all those timeouts the waiter holds nothing, no live row but the holder’s, and the key passes on release", async () => {
-    const live = (await db.logRows("busy")).filter(
-      (r) => r.status === "ACQUIRED" || r.status === "COMPLETED",
-    );
+  it('after all those timeouts the waiter holds nothing, no live row but the holder’s, and the key passes on release', async () => {
+    const live = (await db.logRows('busy')).filter((r) => r.status === 'ACQUIRED' || r.status === 'COMPLETED');
     assert.equal(live.length, 1);
     assert.equal(waiter.locks.stats().held, 0);
-    const next = waiter.locks.acquire("busy", { timeoutMs: 5_000 });
+    const next = waiter.locks.acquire('busy', { timeoutMs: 5_000 });
     await held.shift()!.release();
     const lock = await next;
     assert.equal(lock.fencingToken, 2);

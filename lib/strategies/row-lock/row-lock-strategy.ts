@@ -1,23 +1,19 @@
-import { randomUUID } from "node:crypto";
-import type { DataSource, QueryRunner } from "typeorm";
-import { backoffDelay } from "../../core/backoff.js";
-import type { FencedTransaction } from "../../core/fenced-transaction.js";
-import { HeldLock, type HeldLockHost } from "../../core/held-lock.js";
-import type {
-  AttemptResult,
-  GrantAttempt,
-  LockStrategy,
-} from "../../core/lock-strategy.js";
-import { LockLostError } from "../../errors/lock-lost.error.js";
-import { TooManyLockWaitersError } from "../../errors/too-many-lock-waiters.error.js";
-import type { GrantOutcome } from "../../lock-log/grant.sql.js";
-import { endInCommitStatement } from "../../lock-log/hold.sql.js";
-import type { LockLog } from "../../lock-log/lock-log.js";
-import { explainLoss } from "../../lock-log/loss.js";
-import { classify } from "../../mysql/errno.js";
-import { LockStatementError } from "../../mysql/lock-statement.error.js";
-import { type EndStatus, LockStatus } from "../../mysql/sql.js";
-import { lockRowsStatements } from "./row-lock.sql.js";
+import { randomUUID } from 'node:crypto';
+import type { DataSource, QueryRunner } from 'typeorm';
+import { backoffDelay } from '../../core/backoff.js';
+import type { FencedTransaction } from '../../core/fenced-transaction.js';
+import { HeldLock, type HeldLockHost } from '../../core/held-lock.js';
+import type { AttemptResult, GrantAttempt, LockStrategy } from '../../core/lock-strategy.js';
+import { LockLostError } from '../../errors/lock-lost.error.js';
+import { TooManyLockWaitersError } from '../../errors/too-many-lock-waiters.error.js';
+import type { GrantOutcome } from '../../lock-log/grant.sql.js';
+import { endInCommitStatement } from '../../lock-log/hold.sql.js';
+import type { LockLog } from '../../lock-log/lock-log.js';
+import { explainLoss } from '../../lock-log/loss.js';
+import { classify } from '../../mysql/errno.js';
+import { LockStatementError } from '../../mysql/lock-statement.error.js';
+import { type EndStatus, LockStatus } from '../../mysql/sql.js';
+import { lockRowsStatements } from './row-lock.sql.js';
 
 export interface RowLockSettings {
   readonly retryMinDelayMs: number;
@@ -47,7 +43,7 @@ export interface RowLockHost extends HeldLockHost {
  * the row-lock holder's live row: the two strategies exclude each other.
  */
 export class RowLockStrategy implements LockStrategy {
-  readonly name = "row-lock" as const;
+  readonly name = 'row-lock' as const;
   /** Connections taken by row-lock sessions: waiting ones, and all (waiting and holding). */
   private waiting = 0;
   private sessions = 0;
@@ -65,22 +61,18 @@ export class RowLockStrategy implements LockStrategy {
   }
 
   retryDelay(failedTries: number): number {
-    return backoffDelay(
-      failedTries,
-      this.settings.retryMinDelayMs,
-      this.settings.retryMaxDelayMs,
-    );
+    return backoffDelay(failedTries, this.settings.retryMinDelayMs, this.settings.retryMaxDelayMs);
   }
 
   async tryGrant(attempt: GrantAttempt): Promise<AttemptResult> {
     this.admit(attempt);
     this.waiting++;
     this.sessions++;
-    const runner = this.dataSource.createQueryRunner("master");
+    const runner = this.dataSource.createQueryRunner('master');
     let holding = false;
     try {
       await runner.connect();
-      await runner.startTransaction(attempt.isolationLevel ?? "READ COMMITTED");
+      await runner.startTransaction(attempt.isolationLevel ?? 'READ COMMITTED');
       const outcome = await this.lockAndRecord(runner, attempt);
       if (!outcome.lock) return outcome;
       holding = true;
@@ -88,16 +80,7 @@ export class RowLockStrategy implements LockStrategy {
       return outcome;
     } catch (error) {
       const failure = LockStatementError.from(error);
-      if (
-        [
-          "retry",
-          "deadline",
-          "interrupted",
-          "connection-lost",
-          "unreachable",
-        ].includes(failure.kind)
-      )
-        return { failure };
+      if (['retry', 'deadline', 'interrupted', 'connection-lost', 'unreachable'].includes(failure.kind)) return { failure };
       throw failure;
     } finally {
       this.waiting--;
@@ -109,30 +92,18 @@ export class RowLockStrategy implements LockStrategy {
   }
 
   /** A nested call inside the chain's fenced transaction: the row locks are taken by that transaction. */
-  async grantWithin(
-    transaction: FencedTransaction,
-    attempt: GrantAttempt,
-  ): Promise<AttemptResult> {
+  async grantWithin(transaction: FencedTransaction, attempt: GrantAttempt): Promise<AttemptResult> {
     return this.lockAndRecord(transaction.runner, attempt);
   }
 
-  async release(
-    lock: HeldLock,
-    status: EndStatus | "EXPIRED",
-    note?: string,
-  ): Promise<void> {
+  async release(lock: HeldLock, status: EndStatus | 'EXPIRED', note?: string): Promise<void> {
     const transaction = lock.transaction;
     if (transaction && status === LockStatus.RELEASED) {
       // The fence of a plain release: the rows end in the lock's own transaction, then COMMIT.
-      const { sql, parameters } = endInCommitStatement(
-        lock.rowIds,
-        lock.acquisitionId,
-      );
+      const { sql, parameters } = endInCommitStatement(lock.rowIds, lock.acquisitionId);
       let ended = 0;
       try {
-        ended = Number(
-          (await transaction.runner.query(sql, parameters, true)).affected ?? 0,
-        );
+        ended = Number((await transaction.runner.query(sql, parameters, true)).affected ?? 0);
         if (ended >= lock.rowIds.length) {
           await transaction.runner.commitTransaction();
           await transaction.finish(true);
@@ -140,29 +111,21 @@ export class RowLockStrategy implements LockStrategy {
         }
       } catch (error) {
         await transaction.finish(false);
-        if (classify(error) === "retry")
-          throw await explainLoss(this.log, lock);
+        if (classify(error) === 'retry') throw await explainLoss(this.log, lock);
         throw error;
       }
       await transaction.finish(false);
       throw await explainLoss(this.log, lock);
     }
     if (transaction) await transaction.finish(false);
-    const ended = await this.log.endRows(
-      lock.rowIds,
-      status as EndStatus,
-      note,
-    );
-    if (ended < lock.rowIds.length && status !== LockStatus.EXPIRED)
-      throw await explainLoss(this.log, lock);
+    const ended = await this.log.endRows(lock.rowIds, status as EndStatus, note);
+    if (ended < lock.rowIds.length && status !== LockStatus.EXPIRED) throw await explainLoss(this.log, lock);
   }
 
   async extend(lock: HeldLock, leaseMs: number): Promise<boolean> {
     const rows = await this.log.extend(lock.rowIds, leaseMs);
     if (rows.length < lock.rowIds.length) return false;
-    lock.expiresAt = new Date(
-      Math.min(...rows.map((r) => r.expiresAt.getTime())),
-    );
+    lock.expiresAt = new Date(Math.min(...rows.map((r) => r.expiresAt.getTime())));
     return true;
   }
 
@@ -171,9 +134,7 @@ export class RowLockStrategy implements LockStrategy {
   }
 
   async close(): Promise<void> {
-    await Promise.allSettled(
-      [...this.open].map((lock) => lock.transaction?.finish(false)),
-    );
+    await Promise.allSettled([...this.open].map((lock) => lock.transaction?.finish(false)));
   }
 
   /** Fails fast rather than drain the DataSource's pool (a process must never deadlock against it). */
@@ -194,31 +155,21 @@ export class RowLockStrategy implements LockStrategy {
   }
 
   /** The row locks (waiting in the server within the budget), then the durable grant record. */
-  private async lockAndRecord(
-    runner: QueryRunner,
-    attempt: GrantAttempt,
-  ): Promise<AttemptResult> {
+  private async lockAndRecord(runner: QueryRunner, attempt: GrantAttempt): Promise<AttemptResult> {
     const requestedAt = performance.now();
     for (let round = 0; ; round++) {
-      const waitMs =
-        attempt.deadline === Infinity
-          ? Infinity
-          : attempt.deadline - performance.now();
       let complete = true;
       try {
-        for (const statement of lockRowsStatements(
-          attempt.targets,
-          this.log.flavor,
-          waitMs,
-        )) {
-          const rows = (await runner.query(statement.sql)) as unknown[];
+        for (const statement of lockRowsStatements(attempt.targets, this.log.flavor)) {
+          // What is left of the budget now: a multi-key request's later statements get less.
+          const waitMs = attempt.deadline === Infinity ? Infinity : attempt.deadline - performance.now();
+          const rows = (await runner.query(statement.sql(waitMs))) as unknown[];
           if (rows.length < statement.rows) complete = false;
         }
       } catch (error) {
         const kind = classify(error);
         // NOWAIT, the wait bound, or innodb_lock_wait_timeout: the key is held. A deadlock: asked again.
-        if (kind === "retry" || kind === "interrupted" || isNoWait(error))
-          return {};
+        if (kind === 'retry' || kind === 'interrupted' || isNoWait(error)) return {};
         throw error;
       }
       if (complete) break;
@@ -231,26 +182,22 @@ export class RowLockStrategy implements LockStrategy {
     const outcome: GrantOutcome = await this.log.grant(
       {
         acquisitionId,
-        strategy: "row-lock",
+        strategy: 'row-lock',
         targets: attempt.targets,
         leaseMs: attempt.leaseMs,
         waitedMs: performance.now() - attempt.startedAt,
         writerWaitMarkMs: 0,
         writerPreference: true,
-        rowLocksAuthoritative: this.log.flavor.cluster !== "galera",
+        rowLocksAuthoritative: this.log.flavor.cluster !== 'galera',
       },
-      attempt.deadline === Infinity
-        ? Infinity
-        : Math.max(attempt.deadline, performance.now()) + 1000,
+      attempt.deadline === Infinity ? Infinity : Math.max(attempt.deadline, performance.now()) + 1000,
     );
     if (!outcome.granted) return {}; // a lease holder of the key is alive: roll back, ask again
     const grantedAt = performance.now();
-    const leaseFrom =
-      ((outcome as { sentAt?: number }).sentAt ?? requestedAt) +
-      outcome.serverWaitMs;
+    const leaseFrom = ((outcome as { sentAt?: number }).sentAt ?? requestedAt) + outcome.serverWaitMs;
     const lock = new HeldLock(
       this.host,
-      "row-lock",
+      'row-lock',
       acquisitionId,
       attempt.targets,
       outcome.rows,
@@ -266,9 +213,7 @@ export class RowLockStrategy implements LockStrategy {
   /** The lock keeps its transaction; its signal aborts if that connection closes. */
   private hold(lock: HeldLock, runner: QueryRunner): void {
     let finished = false;
-    const connection = (
-      runner as unknown as { databaseConnection?: NodeJS.EventEmitter }
-    ).databaseConnection;
+    const connection = (runner as unknown as { databaseConnection?: NodeJS.EventEmitter }).databaseConnection;
     const onClose = (error?: unknown): void => {
       if (finished) return;
       this.host.lost(
@@ -276,22 +221,22 @@ export class RowLockStrategy implements LockStrategy {
         new LockLostError(
           lock.keys[0]!,
           lock.fencingToken,
-          `its database connection closed (${String((error as Error)?.message ?? "end")})`,
+          `its database connection closed (${String((error as Error)?.message ?? 'end')})`,
           error ? { cause: error } : undefined,
         ),
         true,
       );
     };
-    connection?.once("error", onClose);
-    connection?.once("end", onClose);
+    connection?.once('error', onClose);
+    connection?.once('end', onClose);
     this.open.add(lock);
     lock.transaction = {
       runner,
       finish: async (committed: boolean) => {
         if (finished) return;
         finished = true;
-        connection?.off("error", onClose);
-        connection?.off("end", onClose);
+        connection?.off('error', onClose);
+        connection?.off('end', onClose);
         lock.transaction = undefined;
         this.open.delete(lock);
         this.sessions--;
@@ -309,7 +254,6 @@ function isNoWait(error: unknown): boolean {
 
 /** Rolls back if a transaction is open and returns the connection; the server rolls back a broken one itself. */
 async function endQuietly(runner: QueryRunner): Promise<void> {
-  if (runner.isTransactionActive)
-    await runner.rollbackTransaction().catch(() => undefined);
+  if (runner.isTransactionActive) await runner.rollbackTransaction().catch(() => undefined);
   await runner.release().catch(() => undefined);
 }

@@ -16,19 +16,36 @@ import { format, ROW_LOCK_TABLE } from '../../mysql/sql.js';
  *   `MAX_EXECUTION_TIME(ms)` hint, which interrupts a locking read's wait as well;
  * - forever: the session's innodb_lock_wait_timeout ends each wait, and the wait queue asks again.
  */
-export function lockRowsStatements(targets: readonly LockTarget[], flavor: ServerFlavor, waitMs: number): { sql: string; rows: number }[] {
+export interface LockRowsStatement {
+  /** Rows it must lock (all of them, or the key rows are missing). */
+  readonly rows: number;
+  /** The statement, bounded by what is left of the caller's budget when it is sent (ms; 0 one try, Infinity none). */
+  sql(waitMs: number): string;
+}
+
+export function lockRowsStatements(targets: readonly LockTarget[], flavor: ServerFlavor): LockRowsStatement[] {
+  // Keys in the one global order (targets come sorted), each run of same-mode keys in one
+  // statement: every process takes every key in the same order, whatever the modes, so two
+  // multi-key requests never deadlock on each other ([A read, B write] and [A, B] both lock A first).
   const groups: { keys: Buffer[]; clause: string }[] = [];
-  const writeKeys = targets.filter((t) => t.mode === 'write').map((t) => t.bytes);
-  const readKeys = targets.filter((t) => t.mode === 'read').map((t) => t.bytes);
-  if (writeKeys.length > 0) groups.push({ keys: writeKeys, clause: 'FOR UPDATE' });
-  if (readKeys.length > 0) groups.push({ keys: readKeys, clause: flavor.sharedLockClause });
-  // Write keys first, then read keys, each in key order: every process locks in this same order.
+  for (const target of targets) {
+    const clause = target.mode === 'write' ? 'FOR UPDATE' : flavor.sharedLockClause;
+    const last = groups[groups.length - 1];
+    if (last && last.clause === clause) last.keys.push(target.bytes);
+    else groups.push({ keys: [target.bytes], clause });
+  }
   return groups.map(({ keys, clause }) => {
-    const select = (hint: string) => format(`SELECT ${hint}lock_key FROM ${ROW_LOCK_TABLE} WHERE lock_key IN (?) ORDER BY lock_key ${clause}`, [keys]);
-    const rows = keys.length;
-    if (waitMs <= 0) return { sql: `${select('')} NOWAIT`, rows };
-    if (waitMs === Infinity) return { sql: select(''), rows };
-    if (flavor.statementTimeLimit) return { sql: `SET STATEMENT max_statement_time = ${(Math.max(1, Math.ceil(waitMs)) / 1000).toFixed(3)} FOR ${select('')}`, rows };
-    return { sql: select(`/*+ MAX_EXECUTION_TIME(${Math.max(1, Math.ceil(waitMs))}) */ `), rows };
+    const select = (hint: string) =>
+      format(`SELECT ${hint}lock_key FROM ${ROW_LOCK_TABLE} WHERE lock_key IN (?) ORDER BY lock_key ${clause}`, [keys]);
+    return {
+      rows: keys.length,
+      sql: (waitMs: number) => {
+        if (waitMs <= 0) return `${select('')} NOWAIT`;
+        if (waitMs === Infinity) return select('');
+        const ms = Math.max(1, Math.ceil(waitMs));
+        if (flavor.statementTimeLimit) return `SET STATEMENT max_statement_time = ${(ms / 1000).toFixed(3)} FOR ${select('')}`;
+        return select(`/*+ MAX_EXECUTION_TIME(${ms}) */ `);
+      },
+    };
   });
 }

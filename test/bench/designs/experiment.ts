@@ -69,7 +69,7 @@ export function rowLockNoRecordDesign(deps: DesignDeps): LockDesign {
       const runner = deps.dataSource.createQueryRunner('master');
       try {
         await runner.startTransaction('READ COMMITTED');
-        for (const statement of lockRowsStatements(resolveTargets(key, 'write', ''), parts.log.flavor, Infinity)) await runner.query(statement.sql);
+        for (const statement of lockRowsStatements(resolveTargets(key, 'write', ''), parts.log.flavor)) await runner.query(statement.sql(Infinity));
         const grant = grantWithin(key, parts.log.processId, hostNow() - started);
         const outcome = grant.parse((await runner.query(grant.sql)) as unknown[]);
         // Only this design uses the key and its row lock is held: a refusal would be a bench bug.
