@@ -21,6 +21,7 @@ export const DB_LOCK_OPTIONS_FACTORY_METHOD = 'createDbLockOptions';
 
 /** A class that gives DbLockModule its options (`forRootAsync({ useClass })` / `{ useExisting }`). */
 export interface DbLockOptionsFactory {
+  /** Returns the module options (called once, at bootstrap). */
   createDbLockOptions(): DbLockModuleOptions | Promise<DbLockModuleOptions>;
 }
 

@@ -106,46 +106,90 @@ export interface DbLockModuleOptions {
 
 /** Options after defaults and validation: what the library runs on. */
 export interface ResolvedDbLockOptions {
+  /** Key prefix joined with ':' (default ''). */
   readonly namespace: string;
+  /** How locks are held unless a call says otherwise (default 'lease'). */
   readonly strategy: LockStrategyName;
+  /** Lease of a granted lock, in ms (default 30000). */
   readonly leaseMs: number;
+  /** Default wait budget, in ms; 0 one try, Infinity forever (default 10000). */
   readonly timeoutMs: number;
+  /** Default most tries within timeoutMs; Infinity: no limit (default Infinity). */
   readonly maxAttempts: number;
+  /** First pause between two tries of a waiting caller, in ms (default 10). */
   readonly retryMinDelayMs: number;
+  /** Longest pause between two tries of a waiting caller, in ms (default 200). */
   readonly retryMaxDelayMs: number;
+  /** Waiting, holding or releasing longer than this logs a warning, in ms (default 3000). */
   readonly slowThresholdMs: number;
+  /** How often held leases are renewed, in ms; undefined: a third of the shortest held lease. */
   readonly renewIntervalMs: number | undefined;
+  /** A hold longer than this is given up, in ms (default Infinity). */
   readonly maxHoldMs: number;
+  /** Connections of the library's own pool (default 4). */
   readonly poolSize: number;
+  /** While a writer waits, new readers of that key are held back (default true). */
   readonly writerPreference: boolean;
   /** undefined: derived from the DataSource's pool at bootstrap. */
   readonly maxRowLockWaiters: number | undefined;
+  /** Janitor settings, or false when this node never runs it. */
   readonly janitor: Readonly<Required<DbLockJanitorOptions>> | false;
+  /** Listener called synchronously for every lock event (default none). */
   readonly onEvent: LockEventListener | undefined;
+  /** At shutdown, how long running holders may finish before their locks are released, in ms (default 10000). */
   readonly shutdownTimeoutMs: number;
+  /** What happens to a write on another connection during a fenced call (default 'warn'). */
   readonly escapedWrites: EscapedWritesMode;
+  /** The @nestjs-cls/transactional TransactionHost a fenced call becomes the transaction of (default 'auto'). */
   readonly transactionHost: TransactionHostOption;
 }
 
 /** The one place defaults live. Documented in README's options table. */
 export const DB_LOCK_DEFAULTS = Object.freeze({
+  /** Key prefix joined with ':' (default ''). */
   namespace: '',
+  /** How locks are held unless a call says otherwise (default 'lease'). */
   strategy: 'lease',
+  /** Lease of a granted lock, in ms (default 30000). */
   leaseMs: 30_000,
+  /** Default wait budget, in ms; 0 one try, Infinity forever (default 10000). */
   timeoutMs: 10_000,
+  /** Default most tries within timeoutMs; Infinity: no limit (default Infinity). */
   maxAttempts: Infinity,
+  /** First pause between two tries of a waiting caller, in ms (default 10). */
   retryMinDelayMs: 10,
+  /** Longest pause between two tries of a waiting caller, in ms (default 200). */
   retryMaxDelayMs: 200,
+  /** Waiting, holding or releasing longer than this logs a warning, in ms (default 3000). */
   slowThresholdMs: 3_000,
+  /** How often held leases are renewed, in ms; undefined: a third of the shortest held lease. */
   renewIntervalMs: undefined,
+  /** A hold longer than this is given up, in ms (default Infinity). */
   maxHoldMs: Infinity,
+  /** Connections of the library's own pool (default 4). */
   poolSize: 4,
+  /** While a writer waits, new readers of that key are held back (default true). */
   writerPreference: true,
+  /** Row-lock waiters bound; undefined: half the DataSource's pool, found at bootstrap. */
   maxRowLockWaiters: undefined,
-  janitor: Object.freeze({ intervalMs: 30_000, logRetentionMs: 7 * 24 * 3600_000, batchSize: 1000, idleKeyMs: 3600_000 }),
+  /** Janitor settings, or false when this node never runs it. */
+  janitor: Object.freeze({
+    /** How often each node tries to run the janitor, in ms (30 s). */
+    intervalMs: 30_000,
+    /** Ended log rows older than this are deleted, in ms (7 days). */
+    logRetentionMs: 7 * 24 * 3600_000,
+    /** Rows per clean-up statement. */
+    batchSize: 1000,
+    /** Key rows not granted for this long are deleted, in ms (1 h). */
+    idleKeyMs: 3600_000,
+  }),
+  /** Listener called synchronously for every lock event (default none). */
   onEvent: undefined,
+  /** At shutdown, how long running holders may finish before their locks are released, in ms (default 10000). */
   shutdownTimeoutMs: 10_000,
+  /** What happens to a write on another connection during a fenced call (default 'warn'). */
   escapedWrites: 'warn',
+  /** The @nestjs-cls/transactional TransactionHost a fenced call becomes the transaction of (default 'auto'). */
   transactionHost: 'auto',
 }) satisfies ResolvedDbLockOptions;
 

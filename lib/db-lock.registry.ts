@@ -35,6 +35,7 @@ const services = sharedServices();
  * and CommonJS builds of the package (see REGISTRY_KEY).
  */
 export const LockServiceRegistry = Object.freeze({
+  /** Registers `service` under a DataSource name (done by the module when it initialises). */
   register(name: string, service: LockService): void {
     services.set(name, service);
   },
@@ -42,6 +43,7 @@ export const LockServiceRegistry = Object.freeze({
   unregister(name: string, service: LockService): void {
     if (services.get(name) === service) services.delete(name);
   },
+  /** The LockService registered under `name`; DbLockNotInitializedError when there is none. */
   get(name: string): LockService {
     return lookup(name, '');
   },

@@ -36,6 +36,7 @@ export type {
   LockMethodDecorator,
   LockableMethod,
   SkippingLockMethodDecorator,
+  SkipNeedsUndefined,
 } from './decorators/lock-decorator.js';
 export type { LockKeySource } from './decorators/lock-key-template.js';
 export type { LockIsolationLevel, LockTransactionMode, OnLockedPolicy, RunLockedOptions } from './core/locked-call.options.js';

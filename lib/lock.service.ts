@@ -49,6 +49,7 @@ export class LockService implements OnModuleInit, OnApplicationBootstrap, Before
     readonly dataSourceName: string,
   ) {}
 
+  /** Nest lifecycle hook: connects the lock pool, checks the tables and registers this service for the decorators. */
   async onModuleInit(): Promise<void> {
     const fenceScope = await startIntegrations(this, this.logger);
     try {

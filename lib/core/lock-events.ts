@@ -13,9 +13,11 @@ export type LockEventType =
 
 /** One lock event, handed to `onEvent` synchronously. Durations in ms. */
 export interface LockEvent {
+  /** What happened. */
   readonly type: LockEventType;
   /** Keys as the caller wrote them (without namespace). */
   readonly keys: readonly string[];
+  /** The lock's mode ('write' for events about several locks, such as renewals). */
   readonly mode: LockMode;
   /** Fencing token of the first key, when one was granted. */
   readonly fencingToken?: number;
@@ -25,7 +27,9 @@ export interface LockEvent {
   readonly heldMs?: number;
   /** How many holders a renewal or a reclaim covered. */
   readonly count?: number;
+  /** The cause (lost, renewal-failed). */
   readonly error?: unknown;
 }
 
+/** Receives every lock event, synchronously; its exceptions are logged and never rethrown. */
 export type LockEventListener = (event: LockEvent) => void;

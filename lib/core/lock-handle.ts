@@ -53,9 +53,11 @@ export interface LockHandle {
 
 /** What `inspect(key)` reports. */
 export interface LockInfo {
+  /** The key asked about, as the caller wrote it. */
   readonly key: string;
   /** null when nobody holds it. */
   readonly mode: LockMode | null;
+  /** Live holders: one writer, or any number of readers. */
   readonly holders: readonly LockHolderInfo[];
   /** Latest lease end among the holders (server clock), null when free. */
   readonly expiresAt: Date | null;
@@ -65,14 +67,19 @@ export interface LockInfo {
   readonly serverTime: Date;
 }
 
+/** One live holder of a key, as `inspect()` reports it. */
 export interface LockHolderInfo {
+  /** Its mode. */
   readonly mode: LockMode;
   /** Acquisition id (the log rows' `owner`): one per acquire, shared by the keys of a multi-key lock. */
   readonly owner: string;
   /** Process that holds it, host:pid. */
   readonly holder: string;
+  /** How it holds the key: 'lease' or 'row-lock'. */
   readonly strategy: LockStrategyName;
+  /** The fencing token it was granted for this key. */
   readonly fencingToken: number;
+  /** When it was granted (server clock). */
   readonly acquiredAt: Date;
   /** When its lease runs out unless its process renews it (server clock). */
   readonly expiresAt: Date;

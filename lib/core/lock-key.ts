@@ -10,7 +10,9 @@ export const MAX_KEYS_PER_LOCK = 100;
 
 /** One key of a multi-key request with its own mode (mixed-mode locks). */
 export interface LockKeySpec {
+  /** The key (1–191 characters with the namespace). */
   key: string;
+  /** Its mode; default: the call's mode. */
   mode?: LockMode;
 }
 

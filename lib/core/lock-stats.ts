@@ -1,25 +1,38 @@
 /** Summary of a series of durations, in ms. Percentiles over the latest 1024 samples. */
 export interface DurationSummary {
+  /** Durations recorded since start. */
   readonly count: number;
+  /** Mean of all of them, in ms. */
   readonly meanMs: number;
+  /** Longest, in ms. */
   readonly maxMs: number;
+  /** Median of the latest 1024, in ms. */
   readonly p50Ms: number;
+  /** 99th percentile of the latest 1024, in ms. */
   readonly p99Ms: number;
 }
 
 /** What `LockService.stats()` returns: counts since start, and the current state. */
 export interface LockStatsSnapshot {
+  /** Locks granted (reentrant acquisitions not included). */
   readonly acquired: number;
+  /** Acquisitions answered by a lock the call chain already held (no round trip). */
   readonly reentrant: number;
+  /** Locks given back. */
   readonly released: number;
+  /** Waits that ran out (LockTimeoutError, or tryAcquire returning null). */
   readonly timedOut: number;
+  /** Decorated calls skipped because the lock was busy (onLocked: 'skip'). */
   readonly skipped: number;
+  /** Held locks lost (taken over, reclaimed, force-released, maxHoldMs, shutdown). */
   readonly lost: number;
+  /** Expired holders of other processes this process set EXPIRED (takeovers and janitor). */
   readonly reclaimed: number;
   /** Renewal statements sent (one per tick per process, however many locks). */
   readonly renewals: number;
   /** Lock leases renewed by those statements. */
   readonly renewedLocks: number;
+  /** Renewal statements that failed (retried while the leases last). */
   readonly renewalFailures: number;
   /** Time per renewal statement (one per tick, covering every held lock). */
   readonly renewal: DurationSummary;
@@ -39,7 +52,9 @@ export interface LockStatsSnapshot {
    * Statements the row-lock strategy sends on the app's DataSource connections are not counted.
    */
   readonly roundTripsBy: Readonly<Record<'locks' | 'renewals' | 'janitor' | 'admin', number>>;
+  /** Time callers waited before a grant, in ms. */
   readonly wait: DurationSummary;
+  /** Time locks were held, in ms. */
   readonly hold: DurationSummary;
 }
 

@@ -21,8 +21,11 @@ export interface DistributedLockOptions<A extends unknown[] = any[]> extends Run
 
 /** What the lock decorators record on the wrapped method (Reflect metadata DB_LOCK_METADATA). */
 export interface LockDecoratorMetadata {
+  /** Which decorator put it there ('DistributedLock', 'ReadLock' or 'WriteLock'). */
   readonly decorator: string;
+  /** The key source as declared; undefined: ClassName.methodName. */
   readonly key: LockKeySource | undefined;
+  /** The lock options as declared. */
   readonly options: Readonly<RunLockedOptions>;
   /** The DataSource the decorator names; undefined: the only DbLockModule of the app serves it. */
   readonly dataSourceName: string | undefined;
@@ -48,10 +51,18 @@ export type SkippingLockMethodDecorator<A extends unknown[] = any[]> = <T extend
   descriptor: TypedPropertyDescriptor<T>,
 ) => SkipNeedsUndefined<T>;
 
-type SkipNeedsUndefined<T> = T extends (...args: any[]) => Promise<infer R>
+/**
+ * What a decorator with `onLocked: 'skip'` returns: `void` when the method's promise admits
+ * `undefined` (a skipped call resolves `undefined`), otherwise a type whose only property names the
+ * fix, so the mistake is a compile error at the decorator.
+ */
+export type SkipNeedsUndefined<T> = T extends (...args: any[]) => Promise<infer R>
   ? undefined extends R
     ? void
-    : { "onLocked 'skip' resolves undefined when the lock is taken: declare the method as returning Promise<T | undefined>": never }
+    : {
+        /** The fix, as a compile error: the method must be declared as returning Promise<T | undefined>. */
+        "onLocked 'skip' resolves undefined when the lock is taken: declare the method as returning Promise<T | undefined>": never;
+      }
   : void;
 
 const DECORATOR_KEYS = ['key', 'dataSourceName'] as const;

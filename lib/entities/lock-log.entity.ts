@@ -11,12 +11,15 @@ import { LOCK_LOG_TABLE } from '../mysql/sql.js';
 @Index('idx_db_lock_log_status_process', ['status', 'processId'])
 @Index('idx_db_lock_log_acquired', ['acquiredAt'])
 export class LockLogEntity {
+  /** Row id. */
   @PrimaryGeneratedColumn({ type: 'bigint', unsigned: true })
   id!: string;
 
+  /** The stored key (namespace included), as bytes. */
   @Column({ name: 'lock_key', type: 'varbinary', length: 764 })
   key!: Buffer;
 
+  /** 'read' or 'write'. */
   @Column({ type: 'varchar', length: 5, charset: 'ascii', collation: 'ascii_bin' })
   mode!: 'read' | 'write';
 
@@ -28,6 +31,7 @@ export class LockLogEntity {
   @Column({ type: 'varchar', length: 255 })
   holder!: string;
 
+  /** The key's fencing token of this grant (a bigint, as a string). */
   @Column({ name: 'fencing_token', type: 'bigint', unsigned: true })
   fencingToken!: string;
 
@@ -39,6 +43,7 @@ export class LockLogEntity {
   @Column({ name: 'lease_ms', type: 'int', unsigned: true })
   leaseMs!: number;
 
+  /** When it was granted (server clock, UTC). */
   @Column({ name: 'acquired_at', type: 'datetime', precision: 6 })
   acquiredAt!: Date;
 
@@ -46,12 +51,15 @@ export class LockLogEntity {
   @Column({ name: 'expires_at', type: 'datetime', precision: 6 })
   expiresAt!: Date;
 
+  /** When it ended (server clock, UTC); null while live. */
   @Column({ name: 'ended_at', type: 'datetime', precision: 6, nullable: true })
   endedAt!: Date | null;
 
+  /** How long the caller waited before the grant, in ms. */
   @Column({ name: 'wait_ms', type: 'int', unsigned: true, default: 0 })
   waitMs!: number;
 
+  /** How long it was held, in ms; null while live. */
   @Column({ name: 'hold_ms', type: 'int', unsigned: true, nullable: true })
   holdMs!: number | null;
 

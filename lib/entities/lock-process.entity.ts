@@ -7,6 +7,7 @@ import { PROCESS_TABLE } from '../mysql/sql.js';
  */
 @Entity({ name: PROCESS_TABLE })
 export class LockProcessEntity {
+  /** Row id (the log rows' `process_id`). */
   @PrimaryGeneratedColumn({ type: 'bigint', unsigned: true })
   id!: string;
 
@@ -14,6 +15,7 @@ export class LockProcessEntity {
   @Column({ type: 'varchar', length: 255 })
   holder!: string;
 
+  /** When the LockService started (server clock, UTC). */
   @Column({ name: 'started_at', type: 'datetime', precision: 6 })
   startedAt!: Date;
 

@@ -8,6 +8,7 @@ import { ROW_LOCK_TABLE } from '../mysql/sql.js';
  */
 @Entity({ name: ROW_LOCK_TABLE })
 export class RowLockEntity {
+  /** The stored key (namespace included), as bytes. */
   @PrimaryColumn({ name: 'lock_key', type: 'varbinary', length: 764 })
   key!: Buffer;
 }

@@ -9,6 +9,7 @@ import { DbLockError } from './db-lock.error.js';
 export class DbLockConnectionError extends DbLockError {
   constructor(
     message: string,
+    /** What went wrong: the server unreachable, the connection lost, the statement interrupted, access denied, a read-only server, or an unexpected failure. */
     readonly reason: 'unreachable' | 'connection-lost' | 'interrupted' | 'denied' | 'read-only' | 'unexpected',
     options?: { cause?: unknown },
   ) {

@@ -19,6 +19,7 @@ export type EscapedWriteReason = 'escaped' | 'lock-wait';
  */
 export class EscapedWriteError extends DbLockError {
   constructor(
+    /** 'refused' (escapedWrites: 'error') or 'lock-wait' (it waited for the fenced transaction's own row locks). */
     readonly reason: EscapedWriteReason,
     /** The DataSource whose fenced transaction was escaped. */
     readonly dataSourceName: string,

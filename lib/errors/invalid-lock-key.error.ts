@@ -5,6 +5,7 @@ export class InvalidLockKeyError extends DbLockError {
   constructor(
     /** The rejected value, as given. */
     readonly key: unknown,
+    /** Why the key was refused. */
     readonly reason: string,
   ) {
     super(`Invalid lock key ${describe(key)}: ${reason}`);

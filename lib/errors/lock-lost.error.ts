@@ -7,9 +7,11 @@ import { DbLockError } from './db-lock.error.js';
  */
 export class LockLostError extends DbLockError {
   constructor(
+    /** The (first) key of the lost lock, as the caller wrote it. */
     readonly key: string,
     /** The fencing token the stale holder was granted. */
     readonly fencingToken: number,
+    /** How it was lost. */
     readonly reason: string,
     options?: { cause?: unknown },
   ) {

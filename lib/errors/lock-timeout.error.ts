@@ -6,9 +6,11 @@ export class LockTimeoutError extends DbLockError {
   constructor(
     /** The keys asked for, as the caller gave them (without the namespace). */
     readonly keys: readonly string[],
+    /** The mode asked for. */
     readonly mode: LockMode,
     /** How long the caller waited, in milliseconds (monotonic clock). */
     readonly waitedMs: number,
+    /** The wait budget, in ms. */
     readonly timeoutMs: number,
     options?: { cause?: unknown },
   ) {

@@ -5,7 +5,10 @@ import { DbLockError } from './db-lock.error.js';
  * deadlock against itself, so it is refused at once. Take the write lock from the start.
  */
 export class LockUpgradeError extends DbLockError {
-  constructor(readonly key: string) {
+  constructor(
+    /** The key held for reading and asked for writing. */
+    readonly key: string,
+  ) {
     super(
       `Cannot upgrade the read lock on '${key}' held by this call chain to a write lock: ` +
         `it would wait for itself. Take the write lock in the outer call instead.`,

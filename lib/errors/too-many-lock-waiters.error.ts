@@ -8,8 +8,11 @@ import { DbLockError } from './db-lock.error.js';
  */
 export class TooManyLockWaitersError extends DbLockError {
   constructor(
+    /** The keys asked for. */
     readonly keys: readonly string[],
+    /** The bound that was reached (waiters, or connections of the DataSource). */
     readonly limit: number,
+    /** Which bound, and how many were in use. */
     readonly reason: string,
   ) {
     super(`Row-lock on ${keys.map((k) => `'${k}'`).join(', ')} refused: ${reason} (limit ${limit}); size the DataSource pool or maxRowLockWaiters for it`);

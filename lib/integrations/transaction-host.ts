@@ -8,7 +8,9 @@ import { describe } from '../core/option-checks.js';
 export interface TransactionHostLike {
   /** The current transaction's EntityManager, or the adapter's fallback (the DataSource's manager). */
   readonly tx: unknown;
+  /** True inside a transaction of this host. */
   isTransactionActive(): boolean;
+  /** Runs `fn` outside any transaction of this host. */
   withoutTransaction<R>(fn: (...args: any[]) => Promise<R>): Promise<R>;
 }
 

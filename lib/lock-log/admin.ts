@@ -40,16 +40,21 @@ export interface ListLocksOptions {
 export interface LockListEntry {
   /** Key as written by callers of this service (namespace removed). */
   readonly key: string;
+  /** Its mode. */
   readonly mode: LockMode;
   /** Acquisition id (log row owner). */
   readonly owner: string;
   /** Process that holds it, host:pid. */
   readonly holder: string;
+  /** How it holds the key: 'lease' or 'row-lock'. */
   readonly strategy: LockStrategyName;
+  /** The fencing token it was granted for this key. */
   readonly fencingToken: number;
   /** ACQUIRED, or COMPLETED once a fenced transaction committed under it while it stayed held. */
   readonly status: string;
+  /** Its lease, in ms. */
   readonly leaseMs: number;
+  /** When it was granted (server clock). */
   readonly acquiredAt: Date;
   /** When its lease runs out unless its process renews it. */
   readonly expiresAt: Date;
@@ -61,6 +66,7 @@ export interface LockListEntry {
 
 /** One page of `listLocks()`. */
 export interface LockList {
+  /** Live holders on this page, oldest grant first. */
   readonly locks: readonly LockListEntry[];
   /** The server's clock when it answered. */
   readonly serverTime: Date;
@@ -70,9 +76,13 @@ export interface LockList {
 
 /** A holder `forceRelease()` evicted. */
 export interface ForcedReleaseHolder {
+  /** Its acquisition id (the log rows' `owner`). */
   readonly owner: string;
+  /** Process that held it, host:pid. */
   readonly holder: string;
+  /** Its mode. */
   readonly mode: LockMode;
+  /** The fencing token it had been granted. */
   readonly fencingToken: number;
 }
 

@@ -31,7 +31,15 @@ export interface JanitorReport {
   /** Idle lock-table rows deleted. */
   readonly reapedKeys: number;
   /** Statements sent per phase (each touches at most batchSize rows). */
-  readonly batches: { readonly reclaim: number; readonly prune: number; readonly reap: number };
+  readonly batches: {
+    /** Statements that set expired rows EXPIRED. */
+    readonly reclaim: number;
+    /** Statements that deleted old ended rows. */
+    readonly prune: number;
+    /** Statements that deleted idle key rows. */
+    readonly reap: number;
+  };
+  /** How long the run took, in ms. */
   readonly durationMs: number;
 }
 

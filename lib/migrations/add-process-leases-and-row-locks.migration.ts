@@ -20,6 +20,7 @@ async function names(queryRunner: QueryRunner, view: 'COLUMNS' | 'STATISTICS', c
   return new Set(rows.map((row) => row.name));
 }
 
+/** Second migration: process leases (one renewal row per process), the row-lock table and the log columns they need. Run after CreateDbLockTables1763769600000. */
 export class AddProcessLeasesAndRowLocks1795392000000 implements MigrationInterface {
   name = 'AddProcessLeasesAndRowLocks1795392000000';
 

@@ -30,10 +30,15 @@ export const ROW_LOCK_TABLE = 'db_lock_row_lock';
  *   its holder's connection closed before the transaction ended.
  */
 export const LockStatus = Object.freeze({
+  /** Granted and live. */
   ACQUIRED: 'ACQUIRED',
+  /** Live; an outer fenced transaction committed under it. */
   COMPLETED: 'COMPLETED',
+  /** Given back by its holder (or force-released). */
   RELEASED: 'RELEASED',
+  /** Ended with its holder's work failed (rolled back). */
   FAILED: 'FAILED',
+  /** Its lease ran out and another holder or the janitor took it over. */
   EXPIRED: 'EXPIRED',
 } as const);
 export type LockStatus = (typeof LockStatus)[keyof typeof LockStatus];
