@@ -1,0 +1,101 @@
+import type { TestDatabase } from '../support/test-database.js';
+
+/**
+ * The chaos suite's verdict, from the database alone (the audit rows' server timestamps, the
+ * counters, the lock tables, the server's own views): nothing here trusts the library.
+ */
+export interface Verdict {
+  /** Committed fenced sections, and signal sections that kept an unaborted signal to their end. */
+  claims: number;
+  /** Two claims of one key overlapping in server time. */
+  overlaps: string[];
+  /** Counter value differing from its committed sections. */
+  lostUpdates: number;
+  /** A claim whose token is not greater than the previous claim's on that key. */
+  tokenOrder: string[];
+  /** Sections that ended with an aborted signal (they knew they had lost the lock). */
+  abortedSections: number;
+}
+
+interface AuditRow {
+  k: string;
+  style: string;
+  token: number;
+  entered: number;
+  exited: number;
+  aborted: number;
+  pid: number;
+}
+
+export async function checkSections(db: TestDatabase): Promise<Verdict> {
+  const rows = await db.query<AuditRow[]>(
+    'SELECT k, style, token, pid, aborted, ' +
+      'TIMESTAMPDIFF(MICROSECOND, "2000-01-01", entered_at) AS entered, TIMESTAMPDIFF(MICROSECOND, "2000-01-01", exited_at) AS exited ' +
+      'FROM chaos_audit ORDER BY k, entered_at, id',
+  );
+  const verdict: Verdict = { claims: 0, overlaps: [], lostUpdates: 0, tokenOrder: [], abortedSections: 0 };
+  let previous: AuditRow | undefined;
+  let latestExit: AuditRow | undefined;
+  for (const raw of rows) {
+    const row = { ...raw, token: Number(raw.token), entered: Number(raw.entered), exited: Number(raw.exited), aborted: Number(raw.aborted) };
+    if (row.aborted) {
+      verdict.abortedSections++;
+      continue;
+    }
+    verdict.claims++;
+    if (previous?.k !== row.k) latestExit = undefined;
+    if (latestExit && latestExit.exited > row.entered)
+      verdict.overlaps.push(
+        `${row.k}: ${row.style} token ${row.token} (pid ${row.pid}) entered ${(latestExit.exited - row.entered) / 1000} ms before ` +
+          `${latestExit.style} token ${latestExit.token} (pid ${latestExit.pid}) exited`,
+      );
+    if (previous?.k === row.k && row.token !== 0 && row.token <= previous.token)
+      verdict.tokenOrder.push(`${row.k}: token ${row.token} after token ${previous.token}`);
+    if (!latestExit || row.exited > latestExit.exited) latestExit = row;
+    previous = row;
+  }
+  const counters = await db.query<{ k: string; n: number; committed: number }[]>(
+    "SELECT c.k, c.n, (SELECT COUNT(*) FROM chaos_audit a WHERE a.k = c.k AND a.style = 'fenced') AS committed FROM chaos_counter c",
+  );
+  for (const c of counters) verdict.lostUpdates += Math.abs(Number(c.committed) - Number(c.n));
+  return verdict;
+}
+
+export interface Leftovers {
+  liveLogRows: number;
+  /** Connections to the test database other than the checker's own. */
+  connections: number;
+  /** Open InnoDB transactions of sessions on the test database. */
+  openTransactions: number;
+  lockRows: number;
+  processRows: number;
+  logRows: number;
+}
+
+export async function checkLeftovers(db: TestDatabase): Promise<Leftovers> {
+  const one = async (sql: string, params: unknown[] = []): Promise<number> => Number((await db.query<{ n: number }[]>(sql, params))[0]!.n);
+  return {
+    liveLogRows: await one("SELECT COUNT(*) AS n FROM db_lock_log WHERE status IN ('ACQUIRED', 'COMPLETED')"),
+    connections: await one('SELECT COUNT(*) AS n FROM information_schema.PROCESSLIST WHERE db = ? AND id <> CONNECTION_ID()', [db.name]),
+    openTransactions: await one(
+      'SELECT COUNT(*) AS n FROM information_schema.INNODB_TRX t JOIN information_schema.PROCESSLIST p ON p.id = t.trx_mysql_thread_id WHERE p.db = ? AND p.id <> CONNECTION_ID()',
+      [db.name],
+    ),
+    lockRows: await one('SELECT COUNT(*) AS n FROM db_lock'),
+    processRows: await one('SELECT COUNT(*) AS n FROM db_lock_process'),
+    logRows: await one('SELECT COUNT(*) AS n FROM db_lock_log'),
+  };
+}
+
+/** Every violation as one line; empty when the run held. */
+export function violations(verdict: Verdict, leftovers: Leftovers, expectedKeys: number): string[] {
+  const out = [...verdict.overlaps.slice(0, 10), ...verdict.tokenOrder.slice(0, 10)];
+  if (verdict.overlaps.length > 10) out.push(`... ${verdict.overlaps.length} overlaps in all`);
+  if (verdict.lostUpdates > 0) out.push(`${verdict.lostUpdates} lost updates`);
+  if (leftovers.liveLogRows > 0) out.push(`${leftovers.liveLogRows} log rows still live after the clean-up`);
+  if (leftovers.connections > 0) out.push(`${leftovers.connections} connections left open`);
+  if (leftovers.openTransactions > 0) out.push(`${leftovers.openTransactions} transactions left open`);
+  // One row per key, plus the janitor's own key and the fencing floor.
+  if (leftovers.lockRows > expectedKeys + 2) out.push(`${leftovers.lockRows} lock rows for ${expectedKeys} keys`);
+  return out;
+}
