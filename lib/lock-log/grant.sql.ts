@@ -203,7 +203,14 @@ export function createKeyRowsPlan(keys: readonly Buffer[], floorKey: Buffer, sha
         `INSERT INTO ${LOCK_TABLE} (lock_key, fencing_token) VALUES ${keys.map(() => '(?, @dbl_floor)').join(', ')} ON DUPLICATE KEY UPDATE lock_key = lock_key`,
         keys,
       ),
-      format(`INSERT IGNORE INTO ${rowLockTable} (lock_key) VALUES ${keys.map(() => '(?)').join(', ')}`, keys),
+      // Only the row-lock rows that do not exist yet: a row-lock holder keeps an exclusive lock on
+      // its row for its whole hold, and INSERT IGNORE of an existing key would wait for it (its
+      // duplicate check locks the row). At READ COMMITTED the NOT IN subquery is a plain read.
+      format(
+        `INSERT IGNORE INTO ${rowLockTable} (lock_key) SELECT k FROM (${keys.map(() => 'SELECT ? AS k').join(' UNION ALL ')}) AS wanted ` +
+          `WHERE k NOT IN (SELECT lock_key FROM ${rowLockTable} WHERE lock_key IN (?))`,
+        [...keys, keys],
+      ),
       'COMMIT',
     ],
     parse: () => undefined,
