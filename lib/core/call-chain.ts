@@ -4,7 +4,7 @@ import type { ResolvedDbLockOptions } from '../db-lock.options.js';
 import { DbLockOptionsError } from '../errors/db-lock-options.error.js';
 import { LockTimeoutError } from '../errors/lock-timeout.error.js';
 import { LockUpgradeError } from '../errors/lock-upgrade.error.js';
-import { openBusinessTransaction } from './business-transaction.js';
+import { EarlyBusinessTransaction, openBusinessTransaction } from './business-transaction.js';
 import { type FenceScope, FencedTransaction } from './fenced-transaction.js';
 import { HeldLock, type LockTransaction } from './held-lock.js';
 import { LockContext } from './lock-context.js';
@@ -44,7 +44,7 @@ export class CallChain {
   async acquire(
     keys: LockKeys,
     options: LockOptions | undefined,
-    how: { quietTimeout?: boolean; join?: FencedTransaction; isolationLevel?: LockIsolationLevel } = {},
+    how: { quietTimeout?: boolean; join?: FencedTransaction; isolationLevel?: LockIsolationLevel; early?: EarlyBusinessTransaction } = {},
   ): Promise<LockHandle> {
     const resolved = resolveLockOptions(options, this.options);
     const targets = resolveTargets(keys, resolved.mode, this.options.namespace);
@@ -71,8 +71,23 @@ export class CallChain {
       quietTimeout: how.quietTimeout,
       isolationLevel: how.isolationLevel,
     };
-    const own =
-      how.join && resolved.strategy === 'row-lock' ? await this.joined(how.join, request) : await this.runtime.acquire(request);
+    let own: HeldLock;
+    if (how.join && resolved.strategy === 'row-lock') own = await this.joined(how.join, request);
+    else {
+      // A lease lock brings no transaction: its business transaction may open while the grant is
+      // asked for, unless the grant is known not to be immediate (see EarlyBusinessTransaction).
+      const early = resolved.strategy === 'lease' && !how.join ? how.early : undefined;
+      let waiting = false;
+      const granted = this.runtime.acquire({
+        ...request,
+        onWaiting: () => {
+          waiting = true;
+          early?.drop();
+        },
+      });
+      if (early && !waiting) early.open();
+      own = await granted;
+    }
     if (held.size === 0) return own;
     for (const target of missing) held.set(target.storedKey, own);
     return new NestedLock(targets, held, own);
@@ -100,19 +115,22 @@ export class CallChain {
   /** The locked call the decorators forward to (see LockService.runLocked). */
   async runLocked<T>(keys: LockKeys, fn: (lock: LockHandle) => Promise<T> | T, resolved: ResolvedRunLockedOptions): Promise<T | undefined> {
     let handle: LockHandle;
+    const early = resolved.transaction === 'requires-new' ? new EarlyBusinessTransaction(this.dataSource, resolved.isolationLevel) : undefined;
     try {
       handle = await this.acquire(keys, resolved.lock, {
         quietTimeout: resolved.onLocked === 'skip',
         join: FencedTransaction.current(),
         isolationLevel: resolved.isolationLevel,
+        early,
       });
     } catch (error) {
+      early?.drop();
       if (resolved.onLocked !== 'skip' || !(error instanceof LockTimeoutError)) throw error;
       this.observer.skipped(error.keys, error.mode, error.waitedMs);
       return undefined;
     }
     if (resolved.transaction === 'none' && !ownLock(handle)?.transaction) return this.runHolding(handle, fn);
-    return this.runFenced(handle, fn, resolved.isolationLevel);
+    return this.runFenced(handle, fn, resolved.isolationLevel, early);
   }
 
   /**
@@ -144,11 +162,17 @@ export class CallChain {
    * connection; the call's own lock ends with it), the row-lock holder's own, or a new one on the
    * DataSource. The call's own lock ends in the commit; locks held by outer calls are fenced and kept.
    */
-  private async runFenced<T>(handle: LockHandle, fn: (lock: LockHandle) => Promise<T> | T, isolationLevel: LockIsolationLevel): Promise<T> {
+  private async runFenced<T>(
+    handle: LockHandle,
+    fn: (lock: LockHandle) => Promise<T> | T,
+    isolationLevel: LockIsolationLevel,
+    early?: EarlyBusinessTransaction,
+  ): Promise<T> {
     const own = ownLock(handle);
     const byKey = locksOf(handle);
     // Looked up after the grant: an outer transaction that ended meanwhile is not joined.
     const outer = FencedTransaction.current();
+    if (outer || own?.transaction) early?.drop();
     if (outer && !own?.transaction) {
       if (own && !own.endsWithTransaction) {
         own.endsWithTransaction = true;
@@ -162,7 +186,7 @@ export class CallChain {
       if (own?.transaction) opened = own.transaction;
       else {
         try {
-          opened = await openBusinessTransaction(this.dataSource, isolationLevel);
+          opened = await (early?.take() ?? openBusinessTransaction(this.dataSource, isolationLevel));
         } catch (error) {
           if (own) await own.releaseAs(true).catch(() => undefined);
           throw toTypedError(error, 'Could not open the fenced transaction');

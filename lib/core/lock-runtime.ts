@@ -27,6 +27,8 @@ export interface AcquireRequest {
   readonly quietTimeout?: boolean;
   /** The library's own lock (the janitor's): never counted or announced. */
   readonly internal?: boolean;
+  /** Called at most once, as soon as the keys are known not to be granted at once (see Waiter.onWaiting). */
+  readonly onWaiting?: () => void;
 }
 
 /** What keeps granted locks' leases alive (the watchdog). */
@@ -97,6 +99,7 @@ export class LockRuntime implements HeldLockHost {
         refusals: 0,
         inFlight: false,
         settled: false,
+        onWaiting: request.onWaiting,
         resolve,
         reject,
       });

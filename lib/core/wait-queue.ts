@@ -24,6 +24,12 @@ export interface Waiter<T> {
   settled: boolean;
   /** Why the latest try could not reach a verdict, if it could not (a broken connection…). */
   lastFailure?: unknown;
+  /**
+   * Called at most once, when this waiter is known not to be granted at once (others queued ahead,
+   * a local holder, a try that did not grant): the caller lets go of what it prepared for an
+   * immediate grant (a connection) rather than hold it while waiting.
+   */
+  onWaiting?: () => void;
   resolve(value: T): void;
   reject(error: unknown): void;
   timer?: NodeJS.Timeout;
@@ -67,6 +73,7 @@ export class WaitQueue<T> {
   /** Adds a waiter and makes sure the poller runs. */
   enqueue(waiter: Waiter<T>): void {
     this.waiters.push(waiter);
+    if (this.waiters.length > 1) waiting(waiter);
     if (waiter.deadline !== Infinity) {
       waiter.timer = setTimeout(() => this.expire(waiter), Math.max(0, Math.ceil(waiter.deadline - performance.now())));
     }
@@ -109,6 +116,7 @@ export class WaitQueue<T> {
         // the try is answered locally (it counts against maxAttempts). A local release wakes the
         // queue; the bounded pause re-checks in case that holder's lease runs out unrenewed.
         if (this.driver.blockedLocally(head)) {
+          waiting(head);
           head.tries++;
           if (this.spent(head) || performance.now() >= head.deadline) {
             this.finish(head, undefined, this.driver.timeoutError(head));
@@ -141,6 +149,7 @@ export class WaitQueue<T> {
           this.settle(head, granted);
           continue;
         }
+        waiting(head);
         if (this.spent(head)) {
           this.finish(head, undefined, this.driver.timeoutError(head));
           continue;
@@ -195,4 +204,10 @@ export class WaitQueue<T> {
     this.remove(waiter);
     this.settle(waiter, value, error);
   }
+}
+
+function waiting<T>(waiter: Waiter<T>): void {
+  const notify = waiter.onWaiting;
+  waiter.onWaiting = undefined;
+  notify?.();
 }

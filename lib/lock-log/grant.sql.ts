@@ -74,8 +74,8 @@ const EFFECTIVE_EXPIRY = `GREATEST(g.expires_at, COALESCE(p.renewed_at + INTERVA
  *  1. lock the keys' rows in key order (the same order in every process), count them, note their
  *     tokens and when the batch started (a statement's clock is fixed when it starts);
  *  2. after the lock (READ COMMITTED: a fresh view per statement), count live conflicting holders
- *     (split into unexpired and expired, so a waiter knows whether a takeover could help), fix
- *     "now", and decide;
+ *     (split by their own leases into unexpired and possibly expired, so a waiter knows whether a
+ *     takeover could help), fix "now", and decide;
  *  3. if granted: bump each key's fencing token, insert one log row per key with it;
  *  4. read the decision back (never affectedRows: CLIENT_FOUND_ROWS) with the granted rows (a
  *     single key's by primary key, the insert id).
@@ -91,13 +91,15 @@ export function leanGrantPlan(input: GrantInput): StatementPlan<GrantOutcome> {
   const statements = bound(input, [
     'START TRANSACTION',
     lockKeyRows(input, writerWaiting),
-    // No rows: the aggregates cost an index probe and nothing else; rows: busy vs expired, so a
-    // waiter knows whether a takeover could help.
+    // The decision needs only the count, an index probe; busy vs expired (so a waiter knows
+    // whether a takeover could help) is judged by the holders' own leases, without the join to
+    // their process leases that every grant would pay: a holder whose own lease ran out but whose
+    // process renewed it counts as expired here, and the takeover plan, which judges by the full
+    // lease, finds it busy and takes nothing.
     format(
-      `SELECT COUNT(*), COALESCE(SUM(NOT (${dead.sql}) AND ${EFFECTIVE_EXPIRY} > ${NOW}), 0), COALESCE(SUM((${dead.sql}) OR ${EFFECTIVE_EXPIRY} <= ${NOW}), 0), ` +
+      `SELECT COUNT(*), COALESCE(SUM(NOT (${dead.sql}) AND g.expires_at > ${NOW}), 0), COALESCE(SUM((${dead.sql}) OR g.expires_at <= ${NOW}), 0), ` +
         `${NOW}, (@dbl_rows = ${n} AND @dbl_ww = 0 AND COUNT(*) = 0${turn}) INTO @dbl_live, @dbl_busy, @dbl_expired, @dbl_now, @dbl_granted ` +
-        `FROM ${LOCK_LOG_TABLE} g LEFT JOIN ${PROCESS_TABLE} p ON p.id = g.process_id ` +
-        `WHERE g.lock_key IN (?) AND g.status IN ${LIVE_STATUSES_SQL} AND (${conflict.sql})`,
+        `FROM ${LOCK_LOG_TABLE} g WHERE g.lock_key IN (?) AND g.status IN ${LIVE_STATUSES_SQL} AND (${conflict.sql})`,
       [...dead.values, ...dead.values, keys, ...conflict.values],
     ),
     ...grantWrites(input, '@dbl_granted'),

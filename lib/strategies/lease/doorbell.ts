@@ -6,6 +6,9 @@ import { format, NOW, parseDate, rowsOf } from '../../mysql/sql.js';
 /** Longest a waiter blocks on a doorbell before it asks the database anyway (a stalled holder keeps its bell, not its lease). */
 const BELL_WAIT_MS = 1_000;
 
+/** Bell names remembered per process (see Doorbells.nameOf). */
+const MAX_REMEMBERED_NAMES = 10_000;
+
 /**
  * Doorbells: how a lease waiter in another process learns of a release without polling, while
  * no connection is held per held lock. A contended key gets a named lock (GET_LOCK), its bell.
@@ -23,6 +26,7 @@ const BELL_WAIT_MS = 1_000;
 export class Doorbells {
   /** Bells this process has: held by a waiting caller (`waiting`) or by the holder of the key. */
   private readonly bells = new Map<string, Bell>();
+  private readonly names = new Map<string, string>();
 
   constructor(
     /** A pool of its own: a connection holding a bell must never starve grants and releases. */
@@ -34,7 +38,15 @@ export class Doorbells {
   ) {}
 
   nameOf(storedKey: string): string {
-    return bellName(this.scope, storedKey);
+    // Asked twice per try: a hash per call is measurable on the grant path, so names are kept
+    // (bounded: a process that locks ever new keys starts the memo over).
+    let name = this.names.get(storedKey);
+    if (name === undefined) {
+      if (this.names.size >= MAX_REMEMBERED_NAMES) this.names.clear();
+      name = bellName(this.scope, storedKey);
+      this.names.set(storedKey, name);
+    }
+    return name;
   }
 
   /** The bell this process has for `storedKey`, if any (held by a waiter or a holder). */

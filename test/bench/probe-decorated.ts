@@ -1,0 +1,83 @@
+/**
+ * Development probe: the lease decorator path against its floors, interleaved op by op (the
+ * machine is noisy): a plain TypeORM transaction with one UPDATE; the decorated call with its
+ * business transaction opened while the grant is on the wire (the library's behaviour) and opened
+ * after the grant (the early open switched off); and the physical floor of the path: a durable
+ * grant shape in one round trip, then a READ COMMITTED transaction running the UPDATE and one PK
+ * UPDATE of the grant's log row (the release in the business commit).
+ * `node build/test/bench/probe-decorated.js [ops]`
+ */
+import 'reflect-metadata';
+import mysql from 'mysql2/promise';
+import { DataSource } from 'typeorm';
+import { EarlyBusinessTransaction } from '../../lib/core/business-transaction.js';
+import { createLockApp } from '../support/lock-app.js';
+import { TestDatabase } from '../support/test-database.js';
+import { DecoratedWork } from './designs/decorated.js';
+import type { Body } from './designs/types.js';
+
+const UPDATE = 'UPDATE bench_counter SET v = v + 1 WHERE id = 3';
+const GRANT_SHAPE =
+  "START TRANSACTION; INSERT INTO db_lock_log (lock_key, mode, owner, holder, strategy, fencing_token, status, lease_ms, acquired_at, expires_at, wait_ms) VALUES ('floor', 'write', UUID(), 'f', 'lease', 1, 'ACQUIRED', 30000, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL 30 SECOND, 0); " +
+  "UPDATE db_lock SET fencing_token = fencing_token + 1 WHERE lock_key = 'floor'; COMMIT";
+
+async function main(): Promise<void> {
+  const db = await TestDatabase.create('dblock_probe_dec');
+  const { app, locks } = await createLockApp(db.settings, {});
+  const ds = app.get(DataSource);
+  const floor = await mysql.createConnection({
+    ...db.settings,
+    multipleStatements: true,
+  });
+  await ds.query('CREATE TABLE IF NOT EXISTS bench_counter (id INT PRIMARY KEY, v INT) ENGINE=InnoDB');
+  await ds.query('INSERT IGNORE INTO bench_counter VALUES (1,0),(2,0),(3,0)');
+  await ds.query("INSERT IGNORE INTO db_lock (lock_key, fencing_token) VALUES ('floor', 0)");
+  const work = new DecoratedWork(locks);
+  const body: Body = async (query) => void (await query(UPDATE));
+  const times = () => ({ acquiredAt: 0, releasingAt: 0 });
+  const open = EarlyBusinessTransaction.prototype.open;
+  const items: Record<string, () => Promise<unknown>> = {
+    plain: () => ds.transaction(async (manager) => manager.query(UPDATE)),
+    'floor: grant shape + tx(UPDATE, PK UPDATE of its log row)': async () => {
+      const [results] = (await floor.query(GRANT_SHAPE)) as unknown as [{ insertId: number }[]];
+      await ds.transaction('READ COMMITTED', async (manager) => {
+        await manager.query(UPDATE);
+        await manager.query("UPDATE db_lock_log SET status = 'RELEASED', ended_at = UTC_TIMESTAMP(6), hold_ms = 0 WHERE id = ?", [
+          results[1]!.insertId,
+        ]);
+      });
+    },
+    'decorated, transaction opened during the grant': () => {
+      EarlyBusinessTransaction.prototype.open = open;
+      return work.lease('probe:dec', body, times());
+    },
+    'decorated, transaction opened after the grant': () => {
+      EarlyBusinessTransaction.prototype.open = () => undefined;
+      return work.lease('probe:dec', body, times());
+    },
+  };
+  const ops = Number(process.argv[2] ?? 1000);
+  const samples: Record<string, number[]> = {};
+  for (let i = 0; i < ops; i++)
+    for (const [name, op] of Object.entries(items)) {
+      const t0 = performance.now();
+      await op();
+      (samples[name] ??= []).push(performance.now() - t0);
+    }
+  EarlyBusinessTransaction.prototype.open = open;
+  const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+  const plain = median(samples.plain!);
+  for (const [name, xs] of Object.entries(samples))
+    console.log(`${name.padEnd(56)} ${median(xs).toFixed(3)} ms  ${(median(xs) / plain).toFixed(2)}x plain`);
+  await floor.end();
+  await app.close();
+  await db.drop();
+}
+
+main().then(
+  () => process.exit(0),
+  (e: unknown) => {
+    console.error(e);
+    process.exit(1);
+  },
+);
