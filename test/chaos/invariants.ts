@@ -15,11 +15,14 @@ export interface Verdict {
   tokenOrder: string[];
   /** Sections that ended with an aborted signal (they knew they had lost the lock). */
   abortedSections: number;
+  /** Per key: counter vs committed sections, where they differ. */
+  counterMismatches: string[];
 }
 
 interface AuditRow {
   k: string;
   style: string;
+  strategy: string;
   token: number;
   entered: number;
   exited: number;
@@ -29,11 +32,11 @@ interface AuditRow {
 
 export async function checkSections(db: TestDatabase): Promise<Verdict> {
   const rows = await db.query<AuditRow[]>(
-    'SELECT k, style, token, pid, aborted, ' +
+    'SELECT k, style, strategy, token, pid, aborted, ' +
       'TIMESTAMPDIFF(MICROSECOND, "2000-01-01", entered_at) AS entered, TIMESTAMPDIFF(MICROSECOND, "2000-01-01", exited_at) AS exited ' +
       'FROM chaos_audit ORDER BY k, entered_at, id',
   );
-  const verdict: Verdict = { claims: 0, overlaps: [], lostUpdates: 0, tokenOrder: [], abortedSections: 0 };
+  const verdict: Verdict = { claims: 0, overlaps: [], lostUpdates: 0, tokenOrder: [], abortedSections: 0, counterMismatches: [] };
   let previous: AuditRow | undefined;
   let latestExit: AuditRow | undefined;
   for (const raw of rows) {
@@ -46,8 +49,8 @@ export async function checkSections(db: TestDatabase): Promise<Verdict> {
     if (previous?.k !== row.k) latestExit = undefined;
     if (latestExit && latestExit.exited > row.entered)
       verdict.overlaps.push(
-        `${row.k}: ${row.style} token ${row.token} (pid ${row.pid}) entered ${(latestExit.exited - row.entered) / 1000} ms before ` +
-          `${latestExit.style} token ${latestExit.token} (pid ${latestExit.pid}) exited`,
+        `${row.k}: ${row.style} ${row.strategy} token ${row.token} (pid ${row.pid}) entered ${(latestExit.exited - row.entered) / 1000} ms before ` +
+          `${latestExit.style} ${latestExit.strategy} token ${latestExit.token} (pid ${latestExit.pid}) exited`,
       );
     if (previous?.k === row.k && row.token !== 0 && row.token <= previous.token)
       verdict.tokenOrder.push(`${row.k}: token ${row.token} after token ${previous.token}`);
@@ -57,7 +60,10 @@ export async function checkSections(db: TestDatabase): Promise<Verdict> {
   const counters = await db.query<{ k: string; n: number; committed: number }[]>(
     "SELECT c.k, c.n, (SELECT COUNT(*) FROM chaos_audit a WHERE a.k = c.k AND a.style = 'fenced') AS committed FROM chaos_counter c",
   );
-  for (const c of counters) verdict.lostUpdates += Math.abs(Number(c.committed) - Number(c.n));
+  for (const c of counters) {
+    verdict.lostUpdates += Math.abs(Number(c.committed) - Number(c.n));
+    if (Number(c.committed) !== Number(c.n)) verdict.counterMismatches.push(`${c.k}: counter ${c.n}, committed sections ${c.committed}`);
+  }
   return verdict;
 }
 
@@ -91,7 +97,7 @@ export async function checkLeftovers(db: TestDatabase): Promise<Leftovers> {
 export function violations(verdict: Verdict, leftovers: Leftovers, expectedKeys: number): string[] {
   const out = [...verdict.overlaps.slice(0, 10), ...verdict.tokenOrder.slice(0, 10)];
   if (verdict.overlaps.length > 10) out.push(`... ${verdict.overlaps.length} overlaps in all`);
-  if (verdict.lostUpdates > 0) out.push(`${verdict.lostUpdates} lost updates`);
+  if (verdict.lostUpdates > 0) out.push(`${verdict.lostUpdates} lost updates (${verdict.counterMismatches.join('; ')})`);
   if (leftovers.liveLogRows > 0) out.push(`${leftovers.liveLogRows} log rows still live after the clean-up`);
   if (leftovers.connections > 0) out.push(`${leftovers.connections} connections left open`);
   if (leftovers.openTransactions > 0) out.push(`${leftovers.openTransactions} transactions left open`);

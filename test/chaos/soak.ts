@@ -30,10 +30,14 @@ const PLAN: ChaosPlan = {
 
 async function round(plan: ChaosPlan): Promise<ChaosReport> {
   const db = await TestDatabase.create('dblock_soak');
+  let report: ChaosReport | undefined;
   try {
-    return await runChaos(db, plan);
+    report = await runChaos(db, plan);
+    return report;
   } finally {
-    await db.drop();
+    // A round with violations keeps its database for the post-mortem (its name is printed).
+    if (report && report.violations.length > 0 && plan.locked) console.log(`  kept database ${db.name} for inspection`);
+    else await db.drop();
   }
 }
 
