@@ -14,6 +14,7 @@ import { classify } from '../../mysql/errno.js';
 import { LockStatementError } from '../../mysql/lock-statement.error.js';
 import { type EndStatus, LockStatus } from '../../mysql/sql.js';
 import { lockRowsStatements } from './row-lock.sql.js';
+import { abandon, endQuietly, isNoWait } from './row-lock-session.js';
 
 export interface RowLockSettings {
   readonly retryMinDelayMs: number;
@@ -48,6 +49,7 @@ export class RowLockStrategy implements LockStrategy {
   private waiting = 0;
   private sessions = 0;
   private readonly open = new Set<HeldLock>();
+  private readonly abandoners = new Map<HeldLock, () => void>();
 
   constructor(
     private readonly host: RowLockHost,
@@ -129,12 +131,18 @@ export class RowLockStrategy implements LockStrategy {
     return true;
   }
 
+  /**
+   * The lock was lost (lease taken over, janitor, connection gone) while its work may still be
+   * running on the transaction: abandon it rather than roll it back and return the connection,
+   * or a statement the work sends next would run in autocommit and commit outside any lock.
+   */
   dropped(lock: HeldLock): void {
-    void lock.transaction?.finish(false);
+    this.abandoners.get(lock)?.();
   }
 
+  /** Shutdown: what still holds is aborted, with the same care as a loss. */
   async close(): Promise<void> {
-    await Promise.allSettled([...this.open].map((lock) => lock.transaction?.finish(false)));
+    for (const lock of [...this.open]) this.abandoners.get(lock)?.();
   }
 
   /** Fails fast rather than drain the DataSource's pool (a process must never deadlock against it). */
@@ -230,30 +238,27 @@ export class RowLockStrategy implements LockStrategy {
     connection?.once('error', onClose);
     connection?.once('end', onClose);
     this.open.add(lock);
+    const settle = (): boolean => {
+      if (finished) return false;
+      finished = true;
+      connection?.off('error', onClose);
+      connection?.off('end', onClose);
+      lock.transaction = undefined;
+      this.open.delete(lock);
+      this.abandoners.delete(lock);
+      this.sessions--;
+      return true;
+    };
+    this.abandoners.set(lock, () => {
+      if (settle()) abandon(runner);
+    });
     lock.transaction = {
       runner,
       finish: async (committed: boolean) => {
-        if (finished) return;
-        finished = true;
-        connection?.off('error', onClose);
-        connection?.off('end', onClose);
-        lock.transaction = undefined;
-        this.open.delete(lock);
-        this.sessions--;
+        if (!settle()) return;
         if (!committed) await endQuietly(runner);
         else await runner.release().catch(() => undefined);
       },
     };
   }
-}
-
-function isNoWait(error: unknown): boolean {
-  const errno = (error as { errno?: number }).errno;
-  return errno === 3572 || errno === 1205;
-}
-
-/** Rolls back if a transaction is open and returns the connection; the server rolls back a broken one itself. */
-async function endQuietly(runner: QueryRunner): Promise<void> {
-  if (runner.isTransactionActive) await runner.rollbackTransaction().catch(() => undefined);
-  await runner.release().catch(() => undefined);
 }
