@@ -119,7 +119,9 @@ export class RowLockStrategy implements LockStrategy {
       await transaction.finish(false);
       throw await explainLoss(this.log, lock);
     }
-    if (transaction) await transaction.finish(false);
+    // Given up (lost, expired, failed) with its transaction still open: the work may still be
+    // sending statements on it, so it is abandoned, never rolled back under the work's feet.
+    if (transaction) this.abandoners.get(lock)?.();
     const ended = await this.log.endRows(lock.rowIds, status as EndStatus, note);
     if (ended < lock.rowIds.length && status !== LockStatus.EXPIRED) throw await explainLoss(this.log, lock);
   }
