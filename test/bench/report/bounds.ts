@@ -29,7 +29,7 @@ export function boundsSection(r: BenchResults): string[] {
         (floor / pk2 > 1.25
           ? 'That floor alone is above the 1.25× target: no design with a durable grant, an audit row and a durable release can meet it on this server; the target is bounded by the log row\'s insert and indexes, not by the library. '
           : 'That floor is within the target, so the physical work is not what bounds it. ') +
-        `The library spends ${fmt(lease - floor, 3)} ms above the floor (${fmtRatio(lease / floor)}): the grant's other statements (locking the key row, counting live holders joined to their process leases, reading the decision back) and its client-side work.`,
+        `The library spends ${fmt(lease - floor, 3)} ms above the floor (${fmtRatio(lease / floor)}): the grant's other statements (locking the key row, counting live holders and splitting busy from possibly expired, reading the decision back) and its client-side work.`,
     );
   }
   const plain = u('plain-tx');
