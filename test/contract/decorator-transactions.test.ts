@@ -115,7 +115,7 @@ describe('decorators: fenced REQUIRES_NEW transactions in one process', () => {
     db = await TestDatabase.create();
     await db.query('CREATE TABLE entries (id INT AUTO_INCREMENT PRIMARY KEY, k VARCHAR(64) NOT NULL, who VARCHAR(32) NOT NULL)');
     // Long lease: no renewal lands inside the round-trip measurements.
-    ({ app, locks } = await createLockApp(db.settings, { leaseMs: 30_000, onEvent: (e) => events.push(e) }, { providers: [Accounts] }));
+    ({ app, locks } = await createLockApp(db.settings, { leaseMs: 30_000, janitor: false, onEvent: (e) => events.push(e) }, { providers: [Accounts] }));
     accounts = app.get(Accounts);
   });
   after(async () => {
