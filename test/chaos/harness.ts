@@ -28,14 +28,9 @@ export interface ChaosPlan {
   locked: boolean;
 }
 
-export interface ChaosReport {
+/** The workers' results summed, the attacks made, and the verdict from the database. */
+export interface ChaosReport extends ChaosLoopResult {
   plan: ChaosPlan;
-  sections: number;
-  timeouts: number;
-  lateTimeouts: number;
-  typed: Record<string, number>;
-  business: number;
-  untyped: string[];
   attacks: Record<string, number>;
   verdict: Verdict;
   leftovers: Leftovers;
