@@ -1,7 +1,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import type { INestApplicationContext } from '@nestjs/common';
-import { TestDatabase } from '../support/test-database.js';
+import { ownLogRow, TestDatabase } from '../support/test-database.js';
 import { createLockApp } from '../support/lock-app.js';
 import { bootLockApp } from '../support/boot-app.js';
 import { callerTrips } from '../support/round-trips.js';
@@ -210,7 +210,7 @@ describe('G9 bad input is rejected before any SQL', () => {
         // The lock's own row (expires_at, lease_ms: what extend writes) must be untouched. The
         // derived lease end also follows the process lease, which the watchdog renews on its own
         // timer and may move between the two reads: leave it out.
-        assert.deepEqual(withoutProcessLease((await db.logRows(`${NAMESPACE}:extend-me`))[0]), withoutProcessLease(row), 'the lease changed');
+        assert.deepEqual(ownLogRow((await db.logRows(`${NAMESPACE}:extend-me`))[0]), ownLogRow(row), 'the lease changed');
         assert.equal(lock.signal.aborted, false);
       });
     }
@@ -286,8 +286,3 @@ describe('G9 bad module options fail at bootstrap with every problem listed', ()
     assert.throws(() => DbLockModule.forRootAsync({} as never), DbLockOptionsError);
   });
 });
-
-function withoutProcessLease(row: Record<string, unknown> | undefined): Record<string, unknown> {
-  const { lease_ends_at: _derived, ...own } = row ?? {};
-  return own;
-}
