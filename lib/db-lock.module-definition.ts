@@ -31,8 +31,7 @@ export interface DbLockOptionsFactory {
  * static registration fields (`isGlobal`, `dataSourceName`).
  */
 export interface DbLockModuleAsyncOptions
-  extends ConfigurableModuleAsyncOptions<DbLockModuleOptions, typeof DB_LOCK_OPTIONS_FACTORY_METHOD>,
-    DbLockRegistration {}
+  extends ConfigurableModuleAsyncOptions<DbLockModuleOptions, typeof DB_LOCK_OPTIONS_FACTORY_METHOD>, DbLockRegistration {}
 
 /** The registration with its defaults applied. */
 export interface ResolvedRegistration {

@@ -3,13 +3,9 @@ import { DiscoveryModule, DiscoveryService } from '@nestjs/core';
 import { getDataSourceToken, TypeOrmModule } from '@nestjs/typeorm';
 import type { DataSource } from 'typeorm';
 import { DB_LOCK_MODULE_OPTIONS, DB_LOCK_OPTIONS, DEFAULT_DATA_SOURCE_NAME } from './db-lock.constants.js';
-import {
-  dbLockModuleBase,
-  type DbLockModuleAsyncOptions,
-  type DbLockRegistration,
-  type ResolvedRegistration,
-} from './db-lock.module-definition.js';
-import { type DbLockModuleOptions, type ResolvedDbLockOptions, describe, resolveOptions } from './db-lock.options.js';
+import { dbLockModuleBase, type DbLockModuleAsyncOptions, type DbLockRegistration, type ResolvedRegistration } from './db-lock.module-definition.js';
+import { type DbLockModuleOptions, type ResolvedDbLockOptions, describe } from './db-lock.options.js';
+import { resolveOptions } from './db-lock.options-resolve.js';
 import { getLockServiceToken } from './db-lock.tokens.js';
 import { DB_LOCK_ENTITIES } from './entities/index.js';
 import { DbLockDataSourceNotFoundError } from './errors/db-lock-data-source.error.js';
@@ -47,8 +43,10 @@ export class DbLockModule extends dbLockModuleBase(completeDefinition) {
     if (typeof options !== 'object' || options === null) problems.push(`options must be an object, got ${describe(options)}`);
     else {
       const forms = (['useFactory', 'useClass', 'useExisting'] as const).filter((form) => options[form] !== undefined);
-      if (forms.length !== 1) problems.push(`forRootAsync needs exactly one of useFactory, useClass or useExisting, got ${forms.length === 0 ? 'none' : forms.join(', ')}`);
-      else if (typeof options[forms[0]!] !== 'function') problems.push(`${forms[0]} must be a function or class, got ${describe(options[forms[0]!])}`);
+      if (forms.length !== 1)
+        problems.push(`forRootAsync needs exactly one of useFactory, useClass or useExisting, got ${forms.length === 0 ? 'none' : forms.join(', ')}`);
+      else if (typeof options[forms[0]!] !== 'function')
+        problems.push(`${forms[0]} must be a function or class, got ${describe(options[forms[0]!])}`);
       if (options.inject !== undefined && !Array.isArray(options.inject)) problems.push(`inject must be an array, got ${describe(options.inject)}`);
     }
     if (problems.length > 0) throw new DbLockOptionsError(problems, 'DbLockModule.forRootAsync() arguments');
@@ -92,8 +90,7 @@ function completeDefinition(definition: DynamicModule, registration: ResolvedReg
 function checkRegistration(registration: DbLockRegistration): void {
   const problems: string[] = [];
   const name = registration.dataSourceName ?? DEFAULT_DATA_SOURCE_NAME;
-  if (typeof name !== 'string' || name.length === 0)
-    problems.push(`dataSourceName must be a non-empty string, got ${describe(name)}`);
+  if (typeof name !== 'string' || name.length === 0) problems.push(`dataSourceName must be a non-empty string, got ${describe(name)}`);
   if (registration.isGlobal !== undefined && typeof registration.isGlobal !== 'boolean')
     problems.push(`isGlobal must be a boolean, got ${describe(registration.isGlobal)}`);
   if (problems.length > 0) throw new DbLockOptionsError(problems);

@@ -1,10 +1,7 @@
 import type { LockEventListener } from './core/lock-events.js';
-import { MIN_LEASE_MS } from './core/lock-request.js';
-import { LOCK_STRATEGY_NAMES, type LockStrategyName } from './core/lock-strategy-name.js';
-import { checkAttempts, checkDuration, describe } from './core/option-checks.js';
-import { DbLockOptionsError } from './errors/db-lock-options.error.js';
-import { ESCAPED_WRITES_MODES, type EscapedWritesMode } from './integrations/escaped-writes.mode.js';
-import { checkTransactionHostOption, type TransactionHostOption } from './integrations/transaction-host.js';
+import type { LockStrategyName } from './strategies/lock-strategy-name.js';
+import type { EscapedWritesMode } from './integrations/escaped-writes.mode.js';
+import type { TransactionHostOption } from './integrations/transaction-host.js';
 
 export { checkDuration, describe, MAX_TIMER_MS } from './core/option-checks.js';
 export { MIN_LEASE_MS } from './core/lock-request.js';
@@ -58,8 +55,11 @@ export interface DbLockModuleOptions {
   /** A hold longer than this is given up (its signal aborts) even if the process is alive, in ms. Default Infinity. */
   maxHoldMs?: number;
   /**
-   * Connections in the library's own small pool (lock statements and renewals never queue
-   * behind business queries on the DataSource's pool). Default 4.
+   * Every connection the library opens per process, all told (never the DataSource's): one
+   * renewal lane, the rest shared by grants, releases, admin calls, the janitor and doorbells,
+   * which borrow at most `poolSize - 2`. Default 8: a contended key's holder keeps its doorbell
+   * and each waiter queues on one, so a process with a few callers on one hot key needs about as
+   * many doorbells as callers; with fewer, the rest poll, and hot-key throughput halves.
    */
   poolSize?: number;
   /**
@@ -68,9 +68,11 @@ export interface DbLockModuleOptions {
    */
   writerPreference?: boolean;
   /**
-   * Most row-lock acquisitions of this process that may wait in the database at once (each waits
-   * on a connection of the app's DataSource). One more fails fast with TooManyLockWaitersError
-   * instead of draining the pool. Default: half the DataSource's pool (at least 1).
+   * Most row-lock callers of this process that may queue for a DataSource connection at once
+   * (a count of callers). Row-lock sessions, holders and waiters alike, take at most the
+   * DataSource's pool size minus one connection; callers beyond that wait in the process, without
+   * a connection, until one frees or their timeoutMs ends (LockTimeoutError). With this bound set,
+   * one more queued caller is refused at once with TooManyLockWaitersError. Default: no bound.
    */
   maxRowLockWaiters?: number;
   /** Janitor settings, or `false` to never run it on this node. Default: enabled, see below. */
@@ -126,11 +128,11 @@ export interface ResolvedDbLockOptions {
   readonly renewIntervalMs: number | undefined;
   /** A hold longer than this is given up, in ms (default Infinity). */
   readonly maxHoldMs: number;
-  /** Connections of the library's own pool (default 4). */
+  /** Connections of the library's own pool (default 8). */
   readonly poolSize: number;
   /** While a writer waits, new readers of that key are held back (default true). */
   readonly writerPreference: boolean;
-  /** undefined: derived from the DataSource's pool at bootstrap. */
+  /** undefined: no bound on queued row-lock callers. */
   readonly maxRowLockWaiters: number | undefined;
   /** Janitor settings, or false when this node never runs it. */
   readonly janitor: Readonly<Required<DbLockJanitorOptions>> | false;
@@ -166,8 +168,8 @@ export const DB_LOCK_DEFAULTS = Object.freeze({
   renewIntervalMs: undefined,
   /** A hold longer than this is given up, in ms (default Infinity). */
   maxHoldMs: Infinity,
-  /** Connections of the library's own pool (default 4). */
-  poolSize: 4,
+  /** Connections of the library's own pool (default 8). */
+  poolSize: 8,
   /** While a writer waits, new readers of that key are held back (default true). */
   writerPreference: true,
   /** Row-lock waiters bound; undefined: half the DataSource's pool, found at bootstrap. */
@@ -192,148 +194,3 @@ export const DB_LOCK_DEFAULTS = Object.freeze({
   /** The @nestjs-cls/transactional TransactionHost a fenced call becomes the transaction of (default 'auto'). */
   transactionHost: 'auto',
 }) satisfies ResolvedDbLockOptions;
-
-const MAX_NAMESPACE_LENGTH = 64;
-
-const KNOWN_KEYS = new Set<string>(Object.keys(DB_LOCK_DEFAULTS));
-
-/**
- * Merges `options` over the defaults and validates the result. Throws one DbLockOptionsError
- * that lists every problem. Used by forRoot, forRootAsync and per-call options alike.
- */
-export function resolveOptions(options: unknown): ResolvedDbLockOptions {
-  const problems: string[] = [];
-  if (options === undefined || options === null) options = {};
-  if (typeof options !== 'object' || Array.isArray(options)) {
-    throw new DbLockOptionsError([`options must be an object, got ${describe(options)}`]);
-  }
-  const input = coerceConfigValues(options as Record<string, unknown>);
-  for (const key of Object.keys(input)) {
-    if (!KNOWN_KEYS.has(key)) problems.push(`unknown option '${key}'`);
-  }
-  const pick = <K extends keyof typeof DB_LOCK_DEFAULTS>(key: K): unknown =>
-    input[key] === undefined ? DB_LOCK_DEFAULTS[key] : input[key];
-
-  const namespace = pick('namespace');
-  if (typeof namespace !== 'string') problems.push(`namespace must be a string, got ${describe(namespace)}`);
-  else if (namespace.length > MAX_NAMESPACE_LENGTH || !namespace.isWellFormed())
-    problems.push(`namespace must be well-formed text of at most ${MAX_NAMESPACE_LENGTH} characters`);
-
-  const strategy = pick('strategy');
-  if (!LOCK_STRATEGY_NAMES.includes(strategy as LockStrategyName))
-    problems.push(`strategy must be 'lease' or 'row-lock', got ${describe(strategy)}`);
-  const leaseMs = checkDuration(problems, 'leaseMs', pick('leaseMs'), { min: MIN_LEASE_MS });
-  const timeoutMs = checkDuration(problems, 'timeoutMs', pick('timeoutMs'), { min: 0, infinite: true });
-  const maxAttempts = checkAttempts(problems, 'maxAttempts', pick('maxAttempts'));
-  const retryMinDelayMs = checkDuration(problems, 'retryMinDelayMs', pick('retryMinDelayMs'), { min: 1 });
-  const retryMaxDelayMs = checkDuration(problems, 'retryMaxDelayMs', pick('retryMaxDelayMs'), { min: 1 });
-  if (retryMinDelayMs !== undefined && retryMaxDelayMs !== undefined && retryMinDelayMs > retryMaxDelayMs)
-    problems.push(`retryMinDelayMs (${retryMinDelayMs}) must not exceed retryMaxDelayMs (${retryMaxDelayMs})`);
-  const slowThresholdMs = checkDuration(problems, 'slowThresholdMs', pick('slowThresholdMs'), { min: 1, infinite: true });
-  const renewRaw = pick('renewIntervalMs');
-  const renewIntervalMs =
-    renewRaw === undefined ? undefined : checkDuration(problems, 'renewIntervalMs', renewRaw, { min: 10 });
-  if (renewIntervalMs !== undefined && leaseMs !== undefined && renewIntervalMs >= leaseMs)
-    problems.push(`renewIntervalMs (${renewIntervalMs}) must be shorter than leaseMs (${leaseMs})`);
-  const maxHoldMs = checkDuration(problems, 'maxHoldMs', pick('maxHoldMs'), { min: 1, infinite: true });
-
-  const poolSize = pick('poolSize');
-  if (typeof poolSize !== 'number' || !Number.isInteger(poolSize) || poolSize < 2 || poolSize > 100)
-    problems.push(`poolSize must be an integer from 2 to 100, got ${describe(poolSize)}`);
-
-  const writerPreference = pick('writerPreference');
-  if (typeof writerPreference !== 'boolean')
-    problems.push(`writerPreference must be a boolean, got ${describe(writerPreference)}`);
-
-  const waitersRaw = pick('maxRowLockWaiters');
-  const maxRowLockWaiters = waitersRaw === undefined ? undefined : checkAttempts(problems, 'maxRowLockWaiters', waitersRaw);
-
-  const janitor = resolveJanitor(problems, input.janitor);
-
-  const onEvent = pick('onEvent');
-  if (onEvent !== undefined && typeof onEvent !== 'function')
-    problems.push(`onEvent must be a function, got ${describe(onEvent)}`);
-
-  const shutdownTimeoutMs = checkDuration(problems, 'shutdownTimeoutMs', pick('shutdownTimeoutMs'), { min: 0 });
-
-  const escapedWrites = pick('escapedWrites');
-  if (!ESCAPED_WRITES_MODES.includes(escapedWrites as EscapedWritesMode))
-    problems.push(`escapedWrites must be 'warn', 'error' or 'ignore', got ${describe(escapedWrites)}`);
-  const transactionHost = pick('transactionHost');
-  checkTransactionHostOption(problems, transactionHost);
-
-  if (problems.length > 0) throw new DbLockOptionsError(problems);
-  return Object.freeze({
-    namespace: namespace as string,
-    strategy: strategy as LockStrategyName,
-    leaseMs: leaseMs!,
-    timeoutMs: timeoutMs!,
-    maxAttempts: maxAttempts!,
-    retryMinDelayMs: retryMinDelayMs!,
-    retryMaxDelayMs: retryMaxDelayMs!,
-    slowThresholdMs: slowThresholdMs!,
-    renewIntervalMs,
-    maxHoldMs: maxHoldMs!,
-    poolSize: poolSize as number,
-    writerPreference: writerPreference as boolean,
-    maxRowLockWaiters,
-    janitor,
-    onEvent: onEvent as LockEventListener | undefined,
-    shutdownTimeoutMs: shutdownTimeoutMs!,
-    escapedWrites: escapedWrites as EscapedWritesMode,
-    transactionHost: transactionHost as TransactionHostOption,
-  });
-}
-
-function resolveJanitor(problems: string[], raw: unknown): ResolvedDbLockOptions['janitor'] {
-  if (raw === false) return false;
-  if (raw === undefined) return DB_LOCK_DEFAULTS.janitor;
-  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) {
-    problems.push(`janitor must be an object or false, got ${describe(raw)}`);
-    return false;
-  }
-  const input = raw as Record<string, unknown>;
-  const defaults = DB_LOCK_DEFAULTS.janitor;
-  for (const key of Object.keys(input)) {
-    if (!(key in defaults)) problems.push(`unknown option 'janitor.${key}'`);
-  }
-  const intervalMs = checkDuration(problems, 'janitor.intervalMs', input.intervalMs ?? defaults.intervalMs, { min: 100 });
-  const logRetentionMs = checkDuration(problems, 'janitor.logRetentionMs', input.logRetentionMs ?? defaults.logRetentionMs, {
-    min: 0,
-    infinite: true,
-    noTimer: true,
-  });
-  const batchSize = input.batchSize ?? defaults.batchSize;
-  if (typeof batchSize !== 'number' || !Number.isInteger(batchSize) || batchSize < 1 || batchSize > 100_000)
-    problems.push(`janitor.batchSize must be an integer from 1 to 100000, got ${describe(batchSize)}`);
-  const idleKeyMs = checkDuration(problems, 'janitor.idleKeyMs', input.idleKeyMs ?? defaults.idleKeyMs, { min: 0, infinite: true, noTimer: true });
-  return Object.freeze({ intervalMs: intervalMs!, logRetentionMs: logRetentionMs!, batchSize: batchSize as number, idleKeyMs: idleKeyMs! });
-}
-
-/**
- * Module options often come from configuration (`ConfigService.get('LOCK_LEASE_MS')` returns the
- * string '5000'). Decimal integer strings, 'Infinity' and 'true'/'false' are taken for the numbers
- * and booleans they spell, at the top level and in `janitor`; anything else is validated as given.
- */
-function coerceConfigValues(input: Record<string, unknown>): Record<string, unknown> {
-  const out: Record<string, unknown> = {};
-  for (const [key, value] of Object.entries(input)) {
-    if (key === 'janitor' && typeof value === 'object' && value !== null && !Array.isArray(value)) out[key] = coerceConfigValues(value as Record<string, unknown>);
-    else if (TEXT_OPTIONS.has(key)) out[key] = value;
-    else out[key] = coerceScalar(value);
-  }
-  return out;
-}
-
-/** Options whose values are text (or functions): never read as numbers or booleans. */
-const TEXT_OPTIONS = new Set(['namespace', 'strategy', 'onEvent', 'escapedWrites']);
-
-function coerceScalar(value: unknown): unknown {
-  if (typeof value !== 'string') return value;
-  const text = value.trim();
-  if (/^-?\d+$/.test(text)) return Number(text);
-  if (text === 'Infinity') return Infinity;
-  if (text === 'true') return true;
-  if (text === 'false') return false;
-  return value;
-}

@@ -73,6 +73,12 @@ export const LockServiceRegistry = Object.freeze({
 function lookup(name: string, detail: string): LockService {
   const service = services.get(name);
   if (service) return service;
-  const running = services.size === 0 ? '' : `DbLockModule runs for: ${[...services.keys()].sort().map((n) => `'${n}'`).join(', ')}.`;
+  const running =
+    services.size === 0
+      ? ''
+      : `DbLockModule runs for: ${[...services.keys()]
+          .sort()
+          .map((n) => `'${n}'`)
+          .join(', ')}.`;
   throw new DbLockNotInitializedError(name, [detail, running].filter(Boolean).join(' '));
 }

@@ -2,7 +2,8 @@
 export { DbLockModule, getLockServiceToken } from './db-lock.module.js';
 export type { DbLockModuleAsyncOptions, DbLockOptionsFactory, DbLockRegistration } from './db-lock.module.js';
 export { InjectLockService } from './decorators/inject-lock-service.decorator.js';
-export { DB_LOCK_DEFAULTS, resolveOptions } from './db-lock.options.js';
+export { DB_LOCK_DEFAULTS } from './db-lock.options.js';
+export { resolveOptions } from './db-lock.options-resolve.js';
 export type {
   DbLockModuleOptions,
   DbLockJanitorOptions,
@@ -19,16 +20,27 @@ export type { LockOptions } from './core/lock-request.js';
 export type { LockKeys, LockKeySpec } from './core/lock-key.js';
 export { MAX_KEY_LENGTH, MAX_KEYS_PER_LOCK } from './core/lock-key.js';
 export type { LockMode } from './core/lock-mode.js';
-export type { LockStrategyName } from './core/lock-strategy-name.js';
+export type { LockStrategyName } from './strategies/lock-strategy-name.js';
 export type { LockEvent, LockEventType, LockEventListener } from './core/lock-events.js';
+export { DB_LOCK_METER_NAME, DB_LOCK_INSTRUMENTS } from './core/lock-metrics.js';
+export { UNNAMED_LOCK } from './core/lock-request.js';
 export type { LockStatsSnapshot, DurationSummary, JanitorStats } from './core/lock-stats.js';
 export { LockEntity, LockLogEntity, LockProcessEntity, RowLockEntity, DB_LOCK_ENTITIES } from './entities/index.js';
-export { CreateDbLockTables1763769600000, AddProcessLeasesAndRowLocks1795392000000, DB_LOCK_MIGRATIONS } from './migrations/index.js';
-export { LockStatus } from './mysql/sql.js';
+export {
+  CreateDbLockTables1763769600000,
+  AddProcessLeasesAndRowLocks1795392000000,
+  AddSemaphores1795996800000,
+  DB_LOCK_MIGRATIONS,
+} from './migrations/index.js';
+export { LockStatus } from './core/lock-status.js';
 export * from './errors/index.js';
 // Lock decorators and locked calls.
 export { DistributedLock, ReadLock, WriteLock } from './decorators/distributed-lock.decorator.js';
 export type { ReadWriteLockOptions } from './decorators/distributed-lock.decorator.js';
+export { Semaphore } from './decorators/semaphore.decorator.js';
+export type { SemaphoreDecoratorOptions, SemaphoreKeySource } from './decorators/semaphore.decorator.js';
+export { MAX_SEMAPHORE_LIMIT } from './core/semaphore-request.js';
+export type { PermitWork, SemaphoreHandle, SemaphoreOptions, SemaphoreRunOptions } from './core/semaphore-request.js';
 export { getLockMetadata } from './decorators/lock-decorator.js';
 export type {
   DistributedLockOptions,
@@ -41,5 +53,5 @@ export type {
 export type { LockKeySource } from './decorators/lock-key-template.js';
 export type { LockIsolationLevel, LockTransactionMode, OnLockedPolicy, RunLockedOptions } from './core/locked-call.options.js';
 // Liveness and admin.
-export type { JanitorReport } from './lock-log/janitor.js';
-export type { ListLocksOptions, LockList, LockListEntry, ForcedReleaseHolder } from './lock-log/admin.js';
+export type { JanitorReport } from './background/janitor.js';
+export type { ListLocksOptions, LockList, LockListEntry, ForcedReleaseHolder } from './store/admin.js';

@@ -16,20 +16,18 @@ import {
   checkReason,
   FORCE_RELEASE_NOTE_PREFIX,
   type ForcedReleaseHolder,
-  forceRelease,
-  inspect,
-  listLocks,
   type ListLocksOptions,
   type LockList,
-} from './lock-log/admin.js';
-import type { JanitorReport } from './lock-log/janitor.js';
-import { startIntegrations, stopIntegrations } from './integrations/fence-integrations.js';
-import { assembleLockService, type LockServiceParts } from './lock-service.parts.js';
-import { businessPoolWarning } from './mysql/business-pool.js';
-import { toTypedError } from './core/lock-runtime.js';
+} from './store/admin.js';
+import type { JanitorReport } from './background/janitor.js';
+import { databaseBackend } from './lock-service.assembly.js';
+import { chosenBackend, type LockServiceBackend } from './lock-service.backend.js';
+import { shutDown } from './lock-service.shutdown.js';
+import type { PermitWork, SemaphoreHandle, SemaphoreOptions, SemaphoreRunOptions } from './core/semaphore-request.js';
+import { SemaphoreCalls } from './core/semaphore-calls.js';
+import { toTypedError } from './errors/to-typed-error.js';
 
-/** Parts of running services, for the library's own tests (lib/testing); never exported to users. */
-export const RUNNING_PARTS = new WeakMap<LockService, LockServiceParts>();
+export { RUNNING_PARTS } from './lock-service.assembly.js';
 
 /**
  * The public, programmatic API; the decorators forward to `runLocked`. A thin facade: it checks
@@ -38,7 +36,7 @@ export const RUNNING_PARTS = new WeakMap<LockService, LockServiceParts>();
  */
 export class LockService implements OnModuleInit, OnApplicationBootstrap, BeforeApplicationShutdown {
   private readonly logger = new Logger('DbLock');
-  private parts: LockServiceParts | undefined;
+  private parts: LockServiceBackend | undefined;
 
   constructor(
     /** Validated options (defaults applied). */
@@ -51,23 +49,18 @@ export class LockService implements OnModuleInit, OnApplicationBootstrap, Before
 
   /** Nest lifecycle hook: connects the lock pool, checks the tables and registers this service for the decorators. */
   async onModuleInit(): Promise<void> {
-    const fenceScope = await startIntegrations(this, this.logger);
     try {
-      this.parts = await assembleLockService(this.options, this.dataSource, this.logger, fenceScope);
+      this.parts = await (chosenBackend(this) ?? databaseBackend)(this, this.logger);
     } catch (error) {
-      stopIntegrations(this);
       // Bootstrap fails fast and typed: the database unreachable, credentials refused, tables missing.
       throw toTypedError(error, `DbLockModule could not start on DataSource '${this.dataSourceName}'`);
     }
-    RUNNING_PARTS.set(this, this.parts);
     LockServiceRegistry.register(this.dataSourceName, this);
   }
 
   /** Starts the janitor's timer (unless `janitor: false`); warns when the DataSource pool cannot carry REQUIRES_NEW calls. */
   onApplicationBootstrap(): void {
-    if (this.options.janitor !== false) this.parts?.janitor.start();
-    const warning = businessPoolWarning(this.dataSource, this.dataSourceName);
-    if (warning) this.logger.warn(warning);
+    this.parts?.start();
   }
 
   /**
@@ -79,27 +72,13 @@ export class LockService implements OnModuleInit, OnApplicationBootstrap, Before
   async beforeApplicationShutdown(): Promise<void> {
     const parts = this.parts;
     if (!parts) {
-      stopIntegrations(this);
       LockServiceRegistry.unregister(this.dataSourceName, this);
       return;
     }
-    parts.runtime.beginShutdown();
-    await parts.janitor.stop();
-    if (!(await parts.chain.running.waitIdle(this.options.shutdownTimeoutMs))) {
-      this.logger.warn(
-        `${parts.chain.running.size} lock holder(s) still running after shutdownTimeoutMs (${this.options.shutdownTimeoutMs} ms): ` +
-          'their signals are aborted and their locks released',
-      );
-    }
-    parts.runtime.abortHeld('the lock service shut down and released it');
-    await parts.runtime.close();
-    // Unregistered only now: holders that finished during the wait could still reach the service.
-    LockServiceRegistry.unregister(this.dataSourceName, this);
-    this.parts = undefined;
-    stopIntegrations(this);
-    await parts.log.stop();
-    await parts.bellPool?.close();
-    await parts.pool.close();
+    await shutDown(parts, this.options.shutdownTimeoutMs, this.logger, () => {
+      LockServiceRegistry.unregister(this.dataSourceName, this);
+      this.parts = undefined;
+    });
   }
 
   /**
@@ -156,21 +135,43 @@ export class LockService implements OnModuleInit, OnApplicationBootstrap, Before
     return parts.chain.runLocked(keys, fn, resolveRunLockedOptions(options));
   }
 
+  /**
+   * One of `limit` permits of the semaphore `key`: ≤ `limit` holders at once across every process, each with its own token,
+   * lease and signal. As `acquire()`, without `mode`; SemaphoreLimitError if live permits use another limit (or the chain locks it).
+   */
+  async acquireSemaphore(key: string, limit: number, options?: SemaphoreOptions): Promise<SemaphoreHandle> {
+    return new SemaphoreCalls(this.require().chain).acquire(key, limit, options);
+  }
+
+  /** `withLock()` for one permit of the semaphore `key` (see `acquireSemaphore()`). */
+  async withSemaphore<T>(key: string, limit: number, fn: (permit: SemaphoreHandle) => Promise<T> | T, options?: SemaphoreOptions): Promise<T> {
+    return new SemaphoreCalls(this.require().chain).with(key, limit, fn, options);
+  }
+
+  /** `runLocked()` under one permit of the semaphore `key`, which `@Semaphore` forwards to (fenced REQUIRES_NEW by default). */
+  async runSemaphore<T>(key: string, limit: number, fn: PermitWork<T>, options?: SemaphoreRunOptions): Promise<T | undefined> {
+    return new SemaphoreCalls(this.require().chain).run(key, limit, fn, options);
+  }
+
   /** Who holds `key`, in what mode, until when (server clock). */
   async inspect(key: string): Promise<LockInfo> {
     const parts = this.require();
     // One key only: resolveTargets also accepts arrays, which would silently inspect just one of them.
     if (typeof key !== 'string') throw new InvalidLockKeyError(key, 'inspect() takes one key (a string)');
-    return inspect(parts.log, key, this.target(key).bytes);
+    return parts.inspect(key, this.target(key));
   }
 
   /** Counters and wait/hold summaries of this process since start. */
   stats(): LockStatsSnapshot {
     const parts = this.require();
-    const byPurpose = { ...parts.pool.roundTrips };
-    if (parts.bellPool) byPurpose.locks += parts.bellPool.roundTrips.locks;
+    const byPurpose = parts.roundTrips();
     const total = byPurpose.locks + byPurpose.renewals + byPurpose.janitor + byPurpose.admin;
-    return parts.observer.snapshot({ held: parts.runtime.heldCount, waiting: parts.runtime.waitingCount, roundTrips: total, roundTripsBy: byPurpose });
+    return parts.observer.snapshot({
+      held: parts.runtime.heldCount,
+      waiting: parts.runtime.waitingCount,
+      roundTrips: total,
+      roundTripsBy: byPurpose,
+    });
   }
 
   /**
@@ -179,7 +180,7 @@ export class LockService implements OnModuleInit, OnApplicationBootstrap, Before
    * `janitor: false` (only the timer is off then; default settings are used).
    */
   async runJanitor(): Promise<JanitorReport> {
-    return this.require().janitor.run();
+    return this.require().runJanitor();
   }
 
   /**
@@ -189,7 +190,7 @@ export class LockService implements OnModuleInit, OnApplicationBootstrap, Before
   async listLocks(options?: ListLocksOptions): Promise<LockList> {
     const parts = this.require();
     const { limit, after } = checkListOptions(options);
-    return listLocks(parts.log, this.options.namespace, limit, after);
+    return parts.listLocks(this.options.namespace, limit, after);
   }
 
   /**
@@ -204,7 +205,7 @@ export class LockService implements OnModuleInit, OnApplicationBootstrap, Before
     if (typeof key !== 'string') throw new InvalidLockKeyError(key, 'forceRelease() takes one key, a string');
     const target = this.target(key);
     const why = checkReason(reason);
-    const evicted = await forceRelease(parts.log, target.bytes, why);
+    const evicted = await parts.forceRelease(target, FORCE_RELEASE_NOTE_PREFIX + why);
     if (evicted.length > 0) {
       parts.observer.forceReleased(key, evicted, why);
       parts.runtime.endedByOthers(
@@ -229,8 +230,9 @@ export class LockService implements OnModuleInit, OnApplicationBootstrap, Before
     const manager = LockContext.manager();
     if (!manager)
       throw new DbLockError(
-        'No lock transaction in this call chain: lockService.manager is only available inside a method decorated ' +
-          "with @DistributedLock/@ReadLock/@WriteLock (transaction: 'requires-new'), or inside a row-lock withLock().",
+        this.parts?.managerMissing ??
+          'No lock transaction in this call chain: lockService.manager is only available inside a method decorated ' +
+            "with @DistributedLock/@ReadLock/@WriteLock (transaction: 'requires-new'), or inside a row-lock withLock().",
       );
     return manager;
   }
@@ -240,7 +242,7 @@ export class LockService implements OnModuleInit, OnApplicationBootstrap, Before
   }
 
   /** The running parts, or DbLockNotInitializedError before init / after shutdown. */
-  private require(): LockServiceParts {
+  private require(): LockServiceBackend {
     if (!this.parts) throw new DbLockNotInitializedError(this.dataSourceName);
     return this.parts;
   }

@@ -1,6 +1,80 @@
+import type { Logger } from '@nestjs/common';
 import type { DataSource } from 'typeorm';
-import type { LockTransaction } from './held-lock.js';
+import { type FenceHost, type FenceScope, FencedTransaction } from './fenced-transaction.js';
+import type { HeldLock, LockTransaction } from './held-lock.js';
+import type { LockHandle } from './lock-handle.js';
 import type { LockIsolationLevel } from './locked-call.options.js';
+import { toTypedError } from '../errors/to-typed-error.js';
+import type { FenceStore } from '../store/lock-store.js';
+
+/** The locks of one fenced call: those ending with it, those of outer calls (fenced, kept), and each key's lock. */
+export interface FencedLocks {
+  readonly own: readonly HeldLock[];
+  readonly kept: readonly HeldLock[];
+  readonly byKey: ReadonlyMap<string, HeldLock>;
+}
+
+/** What a fenced call needs from the service it runs in. */
+export interface FenceSettings {
+  readonly host: FenceHost;
+  readonly logger: Logger;
+  readonly scope?: FenceScope;
+}
+
+/**
+ * Where the work of a fenced call runs and how it is fenced: a new transaction on the app's
+ * DataSource when its lock brings none (a lease lock), the lock's own otherwise (row-lock), fenced
+ * by the store; or, in the testing module, no transaction at all.
+ */
+export interface BusinessTransactions {
+  /** A transaction to open while the grant is asked for (see EarlyBusinessTransaction), if opening one early helps. */
+  early(isolationLevel: LockIsolationLevel): EarlyBusinessTransaction | undefined;
+  /** Runs `fn` fenced: commits only while every lock is still held, and ends `locks.own` with it. */
+  run<T>(
+    settings: FenceSettings,
+    handle: LockHandle,
+    locks: FencedLocks,
+    fn: () => Promise<T> | T,
+    isolationLevel: LockIsolationLevel,
+    early?: EarlyBusinessTransaction,
+  ): Promise<T>;
+  /** Runs `fn` fenced in `opened`, the transaction the lock lives in. */
+  runIn<T>(settings: FenceSettings, opened: LockTransaction, handle: LockHandle, locks: FencedLocks, fn: () => Promise<T> | T): Promise<T>;
+}
+
+/** Business transactions on the app's DataSource (REQUIRES_NEW), fenced by FencedTransaction. */
+export class DataSourceTransactions implements BusinessTransactions {
+  constructor(
+    private readonly dataSource: DataSource,
+    private readonly fence: FenceStore,
+  ) {}
+
+  early(isolationLevel: LockIsolationLevel): EarlyBusinessTransaction {
+    return new EarlyBusinessTransaction(this.dataSource, isolationLevel);
+  }
+
+  async run<T>(
+    settings: FenceSettings,
+    handle: LockHandle,
+    locks: FencedLocks,
+    fn: () => Promise<T> | T,
+    isolationLevel: LockIsolationLevel,
+    early?: EarlyBusinessTransaction,
+  ): Promise<T> {
+    let opened: LockTransaction;
+    try {
+      opened = await (early?.take() ?? openBusinessTransaction(this.dataSource, isolationLevel));
+    } catch (error) {
+      for (const lock of locks.own) await lock.releaseAs(true).catch(() => undefined);
+      throw toTypedError(error, 'Could not open the fenced transaction');
+    }
+    return this.runIn(settings, opened, handle, locks, fn);
+  }
+
+  runIn<T>(settings: FenceSettings, opened: LockTransaction, handle: LockHandle, locks: FencedLocks, fn: () => Promise<T> | T): Promise<T> {
+    return FencedTransaction.run({ ...settings, store: this.fence }, opened, handle, locks, fn);
+  }
+}
 
 /**
  * A new transaction on the app's DataSource (a second connection while the caller may hold one:

@@ -1,20 +1,21 @@
 import type { Logger } from '@nestjs/common';
-import type { DataSource } from 'typeorm';
 import type { ResolvedDbLockOptions } from '../db-lock.options.js';
 import { DbLockOptionsError } from '../errors/db-lock-options.error.js';
 import { LockTimeoutError } from '../errors/lock-timeout.error.js';
 import { LockUpgradeError } from '../errors/lock-upgrade.error.js';
-import { EarlyBusinessTransaction, openBusinessTransaction } from './business-transaction.js';
+import type { BusinessTransactions, EarlyBusinessTransaction } from './business-transaction.js';
 import { type FenceScope, FencedTransaction } from './fenced-transaction.js';
-import { HeldLock, type LockTransaction } from './held-lock.js';
+import { HeldLock } from './held-lock.js';
+import { LockLostError } from '../errors/lock-lost.error.js';
 import { LockContext } from './lock-context.js';
 import type { LockHandle } from './lock-handle.js';
 import { type LockKeys, type LockTarget, resolveTargets } from './lock-key.js';
 import type { LockObserver } from './lock-observer.js';
-import { type LockOptions, resolveLockOptions } from './lock-request.js';
-import { type LockRuntime, toTypedError } from './lock-runtime.js';
+import { type LockOptions, resolveLockOptions, UNNAMED_LOCK } from './lock-request.js';
+import type { LockRuntime } from './lock-runtime.js';
 import type { LockIsolationLevel, ResolvedRunLockedOptions } from './locked-call.options.js';
 import { NestedLock } from './nested-lock.js';
+import { type ChainKeys, checkSameKind, targetsOf } from './semaphore-request.js';
 import { describe } from './option-checks.js';
 import { RunningHolders } from './running-holders.js';
 
@@ -31,7 +32,8 @@ export class CallChain {
     private readonly runtime: LockRuntime,
     private readonly options: ResolvedDbLockOptions,
     private readonly observer: LockObserver,
-    private readonly dataSource: DataSource,
+    /** Where fenced work runs when its lock brings no transaction (a new one on the app's DataSource). */
+    private readonly transactions: BusinessTransactions,
     private readonly logger: Logger,
     /** What every fenced transaction's work runs inside (integrations), if anything. */
     private readonly fenceScope?: FenceScope,
@@ -42,19 +44,19 @@ export class CallChain {
    * `join`: a row-lock taken inside the chain's open fenced transaction joins it.
    */
   async acquire(
-    keys: LockKeys,
+    keys: ChainKeys,
     options: LockOptions | undefined,
     how: { quietTimeout?: boolean; join?: FencedTransaction; isolationLevel?: LockIsolationLevel; early?: EarlyBusinessTransaction } = {},
   ): Promise<LockHandle> {
     const resolved = resolveLockOptions(options, this.options);
-    const targets = resolveTargets(keys, resolved.mode, this.options.namespace);
+    const targets = targetsOf(keys, resolved.mode, this.options.namespace);
     const mode = targets.some((t) => t.mode === 'write') ? 'write' : 'read';
     const held = new Map<string, HeldLock>();
     const missing: LockTarget[] = [];
     for (const target of targets) {
       const found = LockContext.find(target.storedKey);
       if (!found) missing.push(target);
-      else if (target.mode === 'write' && found.mode === 'read') throw new LockUpgradeError(target.key);
+      else if (checkSameKind(target, found.lock) && target.mode === 'write' && found.mode === 'read') throw new LockUpgradeError(target.key);
       else held.set(target.storedKey, found.lock);
     }
     if (missing.length === 0) {
@@ -68,15 +70,17 @@ export class CallChain {
       timeoutMs: resolved.timeoutMs,
       leaseMs: resolved.leaseMs,
       maxAttempts: resolved.maxAttempts,
+      name: resolved.name,
       quietTimeout: how.quietTimeout,
       isolationLevel: how.isolationLevel,
     };
     let own: HeldLock;
-    if (how.join && resolved.strategy === 'row-lock') own = await this.joined(how.join, request);
+    const can = this.runtime.strategy(resolved.strategy).capabilities;
+    if (how.join && can.joinsOpenTransaction) own = await this.joined(how.join, request);
     else {
-      // A lease lock brings no transaction: its business transaction may open while the grant is
+      // A lock that brings no transaction lets its business transaction open while the grant is
       // asked for, unless the grant is known not to be immediate (see EarlyBusinessTransaction).
-      const early = resolved.strategy === 'lease' && !how.join ? how.early : undefined;
+      const early = !can.heldByOpenTransaction && !how.join ? how.early : undefined;
       let waiting = false;
       const granted = this.runtime.acquire({
         ...request,
@@ -105,7 +109,7 @@ export class CallChain {
     }
   }
 
-  async withLock<T>(keys: LockKeys, fn: (lock: LockHandle) => Promise<T> | T, options: LockOptions | undefined): Promise<T> {
+  async withLock<T>(keys: ChainKeys, fn: (lock: LockHandle) => Promise<T> | T, options: LockOptions | undefined): Promise<T> {
     // A missing callback is bad input like a bad key: refused before any lock is taken.
     if (typeof fn !== 'function') throw new DbLockOptionsError([`fn must be a function, got ${describe(fn)}`], 'withLock() arguments');
     const handle = await this.acquire(keys, options, { join: FencedTransaction.current() });
@@ -113,9 +117,9 @@ export class CallChain {
   }
 
   /** The locked call the decorators forward to (see LockService.runLocked). */
-  async runLocked<T>(keys: LockKeys, fn: (lock: LockHandle) => Promise<T> | T, resolved: ResolvedRunLockedOptions): Promise<T | undefined> {
+  async runLocked<T>(keys: ChainKeys, fn: (lock: LockHandle) => Promise<T> | T, resolved: ResolvedRunLockedOptions): Promise<T | undefined> {
     let handle: LockHandle;
-    const early = resolved.transaction === 'requires-new' ? new EarlyBusinessTransaction(this.dataSource, resolved.isolationLevel) : undefined;
+    const early = resolved.transaction === 'requires-new' ? this.transactions.early(resolved.isolationLevel) : undefined;
     try {
       handle = await this.acquire(keys, resolved.lock, {
         quietTimeout: resolved.onLocked === 'skip',
@@ -126,10 +130,16 @@ export class CallChain {
     } catch (error) {
       early?.drop();
       if (resolved.onLocked !== 'skip' || !(error instanceof LockTimeoutError)) throw error;
-      this.observer.skipped(error.keys, error.mode, error.waitedMs);
+      const strategy = resolved.lock.strategy ?? this.options.strategy;
+      this.observer.skipped(error.keys, error.mode, error.waitedMs, { name: resolved.lock.name ?? UNNAMED_LOCK, mode: error.mode, strategy });
       return undefined;
     }
-    if (resolved.transaction === 'none' && !ownLock(handle)?.transaction) return this.runHolding(handle, fn);
+    if (resolved.transaction === 'none') {
+      if (!ownLock(handle)?.transaction) return this.runHolding(handle, fn);
+      // A row-lock is its own transaction, but 'none' promises the lock only: its manager stays out of reach.
+      const lockOnly = (lock: LockHandle) => LockContext.run({ handle: lock, locks: locksOf(lock), manager: null }, () => fn(lock));
+      return this.runFenced(handle, lockOnly, resolved.isolationLevel, early);
+    }
     return this.runFenced(handle, fn, resolved.isolationLevel, early);
   }
 
@@ -181,25 +191,15 @@ export class CallChain {
       return LockContext.run({ handle, locks: byKey, manager: outer.manager }, () => fn(handle));
     }
     const leave = this.running.enter();
+    const settings = { host: this.runtime, logger: this.logger, scope: this.fenceScope };
+    const locks = { own: own ? [own] : [], kept: [...new Set(byKey.values())].filter((lock) => lock !== own), byKey };
     try {
-      let opened: LockTransaction;
-      if (own?.transaction) opened = own.transaction;
-      else {
-        try {
-          opened = await (early?.take() ?? openBusinessTransaction(this.dataSource, isolationLevel));
-        } catch (error) {
-          if (own) await own.releaseAs(true).catch(() => undefined);
-          throw toTypedError(error, 'Could not open the fenced transaction');
-        }
-      }
-      const kept = [...new Set(byKey.values())].filter((lock) => lock !== own);
-      return await FencedTransaction.run(
-        { host: this.runtime, logger: this.logger, scope: this.fenceScope },
-        opened,
-        handle,
-        { own: own ? [own] : [], kept, byKey },
-        () => fn(handle),
-      );
+      return await (own?.transaction
+        ? this.transactions.runIn(settings, own.transaction, handle, locks, () => fn(handle))
+        : this.transactions.run(settings, handle, locks, () => fn(handle), isolationLevel, early));
+    } catch (error) {
+      if (error instanceof LockLostError) this.observer.fenceRefused(own ?? locks.kept[0]!);
+      throw error;
     } finally {
       leave();
     }

@@ -2,12 +2,12 @@ import type { Logger } from '@nestjs/common';
 import type { EntityManager, QueryRunner } from 'typeorm';
 import { DbLockError } from '../errors/db-lock.error.js';
 import { LockLostError } from '../errors/lock-lost.error.js';
-import { endInCommitStatement, fenceKeptStatement } from '../lock-log/hold.sql.js';
-import { classify, ER_LOCK_DEADLOCK, errnoOf } from '../mysql/errno.js';
+import { toTypedError } from '../errors/to-typed-error.js';
+import type { FenceStore } from '../store/lock-store.js';
+import { LockStatementError } from '../store/lock-statement.error.js';
 import type { HeldLock, LockTransaction } from './held-lock.js';
 import type { LockHandle } from './lock-handle.js';
 import { LockContext } from './lock-context.js';
-import { toTypedError } from './lock-runtime.js';
 
 /** Open fenced transactions by the EntityManager their method sees: how nested calls find and join them. */
 const openTransactions = new WeakMap<EntityManager, FencedTransaction>();
@@ -54,6 +54,7 @@ export class FencedTransaction {
     private readonly own: readonly HeldLock[],
     /** Locks held by outer calls: fenced, kept. */
     private readonly kept: readonly HeldLock[],
+    private readonly store: FenceStore,
   ) {}
 
   /** The open fenced transaction of the current call chain, if there is one. */
@@ -83,7 +84,7 @@ export class FencedTransaction {
    * @param opened the transaction, already started: the row-lock holder's own, or a new one on the DataSource.
    */
   static async run<T>(
-    settings: { host: FenceHost; logger: Logger; scope?: FenceScope },
+    settings: { host: FenceHost; logger: Logger; scope?: FenceScope; store: FenceStore },
     opened: LockTransaction,
     handle: LockHandle,
     locks: {
@@ -93,7 +94,7 @@ export class FencedTransaction {
     },
     fn: () => Promise<T> | T,
   ): Promise<T> {
-    const transaction = new FencedTransaction(opened, locks.own, locks.kept);
+    const transaction = new FencedTransaction(opened, locks.own, locks.kept, settings.store);
     const manager = opened.runner.manager;
     let result: T;
     let committed = false;
@@ -149,14 +150,22 @@ export class FencedTransaction {
     try {
       // Known lost (taken over, lease ran out unconfirmed, maxHoldMs): never commit on it.
       for (const lock of all) if (!lock.live) throw lostReason(lock, `it was already ${lock.state} before the commit`);
-      await this.fence(ending, endInCommitStatement);
-      await this.fence(kept, fenceKeptStatement);
+      await this.fence(
+        ending.filter((lock) => !lock.commitRecord),
+        (runner, lock) => this.store.endInCommit(runner, lock.rowIds, lock.acquisitionId),
+      );
+      await this.record(ending.filter((lock) => lock.commitRecord));
+      // A row-lock kept by an outer call has no log row: its own open transaction is its fence.
+      await this.fence(
+        kept.filter((lock) => lock.rowIds.length > 0),
+        (runner, lock) => this.store.fenceKept(runner, lock.rowIds, lock.acquisitionId),
+      );
       try {
         await this.opened.runner.commitTransaction();
       } catch (error) {
         // A Galera certification failure at COMMIT: a conflicting write to our rows (a takeover)
         // committed on another node first. Anything else: the commit's outcome is not known.
-        if (errnoOf(error) === ER_LOCK_DEADLOCK || classify(error) === 'retry') {
+        if (LockStatementError.from(error).kind === 'retry') {
           const lock = all[0]!;
           throw new LockLostError(lock.keys[0]!, lock.fencingToken, 'the commit failed certification: another holder took the key over first', {
             cause: error,
@@ -169,19 +178,13 @@ export class FencedTransaction {
     }
   }
 
-  private async fence(
-    locks: readonly HeldLock[],
-    statement: (ids: readonly string[], owner: string) => { sql: string; parameters: unknown[] },
-  ): Promise<void> {
+  private async fence(locks: readonly HeldLock[], write: (runner: QueryRunner, lock: HeldLock) => Promise<number>): Promise<void> {
     for (const lock of locks) {
-      const { sql, parameters } = statement(lock.rowIds, lock.acquisitionId);
       let written: number;
       try {
-        // TypeORM's structured result: `affected` is mysql2's affectedRows; every matched row changes, so
-        // CLIENT_FOUND_ROWS on or off gives the same count.
-        written = Number((await this.opened.runner.query(sql, parameters, true)).affected ?? 0);
+        written = await write(this.opened.runner, lock);
       } catch (error) {
-        if (classify(error) === 'retry')
+        if (LockStatementError.from(error).kind === 'retry')
           throw new LockLostError(lock.keys[0]!, lock.fencingToken, 'the fence could not write its rows (a conflicting transaction won)', {
             cause: error,
           });
@@ -193,6 +196,26 @@ export class FencedTransaction {
         lock.fencingToken,
         'its lease ran out and another holder took the key over before this transaction could commit; it was rolled back',
       );
+    }
+  }
+
+  /**
+   * Row-lock holds ending here: their audit rows go into this commit. No fence is needed: nobody
+   * can take a row lock this transaction holds, and if its connection died the COMMIT fails.
+   */
+  private async record(locks: readonly HeldLock[]): Promise<void> {
+    for (const lock of locks) {
+      try {
+        await lock.commitRecord!(this.opened.runner);
+      } catch (error) {
+        // On a multi-primary cluster a holder on another node can win the key row: its replicated
+        // write aborts this transaction mid-way (1213), and this hold's work is rolled back.
+        if (LockStatementError.from(error).kind === 'retry')
+          throw new LockLostError(lock.keys[0]!, lock.fencingToken, 'a conflicting transaction won the key row; this one was rolled back', {
+            cause: error,
+          });
+        throw toTypedError(error, 'The audit rows of a row-lock could not be written');
+      }
     }
   }
 

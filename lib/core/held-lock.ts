@@ -2,7 +2,8 @@ import type { EntityManager, QueryRunner } from 'typeorm';
 import type { LockHandle } from './lock-handle.js';
 import type { LockTarget } from './lock-key.js';
 import type { LockMode } from './lock-mode.js';
-import type { LockStrategyName } from './lock-strategy-name.js';
+import { UNNAMED_LOCK } from './lock-request.js';
+import type { LockStrategyName } from '../strategies/lock-strategy-name.js';
 
 /** What a HeldLock needs from the runtime; keeps the handle free of SQL and bookkeeping. */
 export interface HeldLockHost {
@@ -26,11 +27,6 @@ export interface LockTransaction {
   readonly runner: QueryRunner;
   /** Called once after COMMIT or ROLLBACK: gives the connection back. */
   finish(committed: boolean): Promise<void>;
-}
-
-/** A doorbell a lease holder keeps while others wait for its key: released (rung) after the release. */
-export interface HeldDoorbell {
-  ring(): Promise<void>;
 }
 
 /**
@@ -62,12 +58,14 @@ export class HeldLock implements LockHandle {
   state: 'held' | 'releasing' | 'released' | 'lost' = 'held';
   /** Fences (fenced commits) running on this lock now: the watchdog leaves it to them. */
   fencesInProgress = 0;
-  /** Row-lock: the lock's own open transaction. */
+  /** The open transaction the lock lives in, for strategies `heldByOpenTransaction`. */
   transaction: LockTransaction | undefined;
-  /** Set when the lock was taken inside a fenced transaction of its call chain (row-lock joins it): it ends with that transaction's commit. */
+  /** Taken inside, or enlisted in, a fenced transaction of its call chain: it ends with that transaction's commit. */
   endsWithTransaction = false;
-  /** Lease: the doorbell other processes' waiters block on while this lock is held. */
-  doorbell: HeldDoorbell | undefined;
+  /** What metrics call it (`lock.name`): set by the runtime from the caller's options. */
+  name = UNNAMED_LOCK;
+  /** Row-lock: writes its audit rows in the transaction about to commit (it has no live log rows to end there). */
+  commitRecord: ((runner: QueryRunner) => Promise<void>) | undefined;
   private readonly abort = new AbortController();
 
   constructor(
@@ -93,7 +91,7 @@ export class HeldLock implements LockHandle {
     for (const target of targets) {
       const row = rows.find((r) => r.storedKey === target.storedKey);
       tokens[target.key] = row?.fencingToken ?? 0;
-      if (row) ids.push(row.id);
+      if (row?.id) ids.push(row.id); // a row-lock has no log row while held
     }
     this.fencingTokens = Object.freeze(tokens);
     this.rowIds = Object.freeze(ids);
@@ -124,6 +122,7 @@ export class HeldLock implements LockHandle {
 
   /** performance.now() at which the database may already consider the lease run out: the signal aborts then. */
   get localDeadline(): number {
+    if (this.leaseMs === Infinity) return Infinity; // row-lock: no lease
     return this.leaseFrom + this.leaseMs - signalMarginMs(this.leaseMs);
   }
 

@@ -13,8 +13,8 @@ export interface LockFrame {
   readonly handle: LockHandle;
   /** Every key this level holds (stored key) and the real lock that holds it. */
   readonly locks: ReadonlyMap<string, HeldLock>;
-  /** The EntityManager of the fenced transaction this level runs in, if any. */
-  readonly manager?: EntityManager;
+  /** The EntityManager of the fenced transaction this level runs in; undefined: the caller's; null: none (`transaction: 'none'`). */
+  readonly manager?: EntityManager | null;
   readonly parent: LockFrame | undefined;
 }
 
@@ -46,7 +46,7 @@ export const LockContext = Object.freeze({
 
   /** The nearest EntityManager of a fenced transaction on the chain. */
   manager(): EntityManager | undefined {
-    for (let frame = storage.getStore(); frame; frame = frame.parent) if (frame.manager) return frame.manager;
+    for (let frame = storage.getStore(); frame; frame = frame.parent) if (frame.manager !== undefined) return frame.manager ?? undefined;
     return undefined;
   },
 });

@@ -1,15 +1,7 @@
 import type { LockMode } from './lock-mode.js';
 
 /** What happened to a lock. */
-export type LockEventType =
-  | 'acquired'
-  | 'released'
-  | 'renewed'
-  | 'renewal-failed'
-  | 'lost'
-  | 'reclaimed'
-  | 'timed-out'
-  | 'skipped';
+export type LockEventType = 'acquired' | 'released' | 'renewed' | 'renewal-failed' | 'lost' | 'reclaimed' | 'timed-out' | 'skipped';
 
 /** One lock event, handed to `onEvent` synchronously. Durations in ms. */
 export interface LockEvent {

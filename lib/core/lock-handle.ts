@@ -1,6 +1,6 @@
 import type { EntityManager } from 'typeorm';
 import type { LockMode } from './lock-mode.js';
-import type { LockStrategyName } from './lock-strategy-name.js';
+import type { LockStrategyName } from '../strategies/lock-strategy-name.js';
 
 /** A granted lock. Obtained from `LockService.acquire()` / `tryAcquire()` / `withLock()`. */
 export interface LockHandle {
@@ -21,7 +21,8 @@ export interface LockHandle {
   readonly fencingTokens: Readonly<Record<string, number>>;
   /**
    * When the lease ends unless renewed (server clock, UTC), as of the grant or the latest
-   * extend(); renewals of this process's lease keep pushing the real end further.
+   * extend(); renewals of this process's process lease keep pushing the real end further. A
+   * 'row-lock' has no lease: the latest Date there is.
    */
   readonly expiresAt: Date;
   /**
@@ -29,6 +30,8 @@ export interface LockHandle {
    * maxHoldMs, or (row-lock) its connection closed. It aborts no later than the moment the
    * database may grant the key to someone else: from the send time of the last confirmed grant or
    * renewal plus the lease, minus a safety margin, without waiting for a late renewal to answer.
+   * A 'row-lock' has no lease: its signal aborts when its connection is lost, at maxHoldMs, or at
+   * shutdown, never because it stalled.
    */
   readonly signal: AbortSignal;
   /**
@@ -47,7 +50,7 @@ export interface LockHandle {
    * work failed).
    */
   release(): Promise<void>;
-  /** Restarts the lease from now for `leaseMs` (default: the lease it was taken with). */
+  /** Restarts the lease from now for `leaseMs` (default: the lease it was taken with). A no-op for a 'row-lock' (no lease). */
   extend(leaseMs?: number): Promise<void>;
 }
 

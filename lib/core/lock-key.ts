@@ -30,6 +30,8 @@ export interface LockTarget {
   readonly storedKey: string;
   readonly bytes: Buffer;
   readonly mode: LockMode;
+  /** Set for a semaphore's permit: at most this many holders of the key at once. */
+  readonly semaphoreLimit?: number;
 }
 
 /**
@@ -79,8 +81,7 @@ function checkKey(key: unknown, namespace: string): string {
 }
 
 function checkMode(mode: unknown): LockMode {
-  if (!LOCK_MODES.includes(mode as LockMode))
-    throw new DbLockOptionsError([`mode must be 'read' or 'write', got ${describe(mode)}`], 'lock options');
+  if (!LOCK_MODES.includes(mode as LockMode)) throw new DbLockOptionsError([`mode must be 'read' or 'write', got ${describe(mode)}`], 'lock options');
   return mode as LockMode;
 }
 

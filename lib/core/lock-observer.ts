@@ -1,7 +1,9 @@
 import type { Logger } from '@nestjs/common';
 import type { LockEvent, LockEventListener } from './lock-events.js';
+import type { LockLabels, LockMetrics } from './lock-metrics.js';
 import type { LockMode } from './lock-mode.js';
 import { LockStats, type LockStatsSnapshot } from './lock-stats.js';
+import type { LockStrategyName } from '../strategies/lock-strategy-name.js';
 
 /** What the observer needs to know about a lock; HeldLock provides it. */
 export interface ObservedLock {
@@ -10,12 +12,15 @@ export interface ObservedLock {
   readonly fencingToken: number;
   readonly grantedAt: number;
   readonly internal: boolean;
+  readonly strategy: LockStrategyName;
+  /** What metrics call it (`lock.name`). */
+  readonly name: string;
 }
 
 /**
- * The one place where what happens to locks is counted (`stats()`), announced (`onEvent`) and
- * logged when slow. Everything else reports here and never touches a counter. The library's own
- * locks (the janitor's) are neither counted nor announced.
+ * The one place where what happens to locks is counted (`stats()`, OpenTelemetry metrics when
+ * installed), announced (`onEvent`) and logged when slow. Everything else reports here and never
+ * touches a counter. The library's own locks (the janitor's) are neither counted nor announced.
  */
 export class LockObserver {
   private readonly stats = new LockStats();
@@ -23,13 +28,15 @@ export class LockObserver {
   constructor(
     private readonly logger: Logger,
     private readonly settings: { readonly slowThresholdMs: number; readonly onEvent: LockEventListener | undefined },
+    private readonly metrics?: LockMetrics,
   ) {}
 
   acquired(lock: ObservedLock, waitedMs: number, reclaimed: number): void {
     if (lock.internal) return;
     this.stats.acquired++;
     this.stats.wait.add(waitedMs);
-    if (reclaimed > 0) this.reclaimed(lock.keys, lock.mode, reclaimed);
+    this.metrics?.acquired(lock, labelsOf(lock), waitedMs);
+    if (reclaimed > 0) this.reclaimed(lock.keys, lock.mode, reclaimed, labelsOf(lock));
     if (waitedMs > this.settings.slowThresholdMs) this.logger.warn(`Waited ${Math.round(waitedMs)} ms for ${describeLock(lock)}`);
     this.emit({ type: 'acquired', keys: lock.keys, mode: lock.mode, fencingToken: lock.fencingToken, waitedMs });
   }
@@ -43,18 +50,21 @@ export class LockObserver {
     const heldMs = performance.now() - lock.grantedAt;
     this.stats.released++;
     this.stats.hold.add(heldMs);
+    this.metrics?.ended(lock, labelsOf(lock), heldMs, 'released');
     if (releaseMs > this.settings.slowThresholdMs) this.logger.warn(`Releasing ${describeLock(lock)} took ${Math.round(releaseMs)} ms`);
     if (heldMs > this.settings.slowThresholdMs) this.logger.warn(`${describeLock(lock)} was held for ${Math.round(heldMs)} ms`);
     this.emit({ type: 'released', keys: lock.keys, mode: lock.mode, fencingToken: lock.fencingToken, heldMs });
   }
 
-  timedOut(keys: readonly string[], mode: LockMode, waitedMs: number): void {
+  timedOut(keys: readonly string[], mode: LockMode, waitedMs: number, labels: LockLabels): void {
     this.stats.timedOut++;
+    this.metrics?.attempted(labels, 'timed_out', waitedMs);
     this.emit({ type: 'timed-out', keys, mode, waitedMs });
   }
 
-  skipped(keys: readonly string[], mode: LockMode, waitedMs: number): void {
+  skipped(keys: readonly string[], mode: LockMode, waitedMs: number, labels: LockLabels): void {
     this.stats.skipped++;
+    this.metrics?.attempted(labels, 'skipped', waitedMs);
     this.emit({ type: 'skipped', keys, mode, waitedMs });
   }
 
@@ -62,12 +72,31 @@ export class LockObserver {
     if (lock.internal) return;
     this.stats.lost++;
     this.logger.warn(error.message);
-    this.emit({ type: 'lost', keys: lock.keys, mode: lock.mode, fencingToken: lock.fencingToken, heldMs: performance.now() - lock.grantedAt, error });
+    const heldMs = performance.now() - lock.grantedAt;
+    this.metrics?.ended(lock, labelsOf(lock), heldMs, 'lost');
+    this.emit({ type: 'lost', keys: lock.keys, mode: lock.mode, fencingToken: lock.fencingToken, heldMs, error });
+  }
+
+  /** A caller starts waiting for a grant (`db_lock.waiting` +1); call what it returns with the verdict (-1). */
+  waitStarted(waiter: LockLabels & { readonly internal: boolean }): <T>(verdict: T) => T {
+    const metrics = waiter.internal ? undefined : this.metrics;
+    const labels = { name: waiter.name, mode: waiter.mode, strategy: waiter.strategy };
+    metrics?.waiting(labels, 1);
+    return (verdict) => {
+      metrics?.waiting(labels, -1);
+      return verdict;
+    };
+  }
+
+  /** A fenced transaction rolled back because its lock was lost (LockLostError at the fence). */
+  fenceRefused(lock: ObservedLock): void {
+    if (!lock.internal) this.metrics?.fenceRefused(labelsOf(lock));
   }
 
   /** Holders whose lease had run out, ended by a grant's takeover or by the janitor. */
-  reclaimed(keys: readonly string[], mode: LockMode, count: number): void {
+  reclaimed(keys: readonly string[], mode: LockMode, count: number, by?: LockLabels): void {
     this.stats.reclaimed += count;
+    this.metrics?.takeovers(count, by);
     this.emit({ type: 'reclaimed', keys, mode, count });
   }
 
@@ -123,6 +152,10 @@ export class LockObserver {
   snapshot(current: Pick<LockStatsSnapshot, 'held' | 'waiting' | 'roundTrips' | 'roundTripsBy'>): LockStatsSnapshot {
     return this.stats.snapshot(current);
   }
+}
+
+function labelsOf(lock: ObservedLock): LockLabels {
+  return { name: lock.name, mode: lock.mode, strategy: lock.strategy };
 }
 
 function describeLock(lock: ObservedLock): string {

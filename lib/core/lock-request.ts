@@ -1,7 +1,7 @@
 import type { ResolvedDbLockOptions } from '../db-lock.options.js';
 import { DbLockOptionsError } from '../errors/db-lock-options.error.js';
 import { LOCK_MODES, type LockMode } from './lock-mode.js';
-import { LOCK_STRATEGY_NAMES, type LockStrategyName } from './lock-strategy-name.js';
+import { LOCK_STRATEGY_CHOICES, LOCK_STRATEGY_NAMES, type LockStrategyName } from '../strategies/lock-strategy-name.js';
 import { checkAttempts, checkDuration, describe } from './option-checks.js';
 
 /** Smallest lease accepted: renewals run every lease/3, so less is all overhead. */
@@ -23,7 +23,18 @@ export interface LockOptions {
    * counts as one. Default: the module's maxAttempts (Infinity: only `timeoutMs` bounds the wait).
    */
   maxAttempts?: number;
+  /**
+   * What metrics call this lock (`lock.name`): a low-cardinality label such as `'loan'` or
+   * `'loan:{id}'`, never a key filled in per call. At most 255 characters. Default: `'unnamed'`
+   * (the lock decorators default to their key template, or `'ClassName.methodName'`).
+   */
+  name?: string;
 }
+
+/** `lock.name` of a lock taken without a `name`. */
+export const UNNAMED_LOCK = 'unnamed';
+/** Longest accepted lock `name`. */
+export const MAX_LOCK_NAME_LENGTH = 255;
 
 export interface ResolvedLockOptions {
   readonly mode: LockMode;
@@ -31,9 +42,10 @@ export interface ResolvedLockOptions {
   readonly leaseMs: number;
   readonly strategy: LockStrategyName;
   readonly maxAttempts: number;
+  readonly name: string;
 }
 
-export const LOCK_OPTION_NAMES: readonly string[] = Object.freeze(['mode', 'timeoutMs', 'leaseMs', 'strategy', 'maxAttempts']);
+export const LOCK_OPTION_NAMES: readonly string[] = Object.freeze(['mode', 'timeoutMs', 'leaseMs', 'strategy', 'maxAttempts', 'name']);
 
 /**
  * Checks per-call lock options without applying module defaults (decorators run it when the
@@ -45,8 +57,10 @@ export function checkLockOptions(problems: string[], input: Record<string, unkno
   if (input.timeoutMs !== undefined) checkDuration(problems, 'timeoutMs', input.timeoutMs, { min: 0, infinite: true });
   if (input.leaseMs !== undefined) checkDuration(problems, 'leaseMs', input.leaseMs, { min: MIN_LEASE_MS });
   if (input.strategy !== undefined && !LOCK_STRATEGY_NAMES.includes(input.strategy as LockStrategyName))
-    problems.push(`strategy must be 'lease' or 'row-lock', got ${describe(input.strategy)}`);
+    problems.push(`strategy must be ${LOCK_STRATEGY_CHOICES}, got ${describe(input.strategy)}`);
   if (input.maxAttempts !== undefined) checkAttempts(problems, 'maxAttempts', input.maxAttempts);
+  if (input.name !== undefined && (typeof input.name !== 'string' || input.name.length === 0 || input.name.length > MAX_LOCK_NAME_LENGTH))
+    problems.push(`name must be a non-empty string of at most ${MAX_LOCK_NAME_LENGTH} characters, got ${describe(input.name)}`);
 }
 
 /**
@@ -70,6 +84,7 @@ export function resolveLockOptions(options: unknown, defaults: ResolvedDbLockOpt
     leaseMs: (input.leaseMs as number | undefined) ?? defaults.leaseMs,
     strategy: (input.strategy as LockStrategyName | undefined) ?? defaults.strategy,
     maxAttempts: oneTry ? 1 : ((input.maxAttempts as number | undefined) ?? defaults.maxAttempts),
+    name: (input.name as string | undefined) ?? UNNAMED_LOCK,
   };
 }
 

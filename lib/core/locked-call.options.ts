@@ -73,8 +73,7 @@ export function checkRunLockedOptions(problems: string[], input: Record<string, 
     problems.push(`onLocked must be 'throw' or 'skip', got ${describe(input.onLocked)}`);
   if (input.isolationLevel !== undefined && !LOCK_ISOLATION_LEVELS.includes(input.isolationLevel as LockIsolationLevel))
     problems.push(`isolationLevel must be one of ${LOCK_ISOLATION_LEVELS.map((l) => `'${l}'`).join(', ')}, got ${describe(input.isolationLevel)}`);
-  if (input.isolationLevel !== undefined && input.transaction === 'none')
-    problems.push(`isolationLevel only applies to transaction 'requires-new'`);
+  if (input.isolationLevel !== undefined && input.transaction === 'none') problems.push(`isolationLevel only applies to transaction 'requires-new'`);
 }
 
 /** Validates one `runLocked()` call's options and applies this layer's defaults. Throws before any SQL. */
@@ -88,7 +87,8 @@ export function resolveRunLockedOptions(options: unknown): ResolvedRunLockedOpti
   if (problems.length > 0) throw new DbLockOptionsError(problems, 'runLocked() options');
   const onLocked = (input.onLocked as OnLockedPolicy | undefined) ?? DEFAULT_ON_LOCKED;
   const lock: LockOptions = {};
-  for (const name of ['mode', 'leaseMs', 'strategy', 'maxAttempts'] as const) if (input[name] !== undefined) (lock as Record<string, unknown>)[name] = input[name];
+  for (const name of ['mode', 'leaseMs', 'strategy', 'maxAttempts', 'name'] as const)
+    if (input[name] !== undefined) (lock as Record<string, unknown>)[name] = input[name];
   // A skipping caller (cluster-singleton job) wants one try unless it says otherwise.
   if (input.timeoutMs !== undefined) lock.timeoutMs = input.timeoutMs as number;
   else if (onLocked === 'skip') lock.timeoutMs = 0;

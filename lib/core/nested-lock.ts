@@ -3,7 +3,7 @@ import { type HeldLock, minDate } from './held-lock.js';
 import type { LockHandle } from './lock-handle.js';
 import type { LockTarget } from './lock-key.js';
 import type { LockMode } from './lock-mode.js';
-import type { LockStrategyName } from './lock-strategy-name.js';
+import type { LockStrategyName } from '../strategies/lock-strategy-name.js';
 
 /**
  * An acquisition inside a call chain that already holds some or all of its keys. Keys the chain

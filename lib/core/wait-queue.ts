@@ -1,5 +1,6 @@
 import type { LockTarget } from './lock-key.js';
 import type { LockMode } from './lock-mode.js';
+import type { LockStrategyName } from '../strategies/lock-strategy-name.js';
 
 /** One caller waiting for a set of keys. Resolved or rejected exactly once. */
 export interface Waiter<T> {
@@ -16,6 +17,9 @@ export interface Waiter<T> {
   readonly quietTimeout: boolean;
   /** The library's own lock (the janitor's). */
   readonly internal: boolean;
+  /** What metrics call the lock (`lock.name`), and its strategy. */
+  readonly name: string;
+  readonly strategy: LockStrategyName;
   /** Tries made for this waiter (sent to the database, or answered from local knowledge). */
   tries: number;
   /** Tries the database answered "not granted". */

@@ -23,9 +23,7 @@ export type ReadWriteLockOptions = Omit<DistributedLockOptions, 'key' | 'mode'>;
 export function DistributedLock<A extends unknown[] = any[]>(
   options: DistributedLockOptions<A> & { onLocked: 'skip' },
 ): SkippingLockMethodDecorator<A>;
-export function DistributedLock<A extends unknown[] = any[]>(
-  options: DistributedLockOptions<A> & { onLocked?: 'throw' },
-): LockMethodDecorator<A>;
+export function DistributedLock<A extends unknown[] = any[]>(options: DistributedLockOptions<A> & { onLocked?: 'throw' }): LockMethodDecorator<A>;
 export function DistributedLock<A extends unknown[] = any[]>(options: DistributedLockOptions<A>): SkippingLockMethodDecorator<A>;
 export function DistributedLock<A extends unknown[] = any[]>(key?: LockKeySource<A>, mode?: LockMode, timeoutMs?: number): LockMethodDecorator<A>;
 export function DistributedLock(keyOrOptions?: unknown, mode?: LockMode, timeoutMs?: number): unknown {
@@ -47,7 +45,10 @@ export function ReadLock<A extends unknown[] = any[]>(
   key?: LockKeySource<A>,
   options?: ReadWriteLockOptions & { onLocked?: 'throw' },
 ): LockMethodDecorator<A>;
-export function ReadLock<A extends unknown[] = any[]>(key: LockKeySource<A> | undefined, options: ReadWriteLockOptions): SkippingLockMethodDecorator<A>;
+export function ReadLock<A extends unknown[] = any[]>(
+  key: LockKeySource<A> | undefined,
+  options: ReadWriteLockOptions,
+): SkippingLockMethodDecorator<A>;
 export function ReadLock(key?: unknown, options?: ReadWriteLockOptions): unknown {
   return createLockDecorator('ReadLock', key, modeOptions('ReadLock', 'read', options));
 }
@@ -61,7 +62,10 @@ export function WriteLock<A extends unknown[] = any[]>(
   key?: LockKeySource<A>,
   options?: ReadWriteLockOptions & { onLocked?: 'throw' },
 ): LockMethodDecorator<A>;
-export function WriteLock<A extends unknown[] = any[]>(key: LockKeySource<A> | undefined, options: ReadWriteLockOptions): SkippingLockMethodDecorator<A>;
+export function WriteLock<A extends unknown[] = any[]>(
+  key: LockKeySource<A> | undefined,
+  options: ReadWriteLockOptions,
+): SkippingLockMethodDecorator<A>;
 export function WriteLock(key?: unknown, options?: ReadWriteLockOptions): unknown {
   return createLockDecorator('WriteLock', key, modeOptions('WriteLock', 'write', options));
 }

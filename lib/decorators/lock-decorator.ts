@@ -6,6 +6,7 @@ import { DbLockError } from '../errors/db-lock.error.js';
 import { DbLockOptionsError } from '../errors/db-lock-options.error.js';
 import type { LockMode } from '../core/lock-mode.js';
 import { checkRunLockedOptions, type RunLockedOptions } from '../core/locked-call.options.js';
+import { MAX_LOCK_NAME_LENGTH } from '../core/lock-request.js';
 import { compileLockKeys, type LockKeySource } from './lock-key-template.js';
 
 /** Options of `@DistributedLock({...})`; `@ReadLock`/`@WriteLock` take the same minus `key` and `mode`. */
@@ -21,8 +22,10 @@ export interface DistributedLockOptions<A extends unknown[] = any[]> extends Run
 
 /** What the lock decorators record on the wrapped method (Reflect metadata DB_LOCK_METADATA). */
 export interface LockDecoratorMetadata {
-  /** Which decorator put it there ('DistributedLock', 'ReadLock' or 'WriteLock'). */
+  /** Which decorator put it there ('DistributedLock', 'ReadLock', 'WriteLock' or 'Semaphore'). */
   readonly decorator: string;
+  /** `@Semaphore`'s limit; undefined for a lock. */
+  readonly limit?: number;
   /** The key source as declared; undefined: ClassName.methodName. */
   readonly key: LockKeySource | undefined;
   /** The lock options as declared. */
@@ -78,6 +81,8 @@ export function createLockDecorator(
   decorator: string,
   key: unknown,
   options: Record<string, unknown>,
+  /** `@Semaphore`: forwards to `LockService.runSemaphore()` with this limit instead. */
+  semaphoreLimit?: number,
 ): (target: object, propertyKey: string | symbol, descriptor: PropertyDescriptor) => void {
   return (target, propertyKey, descriptor) => {
     const className = typeof target === 'function' ? target.name : target.constructor.name;
@@ -105,13 +110,17 @@ export function createLockDecorator(
     const callOptions: RunLockedOptions = Object.freeze(
       Object.fromEntries(Object.entries(options).filter(([name, value]) => value !== undefined && !DECORATOR_KEYS.includes(name as never))),
     );
+    // Metrics name the lock by its declaration (the template, never the key filled in per call).
+    const forwarded: RunLockedOptions = Object.freeze({ ...callOptions, name: callOptions.name ?? declaredName(key, where) });
     const method = original as (...args: unknown[]) => unknown;
     const notReady = `It was called through @${decorator} on ${where}.`;
 
     const locked = async function (this: unknown, ...args: unknown[]): Promise<unknown> {
       // Looked up per call: modules register when the app initialises, long after classes load.
       const service = LockServiceRegistry.resolve(dataSourceName as string | undefined, notReady);
-      return service.runLocked(keyOf(args, this), () => method.apply(this, args), callOptions);
+      const run = () => method.apply(this, args);
+      if (semaphoreLimit !== undefined) return service.runSemaphore(keyOf(args, this) as string, semaphoreLimit, run, forwarded);
+      return service.runLocked(keyOf(args, this), run, forwarded);
     };
 
     // Other decorators (@Get, @Cron, @OnEvent, @EventPattern...) keep their metadata on the function
@@ -122,6 +131,7 @@ export function createLockDecorator(
     Object.defineProperty(locked, 'length', { value: method.length, configurable: true });
     const metadata: LockDecoratorMetadata = Object.freeze({
       decorator,
+      limit: semaphoreLimit,
       key: key as LockKeySource | undefined,
       options: callOptions,
       dataSourceName: dataSourceName as string | undefined,
@@ -139,6 +149,12 @@ function checkReturnType(decorator: string, where: string, target: object, prope
     `@${decorator} on ${where}: the method must be async (return a Promise), because the lock is held until that ` +
       `promise settles; it is declared to return ${returnType.name || 'a non-Promise value'}.`,
   );
+}
+
+/** Default `lock.name` of a decorated method: its key template(s), or 'ClassName.methodName' for a key function or none. */
+function declaredName(key: unknown, where: string): string {
+  const name = typeof key === 'string' ? key : Array.isArray(key) ? key.join(',') : where;
+  return name.length > MAX_LOCK_NAME_LENGTH ? name.slice(0, MAX_LOCK_NAME_LENGTH) : name;
 }
 
 /** The lock decorator settings recorded on a method, if it has one. */

@@ -44,7 +44,9 @@ export function compileLockKeys(source: unknown, where: string, parameterCount: 
     return (args) => renders.map((render) => render(args));
   }
   throw new DbLockOptionsError(
-    [`key must be a string, a template like 'order:{0.id}', an array of those, or a function of the arguments; got ${source === null ? 'null' : typeof source}`],
+    [
+      `key must be a string, a template like 'order:{0.id}', an array of those, or a function of the arguments; got ${source === null ? 'null' : typeof source}`,
+    ],
     `lock key of ${where}`,
   );
 }
@@ -86,8 +88,7 @@ function parseTemplate(template: string, where: string, parameterCount: number |
     if (end < 0) problem(`unclosed '{' at position ${i}`);
     const text = template.slice(i + 1, end);
     const match = PLACEHOLDER.exec(text);
-    if (!match)
-      problem(`placeholder {${text}} must be an argument position with an optional property path, like {0} or {0.id}`);
+    if (!match) problem(`placeholder {${text}} must be an argument position with an optional property path, like {0} or {0.id}`);
     const index = Number(match![1]);
     const path = match![2] ? match![2].slice(1).split('.') : [];
     const bad = path.find((segment) => FORBIDDEN_SEGMENTS.has(segment));

@@ -1,5 +1,6 @@
 import { Column, Entity, Index, PrimaryGeneratedColumn } from 'typeorm';
-import { LOCK_LOG_TABLE } from '../mysql/sql.js';
+import { LOCK_LOG_TABLE } from '../store/tables.js';
+import type { LockStrategyName } from '../strategies/lock-strategy-name.js';
 
 /**
  * One row per acquisition of one key: the audit trail, the holder as the database sees it (its
@@ -19,9 +20,9 @@ export class LockLogEntity {
   @Column({ name: 'lock_key', type: 'varbinary', length: 764 })
   key!: Buffer;
 
-  /** 'read' or 'write'. */
-  @Column({ type: 'varchar', length: 5, charset: 'ascii', collation: 'ascii_bin' })
-  mode!: 'read' | 'write';
+  /** 'read' or 'write' for a lock, 'permit' for a semaphore's permit. */
+  @Column({ type: 'varchar', length: 6, charset: 'ascii', collation: 'ascii_bin' })
+  mode!: 'read' | 'write' | 'permit';
 
   /** Acquisition id: shared by the rows of a multi-key lock. */
   @Column({ type: 'char', length: 36, charset: 'ascii', collation: 'ascii_bin' })
@@ -73,7 +74,7 @@ export class LockLogEntity {
 
   /** 'lease' or 'row-lock': which strategy granted it. */
   @Column({ type: 'varchar', length: 8, charset: 'ascii', collation: 'ascii_bin', default: 'lease' })
-  strategy!: 'lease' | 'row-lock';
+  strategy!: LockStrategyName;
 
   /** Fenced commits made under this holder while it stayed held (each one writes the row, which certifies it on a cluster). */
   @Column({ name: 'fenced_count', type: 'int', unsigned: true, default: 0 })

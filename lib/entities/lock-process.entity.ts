@@ -1,5 +1,5 @@
 import { Column, Entity, PrimaryGeneratedColumn } from 'typeorm';
-import { PROCESS_TABLE } from '../mysql/sql.js';
+import { PROCESS_TABLE } from '../store/tables.js';
 
 /**
  * One row per running LockService (a process): its lease. Holders point to it, so one renewal

@@ -1,5 +1,5 @@
 import { Column, Entity, PrimaryColumn } from 'typeorm';
-import { LOCK_TABLE } from '../mysql/sql.js';
+import { LOCK_TABLE } from '../store/tables.js';
 
 /**
  * One row per key: the point where grants of that key serialise, and the key's fencing counter.
@@ -23,4 +23,8 @@ export class LockEntity {
   /** Server UTC time of the last grant; the janitor reaps rows idle for long. */
   @Column({ name: 'last_granted_at', type: 'datetime', precision: 6, nullable: true })
   lastGrantedAt!: Date | null;
+
+  /** The limit this key's semaphore permits are in use with (set by each permit's grant); null for a key only ever locked. */
+  @Column({ name: 'semaphore_limit', type: 'int', unsigned: true, nullable: true })
+  semaphoreLimit!: number | null;
 }

@@ -1,5 +1,5 @@
 import { Entity, PrimaryColumn } from 'typeorm';
-import { ROW_LOCK_TABLE } from '../mysql/sql.js';
+import { ROW_LOCK_TABLE } from '../store/tables.js';
 
 /**
  * One row per key locked with the row-lock strategy. A holder keeps InnoDB's row lock on it

@@ -11,3 +11,4 @@ export { TooManyLockWaitersError } from './too-many-lock-waiters.error.js';
 export { DbLockAmbiguousDataSourceError, DbLockDataSourceNotFoundError } from './db-lock-data-source.error.js';
 export { EscapedWriteError } from './escaped-write.error.js';
 export type { EscapedWriteReason } from './escaped-write.error.js';
+export { SemaphoreLimitError } from './semaphore-limit.error.js';

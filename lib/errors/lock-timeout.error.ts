@@ -14,10 +14,7 @@ export class LockTimeoutError extends DbLockError {
     readonly timeoutMs: number,
     options?: { cause?: unknown },
   ) {
-    super(
-      `Could not acquire ${mode} lock on ${formatKeys(keys)} within ${timeoutMs} ms (waited ${Math.round(waitedMs)} ms)`,
-      options,
-    );
+    super(`Could not acquire ${mode} lock on ${formatKeys(keys)} within ${timeoutMs} ms (waited ${Math.round(waitedMs)} ms)`, options);
   }
 
   /** The first key asked for: the whole story for single-key locks. */

@@ -26,7 +26,9 @@ export async function findTransactionHosts(
   if (option === false) return [];
   if (option !== 'auto') {
     if ((await fallbackOf(option)) !== dataSource)
-      throw new DbLockOptionsError([`transactionHost does not serve DataSource '${dataSourceName}': its adapter's fallback is another DataSource's manager`]);
+      throw new DbLockOptionsError([
+        `transactionHost does not serve DataSource '${dataSourceName}': its adapter's fallback is another DataSource's manager`,
+      ]);
     if (!isBindable(option)) throw new DbLockError(unbindable(dataSourceName));
     return [option];
   }

@@ -2,7 +2,7 @@ import type { Logger } from '@nestjs/common';
 import type { DataSource, EntityManager, QueryRunner } from 'typeorm';
 import { type FenceScope, FencedTransaction } from '../core/fenced-transaction.js';
 import { EscapedWriteError } from '../errors/escaped-write.error.js';
-import { ER_LOCK_WAIT_TIMEOUT, errnoOf } from '../mysql/errno.js';
+import { ER_LOCK_WAIT_TIMEOUT, errnoOf } from '../store/mysql/errno.js';
 import { callSite } from './call-site.js';
 import { isLibraryStatement, shortStatement, takesRowLocks } from './statement-kind.js';
 

@@ -20,7 +20,7 @@ const FIX_PLAIN =
   'transaction (TransactionHost.tx).';
 const FIX_CLS =
   'Write through TransactionHost.tx (txHost.tx.getRepository(Entity) rather than an @InjectRepository repository; ' +
-  'fenced calls run as @nestjs-cls/transactional\'s current transaction) or lockService.manager.';
+  "fenced calls run as @nestjs-cls/transactional's current transaction) or lockService.manager.";
 
 /**
  * Starts what runs around fenced calls of `service`, at module init (every provider exists by
@@ -32,7 +32,9 @@ export async function startIntegrations(service: LockService, logger: Logger): P
   const { options, dataSource, dataSourceName } = service;
   const hosts = await findTransactionHosts(options.transactionHost, discoveries.get(service), dataSource, dataSourceName, logger);
   if (hosts.length > 0)
-    logger.log(`Fenced calls on DataSource '${dataSourceName}' run as @nestjs-cls/transactional's current transaction (${hosts.length} TransactionHost(s)).`);
+    logger.log(
+      `Fenced calls on DataSource '${dataSourceName}' run as @nestjs-cls/transactional's current transaction (${hosts.length} TransactionHost(s)).`,
+    );
   const ambient = hosts.length > 0 ? clsFenceScope(hosts) : undefined;
   if (options.escapedWrites === 'ignore') return ambient;
   const guard = new EscapedWriteGuard(dataSource, dataSourceName, options.escapedWrites, logger, hosts.length > 0 ? FIX_CLS : FIX_PLAIN);

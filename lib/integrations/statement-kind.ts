@@ -1,4 +1,4 @@
-import { LOCK_LOG_TABLE, LOCK_TABLE, PROCESS_TABLE, ROW_LOCK_TABLE } from '../mysql/sql.js';
+import { LOCK_LOG_TABLE, LOCK_TABLE, PROCESS_TABLE, ROW_LOCK_TABLE } from '../store/tables.js';
 
 /** Leading comments (`/* ... *\/`, `-- ...`) and a parenthesis a statement may start with. */
 const LEAD = String.raw`^\s*(?:(?:\/\*[\s\S]*?\*\/|--[^\n]*\n|#[^\n]*\n)\s*)*\(?\s*`;

@@ -37,7 +37,9 @@ export function isTransactionHostLike(value: unknown): value is TransactionHostL
   if (typeof value !== 'object' || value === null) return false;
   const host = value as Record<string, unknown>;
   try {
-    return typeof host.isTransactionActive === 'function' && typeof host.withoutTransaction === 'function' && typeof host.withTransaction === 'function';
+    return (
+      typeof host.isTransactionActive === 'function' && typeof host.withoutTransaction === 'function' && typeof host.withTransaction === 'function'
+    );
   } catch {
     return false; // a Proxy provider (nestjs-cls has some) may throw on any property read outside its context
   }

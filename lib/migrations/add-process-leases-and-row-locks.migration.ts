@@ -1,10 +1,10 @@
 import type { MigrationInterface, QueryRunner } from 'typeorm';
-import { LOCK_LOG_TABLE, PROCESS_TABLE, ROW_LOCK_TABLE } from '../mysql/sql.js';
+import { LOCK_LOG_TABLE, PROCESS_TABLE, ROW_LOCK_TABLE } from '../store/tables.js';
 
 /**
  * Second schema version (runs after CreateDbLockTables1763769600000; never edit a shipped
  * migration, add a new one):
- * - `db_lock_process`: one lease row per running process. Holders point to it, so renewing
+ * - `db_lock_process`: one process-lease row per running process. Holders point to it, so renewing
  *   every lock a process holds is one single-row UPDATE however many locks it holds.
  * - `db_lock_row_lock`: the rows whose InnoDB locks the row-lock strategy's holders keep.
  * - `db_lock_log` gains `process_id`, `strategy` and `fenced_count`; its indexes shrink to the
@@ -49,7 +49,9 @@ export class AddProcessLeasesAndRowLocks1795392000000 implements MigrationInterf
       !columns.has('fenced_count') && 'ADD COLUMN `fenced_count` INT UNSIGNED NOT NULL DEFAULT 0',
       !indexes.has('idx_db_lock_log_status_process') && 'ADD INDEX `idx_db_lock_log_status_process` (`status`, `process_id`)',
       !indexes.has('idx_db_lock_log_acquired') && 'ADD INDEX `idx_db_lock_log_acquired` (`acquired_at`)',
-      ...['idx_db_lock_log_status_expires', 'idx_db_lock_log_owner_status', 'idx_db_lock_log_ended'].map((index) => indexes.has(index) && `DROP INDEX \`${index}\``),
+      ...['idx_db_lock_log_status_expires', 'idx_db_lock_log_owner_status', 'idx_db_lock_log_ended'].map(
+        (index) => indexes.has(index) && `DROP INDEX \`${index}\``,
+      ),
     ].filter((change): change is string => typeof change === 'string');
     if (changes.length > 0) await queryRunner.query(`ALTER TABLE \`${LOCK_LOG_TABLE}\` ${changes.join(', ')}`);
   }

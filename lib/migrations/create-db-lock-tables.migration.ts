@@ -1,5 +1,5 @@
 import type { MigrationInterface, QueryRunner } from 'typeorm';
-import { LOCK_LOG_TABLE, LOCK_TABLE } from '../mysql/sql.js';
+import { LOCK_LOG_TABLE, LOCK_TABLE } from '../store/tables.js';
 
 /**
  * Creates the first two lock tables (the second migration adds the rest). Add it to your DataSource's `migrations` (the DB_LOCK_MIGRATIONS

@@ -1,7 +1,8 @@
 import { AddProcessLeasesAndRowLocks1795392000000 } from './add-process-leases-and-row-locks.migration.js';
 import { CreateDbLockTables1763769600000 } from './create-db-lock-tables.migration.js';
+import { AddSemaphores1795996800000 } from './add-semaphores.migration.js';
 
-export { AddProcessLeasesAndRowLocks1795392000000, CreateDbLockTables1763769600000 };
+export { AddProcessLeasesAndRowLocks1795392000000, AddSemaphores1795996800000, CreateDbLockTables1763769600000 };
 
 /**
  * Every schema migration of the library, oldest first: `migrations: [...mine, ...DB_LOCK_MIGRATIONS]`,
@@ -11,4 +12,5 @@ export { AddProcessLeasesAndRowLocks1795392000000, CreateDbLockTables17637696000
 export const DB_LOCK_MIGRATIONS: Function[] = Object.freeze([
   CreateDbLockTables1763769600000,
   AddProcessLeasesAndRowLocks1795392000000,
+  AddSemaphores1795996800000,
 ]) as unknown as Function[];

@@ -4,7 +4,7 @@
  * figure is a median over `rounds` rounds, designs interleaved round by round so drifting
  * background load hits every design alike.
  */
-export const SECTIONS = ['uncontended', 'contention', 'scale'] as const;
+export const SECTIONS = ['uncontended', 'contention', 'semaphore', 'scale'] as const;
 export type Section = (typeof SECTIONS)[number];
 
 export interface BenchConfig {
@@ -32,11 +32,15 @@ export interface BenchConfig {
 /** Every knob with its default (quick default) and meaning, for the report and the notes. */
 export const KNOBS: readonly [name: string, defaults: string, meaning: string][] = [
   ['BENCH_QUICK', 'unset', '`1`: short indicative run (the defaults in parentheses)'],
-  ['BENCH_SECTIONS', 'uncontended,contention,scale', 'sections to run, comma-separated; the targets of the others read "not measured"'],
+  ['BENCH_SECTIONS', 'uncontended,contention,semaphore,scale', 'sections to run, comma-separated; the targets of the others read "not measured"'],
   ['BENCH_ROUNDS', '5 (3)', 'rounds per figure (median, min–max)'],
   ['BENCH_OPS', '300 (100)', 'sequential operations per uncontended round'],
   ['BENCH_WINDOW_MS', '3000 (1500)', 'measured window of one contention round, ms'],
-  ['BENCH_PROCESSES / BENCH_CALLERS', '4 / 4', 'contention: processes × callers on one key (row-lock callers wait on DataSource connections: at most 5 per process with the pool of 10)'],
+  [
+    'BENCH_PROCESSES / BENCH_CALLERS',
+    '4 / 4',
+    'contention: processes × callers on one key (row-lock callers wait on DataSource connections: at most 5 per process with the pool of 10)',
+  ],
   ['BENCH_HELD_LOCKS', '10000', 'locks held at once in the scale section'],
   ['BENCH_RENEWAL_WINDOW_MS', '3000 (2000)', 'measured window of one renewal round, ms'],
   ['BENCH_LOG_ROWS', '1000000 (131072)', 'terminal log rows for the big-table figure'],
@@ -56,7 +60,10 @@ function int(name: string, fallback: number): number {
 function sections(): Section[] {
   const raw = process.env.BENCH_SECTIONS;
   if (raw === undefined || raw.trim() === '') return [...SECTIONS];
-  const picked = raw.split(',').map((s) => s.trim()).filter(Boolean);
+  const picked = raw
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
   const unknown = picked.filter((s) => !SECTIONS.includes(s as Section));
   if (unknown.length > 0 || picked.length === 0) throw new Error(`BENCH_SECTIONS takes ${SECTIONS.join(', ')} (comma-separated), got '${raw}'`);
   return SECTIONS.filter((s) => picked.includes(s));

@@ -95,7 +95,11 @@ async function serialFloorRound(admin: mysql.Connection, ops: number): Promise<n
   return ops / ((hostNow() - t0) / 1000);
 }
 
-async function calibrate(setup: ContentionSetup, designs: readonly DesignId[], facts: Record<string, DesignFacts>): Promise<Map<DesignId, Calibration>> {
+async function calibrate(
+  setup: ContentionSetup,
+  designs: readonly DesignId[],
+  facts: Record<string, DesignFacts>,
+): Promise<Map<DesignId, Calibration>> {
   const calibration = new Map<DesignId, Calibration>();
   const worker = setup.workers[0]!;
   for (const design of designs) {
@@ -109,14 +113,31 @@ async function calibrate(setup: ContentionSetup, designs: readonly DesignId[], f
   return calibration;
 }
 
-async function runRound(setup: ContentionSetup, config: BenchConfig, design: DesignId, calibration: Calibration, pauseMs: number, windowMs: number, record: boolean): Promise<RoundMetrics> {
+async function runRound(
+  setup: ContentionSetup,
+  config: BenchConfig,
+  design: DesignId,
+  calibration: Calibration,
+  pauseMs: number,
+  windowMs: number,
+  record: boolean,
+): Promise<RoundMetrics> {
   const { workers, admin, redis } = setup;
   await admin.query('UPDATE bench_counter SET v = 0 WHERE id = ?', [COUNTER_ID]);
   const q0 = await globalQuestions(admin);
   const r0 = await redisCommands(redis);
   const startAt = hostNow() + 150;
   const deadline = startAt + windowMs;
-  const args: RoundArgs = { design, key: keyOf(design), counterId: COUNTER_ID, callers: config.callersPerProcess, startAt, deadline, pauseMs, record };
+  const args: RoundArgs = {
+    design,
+    key: keyOf(design),
+    counterId: COUNTER_ID,
+    callers: config.callersPerProcess,
+    startAt,
+    deadline,
+    pauseMs,
+    record,
+  };
   const results = await Promise.all(workers.map((w) => w.run<RoundResult>(SCENARIO, 'contentionRound', args)));
   const endedAt = hostNow();
   const q1 = await globalQuestions(admin);
@@ -154,7 +175,13 @@ function summarise(rounds: RoundMetrics[]): ContentionFigures {
   return { ...out, lostTotal: rounds.reduce((s, r) => s + r.lost, 0), gaveUpTotal: rounds.reduce((s, r) => s + r.gaveUp, 0) };
 }
 
-async function runVariant(setup: ContentionSetup, config: BenchConfig, designs: readonly DesignId[], calibration: Map<DesignId, Calibration>, pauseMs: number): Promise<ContentionVariant> {
+async function runVariant(
+  setup: ContentionSetup,
+  config: BenchConfig,
+  designs: readonly DesignId[],
+  calibration: Map<DesignId, Calibration>,
+  pauseMs: number,
+): Promise<ContentionVariant> {
   const background = await backgroundQps(setup.admin, 1000);
   // Warm-up (connections, doorbells, scripts loaded), not recorded.
   for (const design of designs) await runRound(setup, config, design, calibration.get(design)!, pauseMs, 400, false);
@@ -176,12 +203,23 @@ async function runVariant(setup: ContentionSetup, config: BenchConfig, designs: 
 }
 
 /** The variants (by default: callers re-request at once; callers pause 2 ms), after a calibration of every design. */
-export async function runContention(setup: ContentionSetup, config: BenchConfig, designs: readonly DesignId[], pauses: readonly number[] = [0, 2]): Promise<ContentionResult> {
+export async function runContention(
+  setup: ContentionSetup,
+  config: BenchConfig,
+  designs: readonly DesignId[],
+  pauses: readonly number[] = [0, 2],
+): Promise<ContentionResult> {
   const keys = Object.fromEntries(designs.map((d) => [d, keyOf(d)]));
-  const facts = (await Promise.all(setup.workers.map((w) => w.run<Record<string, DesignFacts>>(SCENARIO, 'contentionSetup', { designs, redisUrl: setup.redisUrl, keyOf: keys }))))[0]!;
+  const facts = (
+    await Promise.all(
+      setup.workers.map((w) => w.run<Record<string, DesignFacts>>(SCENARIO, 'contentionSetup', { designs, redisUrl: setup.redisUrl, keyOf: keys })),
+    )
+  )[0]!;
   const calibration = await calibrate(setup, designs, facts);
   for (const [d, c] of calibration)
-    setup.log(`  calibration ${d}: ${c.roundTripsPerHold.toFixed(2)} round trips per hold; statements per hold ${c.measuredStatementsPerHold.toFixed(2)} measured, ${c.usefulStatements} declared`);
+    setup.log(
+      `  calibration ${d}: ${c.roundTripsPerHold.toFixed(2)} round trips per hold; statements per hold ${c.measuredStatementsPerHold.toFixed(2)} measured, ${c.usefulStatements} declared`,
+    );
   const variants: ContentionVariant[] = [];
   for (const pauseMs of pauses) variants.push(await runVariant(setup, config, designs, calibration, pauseMs));
   return { designs, calibration, variants, backgroundAfterQps: await backgroundQps(setup.admin, 1000) };

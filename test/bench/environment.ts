@@ -48,7 +48,9 @@ function version(pkg: string): string {
 export async function benchEnvironment(admin: mysql.Connection, redis: Redis): Promise<BenchEnvironment> {
   const loadAtStart = loadavg();
   const [[row]] = (await admin.query('SELECT VERSION() AS v')) as unknown as [[{ v: string }]];
-  const [vars] = (await admin.query('SHOW GLOBAL VARIABLES WHERE Variable_name IN (?)', [VARIABLES])) as unknown as [{ Variable_name: string; Value: string }[]];
+  const [vars] = (await admin.query('SHOW GLOBAL VARIABLES WHERE Variable_name IN (?)', [VARIABLES])) as unknown as [
+    { Variable_name: string; Value: string }[],
+  ];
   const info = await redis.info('server');
   return {
     date: new Date().toISOString(),

@@ -5,7 +5,7 @@
  * after the grant (the early open switched off); and the physical floor of the path: a durable
  * grant shape in one round trip, then a READ COMMITTED transaction running the UPDATE and one PK
  * UPDATE of the grant's log row (the release in the business commit).
- * `node build/test/bench/probe-decorated.js [ops]`
+ * `node build/test/bench/probe-decorated.js [ops] [blocks]`
  */
 import 'reflect-metadata';
 import mysql from 'mysql2/promise';
@@ -58,12 +58,15 @@ async function main(): Promise<void> {
   };
   const ops = Number(process.argv[2] ?? 1000);
   const samples: Record<string, number[]> = {};
-  for (let i = 0; i < ops; i++)
-    for (const [name, op] of Object.entries(items)) {
-      const t0 = performance.now();
-      await op();
-      (samples[name] ??= []).push(performance.now() - t0);
-    }
+  // 'blocks': each item's ops in a row, as the bench's rounds run them; default: interleaved op by op.
+  const blocks = process.argv[3] === 'blocks';
+  const run = async (name: string, op: () => Promise<unknown>) => {
+    const t0 = performance.now();
+    await op();
+    (samples[name] ??= []).push(performance.now() - t0);
+  };
+  if (blocks) for (const [name, op] of Object.entries(items)) for (let i = 0; i < ops; i++) await run(name, op);
+  else for (let i = 0; i < ops; i++) for (const [name, op] of Object.entries(items)) await run(name, op);
   EarlyBusinessTransaction.prototype.open = open;
   const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
   const plain = median(samples.plain!);

@@ -39,4 +39,10 @@ async function main(): Promise<void> {
   console.log(`handoff p50 ${p(handoffs, 0.5)} p90 ${p(handoffs, 0.9)} ms; release p50 ${p(releases, 0.5)} ms`);
 }
 
-main().then(() => process.exit(0), (e: unknown) => { console.error(e); process.exit(1); });
+main().then(
+  () => process.exit(0),
+  (e: unknown) => {
+    console.error(e);
+    process.exit(1);
+  },
+);

@@ -19,6 +19,7 @@ import type { BenchResults } from './report/results.js';
 import { checkTargets } from './report/targets.js';
 import { contentionSection, scaleSection, uncontendedSection } from './sections.js';
 import { hostNow } from './stats.js';
+import { semaphoreSection } from './semaphore.js';
 
 const started = hostNow();
 const log = (line: string): void => {
@@ -35,7 +36,9 @@ async function main(): Promise<void> {
   try {
     for (const sql of BENCH_SCHEMA) await db.query(sql);
     const env = await benchEnvironment(db.admin, redis);
-    log(`${env.cpus} CPUs ${env.cpuModel}; ${env.database}; Redis ${env.redis}; Node ${env.node}; load ${env.loadAtStart.map((l) => l.toFixed(1)).join(' ')}`);
+    log(
+      `${env.cpus} CPUs ${env.cpuModel}; ${env.database}; Redis ${env.redis}; Node ${env.node}; load ${env.loadAtStart.map((l) => l.toFixed(1)).join(' ')}`,
+    );
     const results: BenchResults = { env, config, durationMs: 0, loadAtEnd: [] };
     if (config.sections.includes('uncontended')) {
       log('uncontended section');
@@ -44,6 +47,10 @@ async function main(): Promise<void> {
     if (config.sections.includes('contention')) {
       log('contention section');
       results.contention = await contentionSection(db, redis, redisUrl, config, log);
+    }
+    if (config.sections.includes('semaphore')) {
+      log('semaphore section');
+      results.semaphore = await semaphoreSection(db, config, log);
     }
     if (config.sections.includes('scale')) {
       log('scale section');

@@ -74,7 +74,8 @@ export async function runHeldLocks(db: TestDatabase, config: BenchConfig, log: (
     const [small, large] = workers as [LockWorker, LockWorker];
     await createKeyRows(db.admin, 'bench:held-small', SMALL_HELD);
     await createKeyRows(db.admin, 'bench:held-large', config.heldLocks);
-    const acquire = (w: LockWorker, count: number, prefix: string) => w.run<AcquiredMany>(SCENARIO, 'acquireMany', { count, prefix, concurrency: 40 });
+    const acquire = (w: LockWorker, count: number, prefix: string) =>
+      w.run<AcquiredMany>(SCENARIO, 'acquireMany', { count, prefix, concurrency: 40 });
     const smallAcquired = await acquire(small, SMALL_HELD, 'bench:held-small');
     const largeAcquired = await acquire(large, config.heldLocks, 'bench:held-large');
     log(`  acquired ${SMALL_HELD} in ${Math.round(smallAcquired.acquireMs)} ms, ${config.heldLocks} in ${Math.round(largeAcquired.acquireMs)} ms`);
@@ -85,7 +86,9 @@ export async function runHeldLocks(db: TestDatabase, config: BenchConfig, log: (
       const [a, b] = await Promise.all(workers.map((w) => w.run<RenewalWindow>(SCENARIO, 'renewalWindow', { windowMs: config.renewalWindowMs })));
       windows[0].push(a!);
       windows[1].push(b!);
-      log(`  renewal round ${r + 1}/${config.rounds}: ${SMALL_HELD} locks ${a!.renewingMs.toFixed(1)} ms in ${a!.renewals}; ${config.heldLocks} locks ${b!.renewingMs.toFixed(1)} ms in ${b!.renewals}`);
+      log(
+        `  renewal round ${r + 1}/${config.rounds}: ${SMALL_HELD} locks ${a!.renewingMs.toFixed(1)} ms in ${a!.renewals}; ${config.heldLocks} locks ${b!.renewingMs.toFixed(1)} ms in ${b!.renewals}`,
+      );
     }
     const [smallReleased, largeReleased] = await Promise.all(workers.map((w) => w.run<ReleasedMany>(SCENARIO, 'releaseMany', { concurrency: 40 })));
     return {
@@ -128,7 +131,9 @@ async function fillLog(admin: mysql.Connection, rows: number): Promise<number> {
 
 export async function runLogTable(empty: TestDatabase, big: TestDatabase, config: BenchConfig, log: (line: string) => void): Promise<LogTableResult> {
   const fillMs = await fillLog(big.admin, config.logRows);
-  const [[counts]] = (await big.admin.query("SELECT COUNT(*) AS n, SUM(lock_key = 'bench:logtable') AS hot FROM db_lock_log")) as unknown as [[{ n: number; hot: string }]];
+  const [[counts]] = (await big.admin.query("SELECT COUNT(*) AS n, SUM(lock_key = 'bench:logtable') AS hot FROM db_lock_log")) as unknown as [
+    [{ n: number; hot: string }],
+  ];
   log(`  filled ${counts.n} log rows in ${Math.round(fillMs)} ms`);
   const workers = await Promise.all([LockWorker.start({ settings: empty.settings }), LockWorker.start({ settings: big.settings })]);
   try {

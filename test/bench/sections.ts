@@ -11,7 +11,7 @@ import { designDeps } from './designs/deps.js';
 import { createDesign, DESIGN_IDS, type DesignId, type LockDesign } from './designs/index.js';
 import { type HeldLocksResult, type LogTableResult, runHeldLocks, runLogTable } from './scale.js';
 import { runUncontended, type UncontendedResult } from './uncontended.js';
-import { FLOOR_KEY, uncontendedItems } from './uncontended-items.js';
+import { FLOOR_KEY, ROW_LOCK_FLOOR_KEY, uncontendedItems } from './uncontended-items.js';
 
 type Log = (line: string) => void;
 
@@ -21,17 +21,15 @@ const UNCONTENDED_DESIGNS: [DesignId, string][] = [
   ['naive-table', 'bench:u:naive'],
   ['redlock', 'bench:u:redlock'],
   ['row-lock', 'bench:u:row-lock'],
-  ['row-lock-no-record', 'bench:u:experiment'],
 ];
 
 /** In the bench's own process: one app (janitor on, defaults), the floors on a plain connection. */
 export async function uncontendedSection(db: TestDatabase, redisUrl: string, config: BenchConfig, log: Log): Promise<UncontendedResult> {
   const floor = await mysql.createConnection({ ...db.settings, multipleStatements: true });
-  // multipleStatements on the DataSource: the experiment sends its grant statements in one round trip, as the library does.
-  const { app, locks } = await createLockApp(db.settings, {}, { mysqlExtra: { multipleStatements: true } });
+  const { app, locks } = await createLockApp(db.settings, {});
   const designs = new Map<DesignId, LockDesign>();
   try {
-    await floor.query('INSERT INTO db_lock (lock_key, fencing_token) VALUES (?, 0)', [FLOOR_KEY]);
+    await floor.query('INSERT INTO db_lock (lock_key, fencing_token) VALUES (?, 0), (?, 0)', [FLOOR_KEY, ROW_LOCK_FLOOR_KEY]);
     const deps = designDeps(locks, app.get(DataSource), db.settings, redisUrl);
     for (const [id, key] of UNCONTENDED_DESIGNS) {
       const design = await createDesign(id, deps);

@@ -2,7 +2,7 @@
  * What the uncontended section measures, one caller and one key each: the floors (round trip,
  * durable commits, the physical floor of a durable grant and release with an audit row, the bare
  * blocking locks, a plain TypeORM transaction), the peers, the library (lease, decorators,
- * row-lock) and the row-lock experiment without its durable grant record.
+ * row-lock) and the writes of a row-lock hold sent by hand.
  */
 import type mysql from 'mysql2/promise';
 import type { DataSource } from 'typeorm';
@@ -11,7 +11,7 @@ import { DecoratedWork } from './designs/decorated.js';
 import type { Body, DesignId, LockDesign } from './designs/index.js';
 import { hostNow } from './stats.js';
 
-export type ItemKind = 'floor' | 'peer' | 'library' | 'experiment';
+export type ItemKind = 'floor' | 'peer' | 'library';
 
 export interface UncontendedItem {
   readonly id: string;
@@ -37,13 +37,21 @@ export interface UncontendedDeps {
 
 /** The log row and counter the physical floor writes, on a key nothing else uses. */
 export const FLOOR_KEY = 'bench:u:floor';
+/** The key row the hand-sent row-lock writes lock and bump. */
+export const ROW_LOCK_FLOOR_KEY = 'bench:u:row-lock-floor';
+/** A row-lock hold's writes: lock and bump the key row (token in the OK packet), the audit row. */
+const ROW_LOCK_WRITES = [
+  `UPDATE db_lock SET fencing_token = LAST_INSERT_ID(fencing_token + 1), last_granted_at = UTC_TIMESTAMP(6) WHERE lock_key = '${ROW_LOCK_FLOOR_KEY}'`,
+  'INSERT INTO db_lock_log (lock_key, mode, owner, holder, strategy, fencing_token, status, lease_ms, acquired_at, expires_at, ended_at, wait_ms, hold_ms) ' +
+    `VALUES ('${ROW_LOCK_FLOOR_KEY}', 'write', UUID(), 'bench:floor', 'row-lock', LAST_INSERT_ID(), 'RELEASED', 0, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), 0, 0)`,
+];
 const UPDATE = 'UPDATE bench_counter SET v = v + 1 WHERE id = 3';
 const noop: Body = async () => {};
 const oneUpdate: Body = async (query) => void (await query(UPDATE));
 
 /** Round trip 1 of the physical floor: a durable grant with its audit row (db_lock_log and its indexes) and its counter. */
 const GRANT_SHAPE =
-  "START TRANSACTION; INSERT INTO db_lock_log (lock_key, mode, owner, holder, strategy, fencing_token, status, lease_ms, acquired_at, expires_at, wait_ms) " +
+  'START TRANSACTION; INSERT INTO db_lock_log (lock_key, mode, owner, holder, strategy, fencing_token, status, lease_ms, acquired_at, expires_at, wait_ms) ' +
   `VALUES ('${FLOOR_KEY}', 'write', UUID(), 'bench:floor', 'lease', 1, 'ACQUIRED', 30000, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL 30 SECOND, 0); ` +
   `UPDATE db_lock SET fencing_token = fencing_token + 1 WHERE lock_key = '${FLOOR_KEY}'; COMMIT`;
 /** Round trip 2: the durable release, one PK UPDATE of that log row. */
@@ -57,7 +65,10 @@ export function uncontendedItems(deps: UncontendedDeps): UncontendedItem[] {
     const [results] = (await floor.query(GRANT_SHAPE)) as unknown as [{ insertId: number }[]];
     return results[1]!.insertId;
   };
-  const design = (id: DesignId, key: string, body: Body = noop) => async () => void (await deps.designs.get(id)!.hold(key, 0, body));
+  const design =
+    (id: DesignId, key: string, body: Body = noop) =>
+    async () =>
+      void (await deps.designs.get(id)!.hold(key, 0, body));
   const times = () => ({ acquiredAt: 0, releasingAt: 0 });
   return [
     { id: 'select1', label: '`SELECT 1` round trip', kind: 'floor', roundTrips: '1', op: async () => void (await floor.query('SELECT 1')) },
@@ -72,7 +83,13 @@ export function uncontendedItems(deps: UncontendedDeps): UncontendedItem[] {
         await pkUpdate();
       },
     },
-    { id: 'grant-shape', label: 'durable grant shape: START; INSERT audit row into db_lock_log; UPDATE counter; COMMIT', kind: 'floor', roundTrips: '1', op: async () => void (await grantShape()) },
+    {
+      id: 'grant-shape',
+      label: 'durable grant shape: START; INSERT audit row into db_lock_log; UPDATE counter; COMMIT',
+      kind: 'floor',
+      roundTrips: '1',
+      op: async () => void (await grantShape()),
+    },
     {
       id: 'physical-floor',
       label: 'physical floor: the durable grant shape + one PK UPDATE of that log row (durable release)',
@@ -81,6 +98,18 @@ export function uncontendedItems(deps: UncontendedDeps): UncontendedItem[] {
       op: async () => {
         const id = await grantShape();
         await floor.query(RELEASE_SHAPE, [id]);
+      },
+    },
+    {
+      id: 'decorated-floor',
+      label: "decorator path's floor: the durable grant shape, then the plain TypeORM transaction with the same UPDATE",
+      kind: 'floor',
+      roundTrips: '1 + 3',
+      op: async () => {
+        await grantShape();
+        await dataSource.transaction(async (manager) => {
+          await manager.query(UPDATE);
+        });
       },
     },
     {
@@ -93,7 +122,13 @@ export function uncontendedItems(deps: UncontendedDeps): UncontendedItem[] {
         await floor.query("SELECT RELEASE_LOCK('bench:u:get-lock')");
       },
     },
-    { id: 'for-update', label: 'bare `BEGIN; SELECT … FOR UPDATE; COMMIT`', kind: 'floor', roundTrips: '3', op: design('for-update', 'bench:u:for-update') },
+    {
+      id: 'for-update',
+      label: 'bare `BEGIN; SELECT … FOR UPDATE; COMMIT`',
+      kind: 'floor',
+      roundTrips: '3',
+      op: design('for-update', 'bench:u:for-update'),
+    },
     {
       id: 'plain-tx',
       label: 'plain TypeORM transaction with one UPDATE (`dataSource.transaction`)',
@@ -110,9 +145,10 @@ export function uncontendedItems(deps: UncontendedDeps): UncontendedItem[] {
     {
       id: 'lease-write',
       countsRoundTrips: true,
-      label: 'lease: exclusive acquire + release, audit row',
+      label:
+        'lease: exclusive acquire + release, audit row (acquire: START; conditional UPDATE of the key row; INSERT log row; SELECT it; COMMIT. Release: one UPDATE)',
       kind: 'library',
-      roundTrips: '2',
+      roundTrips: '1 + 1 (5 + 1 statements)',
       op: async () => {
         const t0 = hostNow();
         const lock = await locks.acquire('bench:u:lease');
@@ -126,7 +162,7 @@ export function uncontendedItems(deps: UncontendedDeps): UncontendedItem[] {
       countsRoundTrips: true,
       label: 'lease: read acquire + release, audit row',
       kind: 'library',
-      roundTrips: '2',
+      roundTrips: '1 + 1 (5 + 1 statements)',
       op: async () => {
         const lock = await locks.acquire('bench:u:lease', { mode: 'read' });
         await lock.release();
@@ -148,9 +184,10 @@ export function uncontendedItems(deps: UncontendedDeps): UncontendedItem[] {
     {
       id: 'lease-decorated',
       countsRoundTrips: true,
-      label: "lease: `@WriteLock` method running the same UPDATE ('requires-new'; the lock ends in the business commit)",
+      label:
+        "lease: `@WriteLock` method running the same UPDATE ('requires-new': its transaction opens while the grant is on the wire; the fence UPDATE ends the lock in the business commit)",
       kind: 'library',
-      roundTrips: '1 + 5',
+      roundTrips: '1 + 5 (2 overlap the grant)',
       op: () => work.lease('bench:u:dec-lease', oneUpdate, times()),
     },
     {
@@ -170,12 +207,32 @@ export function uncontendedItems(deps: UncontendedDeps): UncontendedItem[] {
       op: () => work.rowLock('bench:u:dec-row', oneUpdate, times()),
     },
     {
-      id: 'row-lock-no-record-empty',
-      countsRoundTrips: true,
-      label: 'experiment (not a library mode): row-lock with an empty fn, grant record inside the locking transaction (no commit of its own)',
-      kind: 'experiment',
-      roundTrips: '6',
-      op: design('row-lock-no-record', 'bench:u:experiment'),
+      id: 'row-lock-floor',
+      label:
+        "a row-lock hold's writes by hand on the DataSource: TypeORM `startTransaction('READ COMMITTED')`; UPDATE key row; INSERT audit row; COMMIT",
+      kind: 'floor',
+      roundTrips: '5',
+      op: async () => {
+        const runner = dataSource.createQueryRunner('master');
+        try {
+          await runner.startTransaction('READ COMMITTED');
+          for (const sql of ROW_LOCK_WRITES) await runner.query(sql);
+          await runner.commitTransaction();
+        } finally {
+          await runner.release();
+        }
+      },
+    },
+    {
+      id: 'row-lock-floor-raw',
+      label: "a row-lock hold's writes by hand on a plain mysql2 connection: BEGIN; UPDATE key row; INSERT audit row; COMMIT",
+      kind: 'floor',
+      roundTrips: '4',
+      op: async () => {
+        await floor.query('BEGIN');
+        for (const sql of ROW_LOCK_WRITES) await floor.query(sql);
+        await floor.query('COMMIT');
+      },
     },
   ];
 }

@@ -91,13 +91,21 @@ export async function runChaos(db: TestDatabase, plan: ChaosPlan): Promise<Chaos
 
   await Promise.all(Array.from({ length: plan.workers }, (_, i) => launch(i)));
   const attacks: Record<string, number> = {};
-  const context = { db, plan, relaunch: launch, live };
+  // A killed worker is relaunched in the background: the attack rate must not depend on how long a
+  // worker takes to boot (on a loaded machine that starved the run of attacks).
+  const relaunches: Promise<void>[] = [];
+  const relaunch = (index: number): Promise<void> => {
+    relaunches.push(launch(index));
+    return Promise.resolve();
+  };
+  const context = { db, plan, relaunch, live };
   while (plan.attacks.length > 0 && performance.now() - started < plan.durationMs - plan.attackEveryMs) {
     await sleep(plan.attackEveryMs * (0.5 + Math.random()));
     const attack = plan.attacks[Math.floor(Math.random() * plan.attacks.length)]!;
     if (await ATTACKS[attack](context)) attacks[attack] = (attacks[attack] ?? 0) + 1;
   }
   // Let every loop end on its own time, then every process close as an app would.
+  await Promise.all(relaunches);
   while (runs.length > 0) await runs.shift();
   for (const target of live.values()) target.worker.signal('SIGCONT');
   await Promise.all([...live.values()].map((t) => t.worker.close()));
@@ -134,7 +142,7 @@ export async function runChaos(db: TestDatabase, plan: ChaosPlan): Promise<Chaos
 
 export function describeReport(r: ChaosReport): string {
   return (
-    `${r.sections} sections (${r.verdict.claims} claims, ${r.verdict.abortedSections} ended knowing the lock was lost), ` +
+    `${r.sections} sections (${r.verdict.claims} claims, ${r.verdict.uncommittedClaims} of them rolled back, ${r.verdict.abortedSections} ended knowing the lock was lost), ` +
     `attacks ${JSON.stringify(r.attacks)}, timeouts ${r.timeouts} (late ${r.lateTimeouts}), typed errors ${JSON.stringify(r.typed)}, ` +
     `business-statement errors ${r.business}, untyped ${r.untyped.length}; overlaps ${r.verdict.overlaps.length}, lost updates ${r.verdict.lostUpdates}, ` +
     `token order ${r.verdict.tokenOrder.length}; leftovers ${JSON.stringify(r.leftovers)}`

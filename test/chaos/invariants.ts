@@ -11,8 +11,14 @@ export interface Verdict {
   overlaps: string[];
   /** Counter value differing from its committed sections. */
   lostUpdates: number;
-  /** A claim whose token is not greater than the previous claim's on that key. */
+  /**
+   * A committed claim whose token is not greater than the previous committed claim's on that key.
+   * A row-lock hold that rolled back never committed its token, which the next holder receives
+   * again; its claim still counts for overlaps.
+   */
   tokenOrder: string[];
+  /** Claims of row-lock holds that rolled back after the section (their token may be handed out again). */
+  uncommittedClaims: number;
   /** Sections that ended with an aborted signal (they knew they had lost the lock). */
   abortedSections: number;
   /** Per key: counter vs committed sections, where they differ. */
@@ -28,19 +34,29 @@ interface AuditRow {
   exited: number;
   aborted: number;
   pid: number;
+  committed: number;
 }
 
 export async function checkSections(db: TestDatabase): Promise<Verdict> {
   const rows = await db.query<AuditRow[]>(
     'SELECT k, style, strategy, token, pid, aborted, ' +
+      "(style = 'fenced' OR section IS NULL OR EXISTS (SELECT 1 FROM chaos_commit c WHERE c.section = chaos_audit.section)) AS committed, " +
       'TIMESTAMPDIFF(MICROSECOND, "2000-01-01", entered_at) AS entered, TIMESTAMPDIFF(MICROSECOND, "2000-01-01", exited_at) AS exited ' +
       'FROM chaos_audit ORDER BY k, entered_at, id',
   );
-  const verdict: Verdict = { claims: 0, overlaps: [], lostUpdates: 0, tokenOrder: [], abortedSections: 0, counterMismatches: [] };
+  const verdict: Verdict = { claims: 0, overlaps: [], lostUpdates: 0, tokenOrder: [], uncommittedClaims: 0, abortedSections: 0, counterMismatches: [] };
   let previous: AuditRow | undefined;
+  let previousCommitted: AuditRow | undefined;
   let latestExit: AuditRow | undefined;
   for (const raw of rows) {
-    const row = { ...raw, token: Number(raw.token), entered: Number(raw.entered), exited: Number(raw.exited), aborted: Number(raw.aborted) };
+    const row = {
+      ...raw,
+      token: Number(raw.token),
+      entered: Number(raw.entered),
+      exited: Number(raw.exited),
+      aborted: Number(raw.aborted),
+      committed: Number(raw.committed),
+    };
     if (row.aborted) {
       verdict.abortedSections++;
       continue;
@@ -52,8 +68,12 @@ export async function checkSections(db: TestDatabase): Promise<Verdict> {
         `${row.k}: ${row.style} ${row.strategy} token ${row.token} (pid ${row.pid}) entered ${(latestExit.exited - row.entered) / 1000} ms before ` +
           `${latestExit.style} ${latestExit.strategy} token ${latestExit.token} (pid ${latestExit.pid}) exited`,
       );
-    if (previous?.k === row.k && row.token !== 0 && row.token <= previous.token)
-      verdict.tokenOrder.push(`${row.k}: token ${row.token} after token ${previous.token}`);
+    if (!row.committed) verdict.uncommittedClaims++;
+    else {
+      if (previousCommitted?.k === row.k && row.token !== 0 && row.token <= previousCommitted.token)
+        verdict.tokenOrder.push(`${row.k}: token ${row.token} after token ${previousCommitted.token}`);
+      previousCommitted = row;
+    }
     if (!latestExit || row.exited > latestExit.exited) latestExit = row;
     previous = row;
   }

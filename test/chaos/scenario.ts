@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { DataSource, type EntityManager } from 'typeorm';
 import { DbLockError, LockTimeoutError, type LockStrategyName } from '../../lib/index.js';
@@ -21,7 +22,12 @@ export const CHAOS_TABLES = [
   'CREATE TABLE chaos_counter (k VARCHAR(32) PRIMARY KEY, n INT NOT NULL DEFAULT 0) ENGINE=InnoDB',
   'CREATE TABLE chaos_audit (id BIGINT AUTO_INCREMENT PRIMARY KEY, k VARCHAR(32) NOT NULL, style VARCHAR(8) NOT NULL, ' +
     'strategy VARCHAR(8) NOT NULL, pid INT NOT NULL, token BIGINT NOT NULL, entered_at DATETIME(6) NOT NULL, exited_at DATETIME(6) NOT NULL, ' +
-    'aborted TINYINT NOT NULL DEFAULT 0, KEY (k, entered_at)) ENGINE=InnoDB',
+    'aborted TINYINT NOT NULL DEFAULT 0, section CHAR(36) NULL, KEY (k, entered_at)) ENGINE=InnoDB',
+  // A row-lock hold's token commits with its transaction. A signal section writes its audit row
+  // outside that transaction (it models work outside the database), so it also leaves a marker
+  // inside it: the marker exists exactly when the hold committed, and only committed holds owe
+  // strictly increasing tokens.
+  'CREATE TABLE chaos_commit (section CHAR(36) PRIMARY KEY) ENGINE=InnoDB',
 ];
 
 export type SectionStyle = 'fenced' | 'signal';
@@ -101,14 +107,15 @@ export async function chaosLoop(ctx: WorkerContext<ChaosLoopArgs>): Promise<Chao
     );
   };
 
-  const signalBody = async (key: string, token: number, signal: AbortSignal | undefined): Promise<void> => {
+  const signalBody = async (key: string, token: number, signal: AbortSignal | undefined, holdManager?: EntityManager): Promise<void> => {
     const q = (sql: string, params: unknown[] = []) => dataSource.query(sql, params);
+    const section = holdManager ? randomUUID() : null;
     const entered = await serverNow(q);
     await sleep(Math.random() * a.gapMs);
     const exited = await serverNow(q);
     const aborted = signal?.aborted ? 1 : 0; // read after the exit time was taken
     await business(() =>
-      q('INSERT INTO chaos_audit (k, style, strategy, pid, token, entered_at, exited_at, aborted) VALUES (?, ?, ?, ?, ?, ?, ?, ?)', [
+      q('INSERT INTO chaos_audit (k, style, strategy, pid, token, entered_at, exited_at, aborted, section) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)', [
         key,
         'signal',
         a.locked ? a.strategy : 'none',
@@ -117,8 +124,10 @@ export async function chaosLoop(ctx: WorkerContext<ChaosLoopArgs>): Promise<Chao
         entered,
         exited,
         aborted,
+        section,
       ]),
     );
+    if (holdManager) await business(() => holdManager.query('INSERT INTO chaos_commit (section) VALUES (?)', [section]));
   };
 
   const section = async (key: string): Promise<void> => {
@@ -131,7 +140,7 @@ export async function chaosLoop(ctx: WorkerContext<ChaosLoopArgs>): Promise<Chao
     if (a.style === 'fenced') {
       await ctx.locks.runLocked(key, () => fencedBody(ctx.locks.manager, key, ctx.locks.currentLock!.fencingToken), options);
     } else {
-      await ctx.locks.withLock(key, (lock) => signalBody(key, lock.fencingToken, lock.signal), { ...options });
+      await ctx.locks.withLock(key, (lock) => signalBody(key, lock.fencingToken, lock.signal, lock.manager), { ...options });
     }
   };
 

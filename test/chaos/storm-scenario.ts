@@ -13,6 +13,8 @@ export interface StormArgs {
   strategy: LockStrategyName;
   timeoutMs: number;
   transaction: 'requires-new' | 'none';
+  /** Each caller takes every key once, one per call, in its own random order (`calls` and `keysPerCall` ignored). */
+  everyKey?: boolean;
 }
 
 export interface StormResult {
@@ -30,8 +32,9 @@ export async function storm(ctx: WorkerContext<StormArgs>): Promise<StormResult>
   const result: StormResult = { done: 0, tokens: {}, typed: {}, untyped: [], maxMs: 0 };
   await sleep(Math.max(0, a.startAt - Date.now()));
   const caller = async (): Promise<void> => {
-    for (let i = 0; i < a.calls; i++) {
-      const keys = Array.from({ length: a.keysPerCall }, () => a.keys[Math.floor(Math.random() * a.keys.length)]!);
+    const order = a.everyKey ? shuffled(a.keys) : [];
+    for (let i = 0; i < (a.everyKey ? order.length : a.calls); i++) {
+      const keys = a.everyKey ? [order[i]!] : Array.from({ length: a.keysPerCall }, () => a.keys[Math.floor(Math.random() * a.keys.length)]!);
       const started = performance.now();
       try {
         await ctx.locks.runLocked(
@@ -53,4 +56,13 @@ export async function storm(ctx: WorkerContext<StormArgs>): Promise<StormResult>
   };
   await Promise.all(Array.from({ length: a.callers }, caller));
   return result;
+}
+
+function shuffled<T>(items: readonly T[]): T[] {
+  const out = [...items];
+  for (let i = out.length - 1; i > 0; i--) {
+    const j = Math.floor(Math.random() * (i + 1));
+    [out[i], out[j]] = [out[j]!, out[i]!];
+  }
+  return out;
 }

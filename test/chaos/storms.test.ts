@@ -18,6 +18,8 @@ import type { StormArgs, StormResult } from './storm-scenario.js';
 const PROCESSES = 8;
 const CALLERS = 6;
 const KEYS = Array.from({ length: 200 }, (_, i) => `storm:${i}`);
+const SWEEP_PROCESSES = 8;
+const SWEEP_CALLERS = 8;
 const SCENARIO = new URL('./storm-scenario.js', import.meta.url).href;
 
 describe('storms', () => {
@@ -74,6 +76,44 @@ describe('storms', () => {
             `${JSON.stringify(results.map((r) => r.typed))}, slowest call ${Math.round(Math.max(...results.map((r) => r.maxMs)))} ms`,
         );
         assert.equal(done, PROCESSES * CALLERS * 5, 'every call got its keys (20 s budget each)');
+        await check(results, keys);
+      } finally {
+        await Promise.all(workers.map((w) => w.close()));
+      }
+    });
+
+  // Every caller of 8 x 8 takes each of 200 unseen keys once (12,800 sections), with the default
+  // DataSource pool (10) and no bound on queued callers: callers beyond the connections a process
+  // may take wait for one, within their budget. Every section runs; no error of any kind.
+  for (const strategy of STRATEGIES)
+    it(`first-use sweep (${strategy}): ${SWEEP_PROCESSES} x ${SWEEP_CALLERS} callers each take all ${KEYS.length} unseen keys, timeoutMs 30000`, async (t) => {
+      const keys = KEYS.map((k) => `sweep:${strategy}:${k}`);
+      const workers = await LockWorker.startMany(SWEEP_PROCESSES, { settings: db.settings, options: { leaseMs: 10_000 } });
+      try {
+        const args: StormArgs = {
+          startAt: Date.now() + 500,
+          keys,
+          callers: SWEEP_CALLERS,
+          calls: 0,
+          keysPerCall: 1,
+          strategy,
+          timeoutMs: 30_000,
+          transaction: 'none',
+          everyKey: true,
+        };
+        const started = performance.now();
+        const results = await Promise.all(workers.map((w) => w.run<StormResult>(SCENARIO, 'storm', args)));
+        const done = results.reduce((n, r) => n + r.done, 0);
+        const sections = SWEEP_PROCESSES * SWEEP_CALLERS * KEYS.length;
+        t.diagnostic(
+          `${done} of ${sections} sections in ${Math.round(performance.now() - started)} ms, slowest ${Math.round(Math.max(...results.map((r) => r.maxMs)))} ms`,
+        );
+        assert.deepEqual(
+          results.map((r) => r.typed),
+          results.map(() => ({})),
+          'no typed error',
+        );
+        assert.equal(done, sections, 'every section ran');
         await check(results, keys);
       } finally {
         await Promise.all(workers.map((w) => w.close()));

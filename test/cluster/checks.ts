@@ -64,7 +64,11 @@ export async function checkKey(conn: mysql.Connection, key: string, beliefs: rea
   const sameValueRead = values.length - new Set(values).size;
   const auditTokens = tokens ? audit.map((r) => Number(r.token)) : [];
   const log = tokens ? await logRows(conn, key) : [];
-  const logTokens = log.map((r) => Number(r.fencing_token));
+  // A row-lock hold's token is bumped inside its own transaction: a hold that rolled back (here
+  // also: lost certification to a holder on another node) gets its terminal row afterwards with a
+  // token the next holder is handed again. Uniqueness is owed among committed holds only: every
+  // lease row, and row-lock rows written in their commit (RELEASED).
+  const logTokens = log.filter((r) => r.strategy !== 'row-lock' || r.status === 'RELEASED').map((r) => Number(r.fencing_token));
   const duplicateTokens = Math.max(auditTokens.length - new Set(auditTokens).size, logTokens.length - new Set(logTokens).size);
   return {
     key,
@@ -83,7 +87,7 @@ export async function checkKey(conn: mysql.Connection, key: string, beliefs: rea
 async function logRows(conn: mysql.Connection, key: string): Promise<Row[]> {
   return rows(
     conn,
-    `SELECT fencing_token, status, DATE_FORMAT(acquired_at, '%Y-%m-%d %H:%i:%s.%f') AS acquired_at, ` +
+    `SELECT fencing_token, status, strategy, DATE_FORMAT(acquired_at, '%Y-%m-%d %H:%i:%s.%f') AS acquired_at, ` +
       `DATE_FORMAT(ended_at, '%Y-%m-%d %H:%i:%s.%f') AS ended_at FROM db_lock_log WHERE lock_key = ? ORDER BY fencing_token, id`,
     [Buffer.from(key)],
   );

@@ -77,10 +77,10 @@ async function main(): Promise<void> {
  * cluster path would.
  */
 async function switchOffClusterPath(entry: string, locks: object): Promise<void> {
-  const service = (await import(pathToFileURL(join(dirname(entry), 'lock.service.js')).href)) as { RUNNING_PARTS?: WeakMap<object, { log: object }> };
+  const service = (await import(pathToFileURL(join(dirname(entry), 'lock.service.js')).href)) as { RUNNING_PARTS?: WeakMap<object, { store: { log: object } }> };
   const parts = service.RUNNING_PARTS?.get(locks);
   if (!parts) throw new Error('unsafeBatch needs a build with RUNNING_PARTS (this tree)');
-  Object.defineProperty(parts.log, 'clustered', { get: () => false });
+  Object.defineProperty(parts.store.log, 'clustered', { get: () => false });
 }
 
 main().catch((error: unknown) => {

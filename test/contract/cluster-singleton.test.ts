@@ -1,22 +1,25 @@
-import { after, before, describe, it } from 'node:test';
+import { after, before, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { TestDatabase } from '../support/test-database.js';
 import { LockWorker } from '../support/worker-host.js';
+import { contractSuite } from '../support/contract-targets.js';
 
 /** onLocked: 'skip' as a cluster singleton: three nodes fire the same job, exactly one runs it. */
 const SCENARIO = new URL('./scenarios/cluster-singleton.js', import.meta.url).href;
 const NODES = 3;
 const ROUNDS = 10;
 
-describe("onLocked 'skip' across processes", () => {
+contractSuite('cluster-singleton', "onLocked 'skip' across processes", (target) => {
   let db: TestDatabase;
   let nodes: LockWorker[];
 
   before(async () => {
     db = await TestDatabase.create();
     await db.query('CREATE TABLE job_runs (id INT AUTO_INCREMENT PRIMARY KEY, round INT NOT NULL, pid INT NOT NULL)');
-    await db.query('CREATE TABLE job_attempts (id INT AUTO_INCREMENT PRIMARY KEY, round INT NOT NULL, pid INT NOT NULL, outcome VARCHAR(8) NOT NULL)');
-    nodes = await LockWorker.startMany(NODES, { settings: db.settings, appModule: SCENARIO, options: { leaseMs: 2000 } });
+    await db.query(
+      'CREATE TABLE job_attempts (id INT AUTO_INCREMENT PRIMARY KEY, round INT NOT NULL, pid INT NOT NULL, outcome VARCHAR(8) NOT NULL)',
+    );
+    nodes = await LockWorker.startMany(NODES, { settings: db.settings, appModule: SCENARIO, options: target.options({ leaseMs: 2000 }) });
   });
   after(async () => {
     await Promise.all((nodes ?? []).map((w) => w.close()));

@@ -1,7 +1,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import type { INestApplicationContext } from '@nestjs/common';
-import { type LockHandle, type LockService, TooManyLockWaitersError } from '../../lib/index.js';
+import { type LockHandle, type LockService, LockTimeoutError, TooManyLockWaitersError } from '../../lib/index.js';
 import { createLockApp } from '../support/lock-app.js';
 import { DataSource } from 'typeorm';
 import { TestDatabase } from '../support/test-database.js';
@@ -10,8 +10,10 @@ import { callerTrips } from '../support/round-trips.js';
 /**
  * What each strategy costs in connections while it holds. A lease lock holds none: any number of
  * held locks live on the library's small pool (default 4) plus the DataSource's idle ones. A
- * row-lock holds one DataSource connection per holder and per waiter, so the process fails fast
- * with TooManyLockWaitersError, sending nothing, rather than drain the pool it needs itself.
+ * row-lock holds one DataSource connection per holder and per waiter in the database, at most the
+ * pool minus one: callers beyond that wait in the process without a connection until one frees
+ * or their budget ends (LockTimeoutError, nothing sent). maxRowLockWaiters, when set, bounds how
+ * many may queue (TooManyLockWaitersError beyond it).
  */
 const HELD = 200;
 const POOL = 10; // the test DataSource's pool (test/support/lock-app.ts)
@@ -48,50 +50,55 @@ describe('connections held while holding locks', () => {
     t.diagnostic(`${during} connections of this database while holding ${HELD} lease locks`);
   });
 
-  it('row-lock: one connection per holder; the pool guard refuses before draining the pool, sending nothing', async () => {
+  it('row-lock: one connection per holder; a caller beyond the cap waits without a connection, then gets a freed one or times out sending nothing', async () => {
     const held: LockHandle[] = [];
     const before = await connections();
     // Holders may take all but one of the DataSource's connections.
     for (let i = 0; i < POOL - 1; i++) held.push(await locks.acquire(`row:${i}`, { strategy: 'row-lock' }));
     assert.ok((await connections()) >= POOL - 1, 'each row-lock holder keeps its connection');
     const trips = callerTrips(locks);
-    await assert.rejects(locks.acquire('row:one-too-many', { strategy: 'row-lock' }), (error: unknown) => {
-      assert.ok(error instanceof TooManyLockWaitersError, String(error));
-      assert.equal(error.limit, POOL - 1);
-      return true;
-    });
-    assert.equal(callerTrips(locks), trips, 'refused before any SQL');
+    const opened = await connections();
+    assert.equal(await locks.tryAcquire('row:one-too-many', { strategy: 'row-lock' }), null, 'one try answers at once');
+    const started = performance.now();
+    await assert.rejects(locks.acquire('row:one-too-many', { strategy: 'row-lock', timeoutMs: 300 }), LockTimeoutError);
+    const elapsed = performance.now() - started;
+    assert.ok(elapsed >= 299 && elapsed < 300 + 250, `timeout 300 ms took ${Math.round(elapsed)} ms`);
+    assert.equal(callerTrips(locks), trips, 'nothing sent by the library');
+    assert.equal(await connections(), opened, 'no connection taken while queued');
     assert.deepEqual(await db.logRows('row:one-too-many'), []);
     // The pool still serves the app: a plain query runs while the holders hold.
     assert.deepEqual(await app.get(DataSource).query('SELECT 1 AS one'), [{ one: 1 }]);
+    // A queued caller gets the connection a holder frees.
+    let granted = false;
+    const queued = locks.acquire('row:one-too-many', { strategy: 'row-lock', timeoutMs: 10_000 }).then((lock) => {
+      granted = true;
+      return lock;
+    });
+    await new Promise((r) => setTimeout(r, 100));
+    assert.equal(granted, false, 'granted while every slot was taken');
+    await held.pop()!.release();
+    await (await queued).release();
     for (const lock of held) await lock.release();
-    const again = await locks.acquire('row:one-too-many', { strategy: 'row-lock' });
-    await again.release();
     assert.ok((await connections()) <= before + POOL, 'connections went back to the pool');
   });
 
-  it('row-lock: at most maxRowLockWaiters (half the pool) wait in the database; one more is refused at once', async () => {
-    // Waiters of one key set share one try at a time in a process (the wait queue), so the bound
-    // is about different keys: another process holds six, this one waits for them.
-    const other = await createLockApp(db.settings, { leaseMs: 30_000 });
+  it('row-lock: maxRowLockWaiters bounds the callers queued for a connection; one more is refused at once', async () => {
+    const bounded = await createLockApp(db.settings, { leaseMs: 30_000, janitor: false, maxRowLockWaiters: 2 });
     try {
       const held: LockHandle[] = [];
-      for (let i = 0; i <= POOL / 2; i++) held.push(await other.locks.acquire(`row:hot:${i}`, { strategy: 'row-lock' }));
-      const waiters = Array.from({ length: POOL / 2 }, (_, i) =>
-        locks.acquire(`row:hot:${i}`, { strategy: 'row-lock', timeoutMs: 10_000 }).then((lock) => lock.release()),
-      );
-      await new Promise((r) => setTimeout(r, 300)); // let them reach the database
+      for (let i = 0; i < POOL - 1; i++) held.push(await bounded.locks.acquire(`row:bounded:${i}`, { strategy: 'row-lock' }));
+      const queued = [0, 1].map((i) => bounded.locks.acquire(`row:queued:${i}`, { strategy: 'row-lock', timeoutMs: 10_000 }));
       const started = performance.now();
-      await assert.rejects(locks.acquire(`row:hot:${POOL / 2}`, { strategy: 'row-lock', timeoutMs: 10_000 }), (error: unknown) => {
+      await assert.rejects(bounded.locks.acquire('row:queued:2', { strategy: 'row-lock', timeoutMs: 10_000 }), (error: unknown) => {
         assert.ok(error instanceof TooManyLockWaitersError, String(error));
-        assert.equal(error.limit, POOL / 2);
+        assert.equal(error.limit, 2);
         return true;
       });
       assert.ok(performance.now() - started < 1_000, 'refused at once, not after waiting');
       for (const lock of held) await lock.release();
-      await Promise.all(waiters);
+      for (const lock of await Promise.all(queued)) await lock.release();
     } finally {
-      await other.app.close();
+      await bounded.app.close();
     }
   });
 });

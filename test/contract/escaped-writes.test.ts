@@ -1,5 +1,5 @@
 import 'reflect-metadata';
-import { after, before, describe, it } from 'node:test';
+import { after, before, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { Injectable } from '@nestjs/common';
 import { getDataSourceToken, InjectRepository, TypeOrmModule } from '@nestjs/typeorm';
@@ -8,6 +8,7 @@ import { DbLockModule, type DbLockModuleOptions, EscapedWriteError, LockService,
 import { Account, balanceOf, CapturingLogger, createAccounts } from '../support/accounts.js';
 import { bootLockApp } from '../support/boot-app.js';
 import { TestDatabase } from '../support/test-database.js';
+import { contractSuite } from '../support/contract-targets.js';
 
 /**
  * Writes that escape the fenced transaction: an @InjectRepository repository writes through the
@@ -54,7 +55,7 @@ class Bank {
   }
 }
 
-describe('writes that escape the fenced transaction', () => {
+contractSuite('fenced-decorators', 'writes that escape the fenced transaction', (target) => {
   let db: TestDatabase;
   before(async () => {
     db = await TestDatabase.create();
@@ -66,7 +67,7 @@ describe('writes that escape the fenced transaction', () => {
 
   async function boot(options: DbLockModuleOptions) {
     const logger = new CapturingLogger();
-    const { app, locks } = await bootLockApp(db.settings, DbLockModule.forRoot(options), {
+    const { app, locks } = await bootLockApp(db.settings, DbLockModule.forRoot(target.options(options)), {
       imports: [TypeOrmModule.forFeature([Account])],
       providers: [Bank],
       logger,
@@ -112,7 +113,10 @@ describe('writes that escape the fenced transaction', () => {
       assert.match(error.callSite ?? '', /Bank\.fencedThenEscaped/);
       assert.ok(elapsed < 5_000, `failed after ${Math.round(elapsed)} ms`);
       assert.equal(await balanceOf(db, 3), 100, 'the fenced transaction rolled back, and the escaped write never happened');
-      assert.deepEqual((await db.logRows('acct:3')).map((r) => r.status), ['FAILED']);
+      assert.deepEqual(
+        (await db.logRows('acct:3')).map((r) => r.status),
+        ['FAILED'],
+      );
       const next = await locks.tryAcquire('acct:3');
       assert.ok(next, 'the lock is free at once');
       await next.release();

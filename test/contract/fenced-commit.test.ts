@@ -1,9 +1,9 @@
-import { after, before, describe, it } from 'node:test';
+import { after, before, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { eventually } from '../support/lock-app.js';
 import { TestDatabase } from '../support/test-database.js';
 import { LockWorker } from '../support/worker-host.js';
-import { forEachStrategy } from '../support/strategies.js';
+import { type ContractTarget, contractSuite } from '../support/contract-targets.js';
 
 /**
  * G2, fenced commit, across processes: a holder stalled (SIGSTOP) between its business writes and
@@ -11,158 +11,155 @@ import { forEachStrategy } from '../support/strategies.js';
  * with LockLostError, and none of its writes may exist. Control: a holder stalled past its lease
  * that nobody took over commits normally.
  *
- * Under each strategy of the stalled holder; the taker is a lease grant, which takes over a
- * holder whose lease ran out whatever its strategy (a row-lock taker would queue behind the
- * stalled holder's row lock instead: a row-lock holder keeps its lock while its connection lives).
+ * Lease holders only: a row-lock holder has no lease and is never stale while its transaction is
+ * open, so a stalled one keeps its key and commits (test/row-lock/stall.test.ts, and
+ * test/contract/mixed-strategies.test.ts for a lease taker waiting behind it).
  */
 const SCENARIO = new URL('./scenarios/fenced-commit.js', import.meta.url).href;
 /** Holder processes (one stalled holder per process at a time; keys run in parallel). */
 const HOLDERS = 4;
-const ROUNDS: Record<string, number> = { lease: 26, 'row-lock': 10 };
+const ROUNDS: Record<string, number> = { lease: 26 };
 /** Busy stall after the writes: the window in which the parent SIGSTOPs the holder. */
 const STALL_MS = 250;
 const LEASE_MS = 250;
 
 type Outcome = { outcome: 'committed'; token: number } | { outcome: 'lost'; byDatabaseFence: boolean; message: string };
 
-forEachStrategy((strategy) =>
-  describe(`fenced commit across processes (SIGSTOP past the lease; ${strategy} holders)`, () => {
-    const ROUNDS_PER_HOLDER = ROUNDS[strategy]!;
-    let db: TestDatabase;
-    let holders: LockWorker[];
-    let taker: LockWorker;
+const suite = ({ strategy }: ContractTarget): void => {
+  const ROUNDS_PER_HOLDER = ROUNDS[strategy]!;
+  let db: TestDatabase;
+  let holders: LockWorker[];
+  let taker: LockWorker;
 
-    before(async () => {
-      db = await TestDatabase.create();
-      await db.query(
-        'CREATE TABLE fence_writes (id INT AUTO_INCREMENT PRIMARY KEY, k VARCHAR(64) NOT NULL, round INT NOT NULL, writer VARCHAR(16) NOT NULL, token BIGINT NOT NULL)',
-      );
-      await db.query('CREATE TABLE fence_counters (k VARCHAR(64) PRIMARY KEY, n INT NOT NULL DEFAULT 0, last_writer VARCHAR(16))');
-      const config = {
-        settings: db.settings,
-        appModule: SCENARIO,
-        options: { leaseMs: LEASE_MS, retryMinDelayMs: 5, retryMaxDelayMs: 25 },
-      };
-      [holders, taker] = await Promise.all([
-        LockWorker.startMany(HOLDERS, { ...config, options: { ...config.options, strategy } }),
-        LockWorker.start({ ...config, options: { ...config.options, strategy: 'lease' } }),
-      ]);
-    });
-    after(async () => {
-      for (const worker of [...(holders ?? []), taker]) worker?.signal('SIGCONT');
-      await Promise.all([...(holders ?? []), taker].map((w) => w?.close()));
-      await db?.drop();
-    });
+  before(async () => {
+    db = await TestDatabase.create();
+    await db.query(
+      'CREATE TABLE fence_writes (id INT AUTO_INCREMENT PRIMARY KEY, k VARCHAR(64) NOT NULL, round INT NOT NULL, writer VARCHAR(16) NOT NULL, token BIGINT NOT NULL)',
+    );
+    await db.query('CREATE TABLE fence_counters (k VARCHAR(64) PRIMARY KEY, n INT NOT NULL DEFAULT 0, last_writer VARCHAR(16))');
+    const config = {
+      settings: db.settings,
+      appModule: SCENARIO,
+      options: { leaseMs: LEASE_MS, retryMinDelayMs: 5, retryMaxDelayMs: 25 },
+    };
+    [holders, taker] = await Promise.all([
+      LockWorker.startMany(HOLDERS, { ...config, options: { ...config.options, strategy } }),
+      LockWorker.start({ ...config, options: { ...config.options, strategy: 'lease' } }),
+    ]);
+  });
+  after(async () => {
+    for (const worker of [...(holders ?? []), taker]) worker?.signal('SIGCONT');
+    await Promise.all([...(holders ?? []), taker].map((w) => w?.close()));
+    await db?.drop();
+  });
 
-    /** One round on `key`: holder writes and stalls, is stopped, the taker takes over, holder resumes. */
-    async function stalledRound(holder: LockWorker, key: string, round: number): Promise<{ holder: Outcome; taker: Outcome }> {
-      let takerRun: Promise<Outcome> | undefined;
+  /** One round on `key`: holder writes and stalls, is stopped, the taker takes over, holder resumes. */
+  async function stalledRound(holder: LockWorker, key: string, round: number): Promise<{ holder: Outcome; taker: Outcome }> {
+    let takerRun: Promise<Outcome> | undefined;
+    let stopped = false;
+    const holderRun = holder.run<Outcome>(SCENARIO, 'writeOnce', { key, round, writer: 'A', stallMs: STALL_MS }, (event) => {
+      if (event !== 'wrote' || stopped) return;
+      stopped = true;
+      holder.signal('SIGSTOP');
+      takerRun = taker.run<Outcome>(SCENARIO, 'writeOnce', { key, round, writer: 'B', stallMs: 0 }, (takerEvent) => {
+        // Granted to the taker: the stalled holder's lease has run out and was taken over.
+        if (takerEvent === 'granted') holder.signal('SIGCONT');
+      });
+    });
+    try {
+      const holderOutcome = await holderRun;
+      assert.ok(takerRun, `round ${round} on ${key}: the holder never reported its write`);
+      return { holder: holderOutcome, taker: await takerRun };
+    } finally {
+      holder.signal('SIGCONT');
+    }
+  }
+
+  it(`${HOLDERS * ROUNDS_PER_HOLDER} takeovers of stalled holders: 0 stale commits`, async () => {
+    const keys = holders.map((_, i) => `k${i}`);
+    for (const key of keys) await db.query('INSERT INTO fence_counters (k) VALUES (?)', [key]);
+    const outcomes: { key: string; round: number; holder: Outcome; taker: Outcome }[] = [];
+    await Promise.all(
+      holders.map(async (holder, i) => {
+        for (let round = 0; round < ROUNDS_PER_HOLDER; round++) {
+          outcomes.push({ key: keys[i]!, round, ...(await stalledRound(holder, keys[i]!, round)) });
+        }
+      }),
+    );
+    const total = HOLDERS * ROUNDS_PER_HOLDER;
+    const lost = outcomes.filter((o) => o.holder.outcome === 'lost');
+    const byFence = lost.filter((o) => o.holder.outcome === 'lost' && o.holder.byDatabaseFence).length;
+    const staleWrites = await db.query<{ n: string }[]>(`SELECT COUNT(*) AS n FROM fence_writes WHERE writer = 'A'`);
+    const takerWrites = await db.query<{ n: string }[]>(`SELECT COUNT(*) AS n FROM fence_writes WHERE writer = 'B'`);
+    const counters = await db.query<{ k: string; n: number; last_writer: string }[]>('SELECT k, n, last_writer FROM fence_counters ORDER BY k');
+    const report = `stale commits ${staleWrites[0]!.n}/${total}; holders rolled back ${lost.length}/${total} (${byFence} by the database fence, ${lost.length - byFence} by the watchdog first)`;
+    process.stdout.write(`# ${report}\n`);
+
+    assert.equal(Number(staleWrites[0]!.n), 0, report);
+    assert.equal(lost.length, total, report);
+    assert.ok(
+      outcomes.every((o) => o.taker.outcome === 'committed'),
+      `every taker committed: ${JSON.stringify(outcomes.filter((o) => o.taker.outcome !== 'committed'))}`,
+    );
+    assert.equal(Number(takerWrites[0]!.n), total);
+    for (const counter of counters) {
+      assert.equal(counter.n, ROUNDS_PER_HOLDER, `${counter.k}: only the takers' increments exist`);
+      assert.equal(counter.last_writer, 'B');
+    }
+    // Fencing tokens: each taker's grant is newer than the stalled holder it replaced.
+    for (const o of outcomes) if (o.taker.outcome === 'committed') assert.equal(o.taker.token, 2 * o.round + 2);
+    // Audit: every stalled holder's row EXPIRED (taken over), every taker's RELEASED.
+    const statuses = await db.query<{ status: string; n: string }[]>('SELECT status, COUNT(*) AS n FROM db_lock_log GROUP BY status ORDER BY status');
+    assert.deepEqual(
+      statuses.map((s) => [s.status, Number(s.n)]),
+      [
+        ['EXPIRED', total],
+        ['RELEASED', total],
+      ],
+    );
+  });
+
+  it('control: a holder stalled past its lease that nobody took over commits normally', async () => {
+    const holder = holders[0]!;
+    for (let round = 0; round < 5; round++) {
+      const key = `control${round}`;
+      await db.query('INSERT INTO fence_counters (k) VALUES (?)', [key]);
       let stopped = false;
-      const holderRun = holder.run<Outcome>(SCENARIO, 'writeOnce', { key, round, writer: 'A', stallMs: STALL_MS }, (event) => {
+      const run = holder.run<Outcome>(SCENARIO, 'writeOnce', { key, round, writer: 'A', stallMs: STALL_MS }, (event) => {
         if (event !== 'wrote' || stopped) return;
         stopped = true;
         holder.signal('SIGSTOP');
-        takerRun = taker.run<Outcome>(SCENARIO, 'writeOnce', { key, round, writer: 'B', stallMs: 0 }, (takerEvent) => {
-          // Granted to the taker: the stalled holder's lease has run out and was taken over.
-          if (takerEvent === 'granted') holder.signal('SIGCONT');
-        });
       });
       try {
-        const holderOutcome = await holderRun;
-        assert.ok(takerRun, `round ${round} on ${key}: the holder never reported its write`);
-        return { holder: holderOutcome, taker: await takerRun };
+        await eventually(() => stopped, 10_000, 'the write');
+        // Past the lease by the server clock: no fixed sleep, the database says so.
+        await eventually(
+          async () =>
+            (
+              await db.query<unknown[]>(
+                `SELECT 1 FROM db_lock_log g LEFT JOIN db_lock_process p ON p.id = g.process_id WHERE g.lock_key = ? ` +
+                  `AND GREATEST(g.expires_at, COALESCE(p.renewed_at + INTERVAL g.lease_ms * 1000 MICROSECOND, g.expires_at)) < UTC_TIMESTAMP(6) - INTERVAL 100000 MICROSECOND`,
+                [Buffer.from(`fence:${key}`)],
+              )
+            ).length === 1,
+          5000,
+          'the lease to run out',
+        );
       } finally {
         holder.signal('SIGCONT');
       }
-    }
-
-    it(`${HOLDERS * ROUNDS_PER_HOLDER} takeovers of stalled holders: 0 stale commits`, async () => {
-      const keys = holders.map((_, i) => `k${i}`);
-      for (const key of keys) await db.query('INSERT INTO fence_counters (k) VALUES (?)', [key]);
-      const outcomes: { key: string; round: number; holder: Outcome; taker: Outcome }[] = [];
-      await Promise.all(
-        holders.map(async (holder, i) => {
-          for (let round = 0; round < ROUNDS_PER_HOLDER; round++) {
-            outcomes.push({ key: keys[i]!, round, ...(await stalledRound(holder, keys[i]!, round)) });
-          }
-        }),
-      );
-      const total = HOLDERS * ROUNDS_PER_HOLDER;
-      const lost = outcomes.filter((o) => o.holder.outcome === 'lost');
-      const byFence = lost.filter((o) => o.holder.outcome === 'lost' && o.holder.byDatabaseFence).length;
-      const staleWrites = await db.query<{ n: string }[]>(`SELECT COUNT(*) AS n FROM fence_writes WHERE writer = 'A'`);
-      const takerWrites = await db.query<{ n: string }[]>(`SELECT COUNT(*) AS n FROM fence_writes WHERE writer = 'B'`);
-      const counters = await db.query<{ k: string; n: number; last_writer: string }[]>('SELECT k, n, last_writer FROM fence_counters ORDER BY k');
-      const report = `stale commits ${staleWrites[0]!.n}/${total}; holders rolled back ${lost.length}/${total} (${byFence} by the database fence, ${lost.length - byFence} by the watchdog first)`;
-      process.stdout.write(`# ${report}\n`);
-
-      assert.equal(Number(staleWrites[0]!.n), 0, report);
-      assert.equal(lost.length, total, report);
-      assert.ok(
-        outcomes.every((o) => o.taker.outcome === 'committed'),
-        `every taker committed: ${JSON.stringify(outcomes.filter((o) => o.taker.outcome !== 'committed'))}`,
-      );
-      assert.equal(Number(takerWrites[0]!.n), total);
-      for (const counter of counters) {
-        assert.equal(counter.n, ROUNDS_PER_HOLDER, `${counter.k}: only the takers' increments exist`);
-        assert.equal(counter.last_writer, 'B');
-      }
-      // Fencing tokens: each taker's grant is newer than the stalled holder it replaced.
-      for (const o of outcomes) if (o.taker.outcome === 'committed') assert.equal(o.taker.token, 2 * o.round + 2);
-      // Audit: every stalled holder's row EXPIRED (taken over), every taker's RELEASED.
-      const statuses = await db.query<{ status: string; n: string }[]>(
-        'SELECT status, COUNT(*) AS n FROM db_lock_log GROUP BY status ORDER BY status',
+      const outcome = await run;
+      assert.equal(outcome.outcome, 'committed', JSON.stringify(outcome));
+      const writes = await db.query<{ writer: string }[]>('SELECT writer FROM fence_writes WHERE k = ?', [key]);
+      assert.deepEqual(
+        writes.map((w) => w.writer),
+        ['A'],
       );
       assert.deepEqual(
-        statuses.map((s) => [s.status, Number(s.n)]),
-        [
-          ['EXPIRED', total],
-          ['RELEASED', total],
-        ],
+        (await db.logRows(`fence:${key}`)).map((r) => r.status),
+        ['RELEASED'],
       );
-    });
-
-    it('control: a holder stalled past its lease that nobody took over commits normally', async () => {
-      const holder = holders[0]!;
-      for (let round = 0; round < 5; round++) {
-        const key = `control${round}`;
-        await db.query('INSERT INTO fence_counters (k) VALUES (?)', [key]);
-        let stopped = false;
-        const run = holder.run<Outcome>(SCENARIO, 'writeOnce', { key, round, writer: 'A', stallMs: STALL_MS }, (event) => {
-          if (event !== 'wrote' || stopped) return;
-          stopped = true;
-          holder.signal('SIGSTOP');
-        });
-        try {
-          await eventually(() => stopped, 10_000, 'the write');
-          // Past the lease by the server clock: no fixed sleep, the database says so.
-          await eventually(
-            async () =>
-              (
-                await db.query<unknown[]>(
-                  `SELECT 1 FROM db_lock_log g LEFT JOIN db_lock_process p ON p.id = g.process_id WHERE g.lock_key = ? ` +
-                    `AND GREATEST(g.expires_at, COALESCE(p.renewed_at + INTERVAL g.lease_ms * 1000 MICROSECOND, g.expires_at)) < UTC_TIMESTAMP(6) - INTERVAL 100000 MICROSECOND`,
-                  [Buffer.from(`fence:${key}`)],
-                )
-              ).length === 1,
-            5000,
-            'the lease to run out',
-          );
-        } finally {
-          holder.signal('SIGCONT');
-        }
-        const outcome = await run;
-        assert.equal(outcome.outcome, 'committed', JSON.stringify(outcome));
-        const writes = await db.query<{ writer: string }[]>('SELECT writer FROM fence_writes WHERE k = ?', [key]);
-        assert.deepEqual(
-          writes.map((w) => w.writer),
-          ['A'],
-        );
-        assert.deepEqual(
-          (await db.logRows(`fence:${key}`)).map((r) => r.status),
-          ['RELEASED'],
-        );
-      }
-    });
-  }),
-);
+    }
+  });
+};
+contractSuite('fenced-commit', 'fenced commit across processes (SIGSTOP past the lease; lease holders)', suite);

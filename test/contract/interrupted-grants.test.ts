@@ -1,10 +1,11 @@
-import { after, before, describe, it } from 'node:test';
+import { after, before, it } from 'node:test';
 import assert from 'node:assert/strict';
 import type { INestApplicationContext } from '@nestjs/common';
 import mysql from 'mysql2/promise';
 import { DbLockError, LockTimeoutError, type LockService } from '../../lib/index.js';
 import { createLockApp, eventually } from '../support/lock-app.js';
 import { TestDatabase } from '../support/test-database.js';
+import { contractSuite } from '../support/contract-targets.js';
 
 /**
  * A grant statement interrupted on the server (KILL QUERY) or cut off with its connection (KILL
@@ -12,14 +13,14 @@ import { TestDatabase } from '../support/test-database.js';
  * whatever it may have committed: the caller ends with the lock, or with a typed DbLockError whose
  * cause is the driver error — never a raw driver error, never a lock it does not know about.
  */
-describe('interrupted grants', () => {
+contractSuite('interrupted-grants', 'interrupted grants', (target) => {
   let db: TestDatabase;
   let app: INestApplicationContext;
   let locks: LockService;
   let admin: mysql.Connection;
   before(async () => {
     db = await TestDatabase.create();
-    ({ app, locks } = await createLockApp(db.settings, { janitor: false }));
+    ({ app, locks } = await createLockApp(db.settings, target.options({ janitor: false })));
     admin = await mysql.createConnection(db.settings);
     for (const key of ['kq', 'kc', 'kt']) await (await locks.acquire(key)).release(); // key rows exist
   });
@@ -36,10 +37,15 @@ describe('interrupted grants', () => {
     return async () => void (await admin.query('COMMIT'));
   }
 
-  /** The server threads running a grant of this database (blocked on the row lock). */
+  /**
+   * The server threads of this database running a grant's locking statement, blocked on the row
+   * lock: lease's conditional UPDATE, row-lock's locking UPDATE (`UPDATE db_lock l SET
+   * fencing_token`, on a DataSource connection), or the bounded locking read MySQL sends first.
+   */
   async function grantThreads(): Promise<number[]> {
     const rows = await db.query<{ ID: number }[]>(
-      `SELECT ID FROM information_schema.PROCESSLIST WHERE DB = ? AND ID <> CONNECTION_ID() AND INFO LIKE '%FROM db_lock WHERE lock_key IN%FOR UPDATE%'`,
+      `SELECT ID FROM information_schema.PROCESSLIST WHERE DB = ? AND ID <> CONNECTION_ID() ` +
+        `AND (INFO LIKE '%UPDATE db_lock %SET fencing_token%' OR INFO LIKE 'SELECT /*+ MAX_EXECUTION_TIME%FROM db_lock %FOR UPDATE%')`,
       [db.name],
     );
     return rows.map((r) => Number(r.ID));
@@ -66,7 +72,11 @@ describe('interrupted grants', () => {
       assert.equal(lock.fencingToken, 2, 'granted once: the interrupted try committed nothing');
       await lock.release();
       const rows = await db.logRows(key);
-      assert.deepEqual(rows.map((r) => r.status), ['RELEASED', 'RELEASED'], 'no stray live row from the killed try');
+      assert.deepEqual(
+        rows.map((r) => r.status),
+        ['RELEASED', 'RELEASED'],
+        'no stray live row from the killed try',
+      );
     });
   }
 
@@ -89,7 +99,13 @@ describe('interrupted grants', () => {
     const error = await acquiring;
     assert.ok(error instanceof DbLockError, `typed, got ${String(error)}`);
     assert.ok(error instanceof LockTimeoutError, `a timeout, got ${String((error as Error).name)}`);
+    // The last try's failure: the driver's error of a killed statement, or the statement cut at the deadline.
+    assert.ok(error.cause instanceof Error, `a cause, got ${String(error.cause)}`);
     assert.equal(locks.stats().held, 0);
-    assert.deepEqual((await db.logRows('kt')).map((r) => r.status), ['RELEASED'], 'nothing granted by any interrupted try');
+    assert.deepEqual(
+      (await db.logRows('kt')).map((r) => r.status),
+      ['RELEASED'],
+      'nothing granted by any interrupted try',
+    );
   });
 });

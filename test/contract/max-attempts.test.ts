@@ -1,11 +1,12 @@
 import 'reflect-metadata';
-import { after, before, describe, it } from 'node:test';
+import { after, before, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { type INestApplicationContext, Injectable } from '@nestjs/common';
 import { DbLockOptionsError, LockService, LockTimeoutError, WriteLock } from '../../lib/index.js';
 import { createLockApp } from '../support/lock-app.js';
 import { callerTrips } from '../support/round-trips.js';
 import { TestDatabase } from '../support/test-database.js';
+import { contractSuite } from '../support/contract-targets.js';
 
 @Injectable()
 class Job {
@@ -17,7 +18,7 @@ class Job {
 }
 
 /** "Retry N times": maxAttempts bounds the tries (each one a database round trip here) within timeoutMs. */
-describe('maxAttempts', () => {
+contractSuite('bounded-attempts', 'maxAttempts', (target) => {
   let db: TestDatabase;
   let holderApp: INestApplicationContext;
   let waiterApp: INestApplicationContext;
@@ -25,11 +26,11 @@ describe('maxAttempts', () => {
   let waiter: LockService;
   before(async () => {
     db = await TestDatabase.create();
-    ({ app: holderApp, locks: holder } = await createLockApp(db.settings, { janitor: false }));
+    ({ app: holderApp, locks: holder } = await createLockApp(db.settings, target.options({ janitor: false })));
     // A fixed pause between tries, so the count of tries is what maxAttempts says, not what time allows.
     ({ app: waiterApp, locks: waiter } = await createLockApp(
       db.settings,
-      { janitor: false, retryMinDelayMs: 20, retryMaxDelayMs: 20, maxAttempts: 5 },
+      target.options({ janitor: false, retryMinDelayMs: 20, retryMaxDelayMs: 20, maxAttempts: 5 }),
       { providers: [Job] },
     ));
   });
@@ -76,7 +77,10 @@ describe('maxAttempts', () => {
   it('is validated like every other option, before any SQL', async () => {
     const before = callerTrips(waiter);
     for (const bad of [0, -1, 1.5, NaN, '3', null]) {
-      await assert.rejects(waiter.acquire('x', { maxAttempts: bad as number }), (e: unknown) => e instanceof DbLockOptionsError && /maxAttempts/.test(e.message));
+      await assert.rejects(
+        waiter.acquire('x', { maxAttempts: bad as number }),
+        (e: unknown) => e instanceof DbLockOptionsError && /maxAttempts/.test(e.message),
+      );
     }
     await assert.rejects(waiter.tryAcquire('x', { maxAttempts: 2 } as never), DbLockOptionsError);
     assert.equal(callerTrips(waiter), before);

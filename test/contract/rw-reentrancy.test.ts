@@ -1,27 +1,46 @@
-import { after, before, describe, it } from 'node:test';
+import { AsyncResource } from 'node:async_hooks';
+import { after, before, it } from 'node:test';
 import assert from 'node:assert/strict';
 import type { INestApplicationContext } from '@nestjs/common';
 import { TestDatabase } from '../support/test-database.js';
 import { createLockApp } from '../support/lock-app.js';
 import { LockUpgradeError, type LockService } from '../../lib/index.js';
-import { callerTrips } from '../support/round-trips.js';
+import { callerTrips, countsLockTrips } from '../support/round-trips.js';
+import { contractSuite } from '../support/contract-targets.js';
 
 /** G5 for modes: the reentrancy matrix in one call chain, counted in round trips. */
-describe('read/write reentrancy matrix in one call chain', () => {
+contractSuite('reentrancy', 'read/write reentrancy matrix in one call chain', (target) => {
   let db: TestDatabase;
   let app: INestApplicationContext;
   let locks: LockService;
+  /** Another app (its own pools, no call chain shared): what the holds look like from outside. */
+  let otherApp: INestApplicationContext;
+  let other: LockService;
+  const outsideChains = new AsyncResource('outside-call-chains');
   before(async () => {
     db = await TestDatabase.create();
     // A long lease: no watchdog round trip lands inside a measured window.
     // No janitor: its cluster-wide lock goes through the lock path, and a tick mid-test would add to the lock round trips counted here.
-    ({ app, locks } = await createLockApp(db.settings, { leaseMs: 60_000, janitor: false }));
+    ({ app, locks } = await createLockApp(db.settings, target.options({ leaseMs: 60_000, janitor: false })));
+    ({ app: otherApp, locks: other } = await createLockApp(db.settings, target.options({ leaseMs: 60_000, janitor: false })));
   });
   after(async () => {
+    await otherApp?.close();
     await app?.close();
     await db?.drop();
   });
   const trips = (): number => callerTrips(locks);
+  // A row-lock holder has no live row before its commit: inspect() lists lease holders only.
+  const listsHolders = !target.capabilities.has('holder-connection');
+  const countsTrips = countsLockTrips(target);
+  /** Whether another process could take `key` in `mode` right now (taken and given back if so). */
+  const freeElsewhere = (key: string, mode: 'read' | 'write'): Promise<boolean> =>
+    // Run in the async context of the suite's start, outside every call chain, or the chain's reentrancy would answer.
+    outsideChains.runInAsyncScope(async () => {
+      const lock = await other.tryAcquire(key, { mode });
+      await lock?.release();
+      return lock !== null;
+    });
 
   it('write -> read runs under the write: no round trip, same token, one holder', async () => {
     await locks.withLock('loan:1', async (outer) => {
@@ -39,11 +58,19 @@ describe('read/write reentrancy matrix in one call chain', () => {
       );
       assert.equal(seen - before, 0, 'entering the nested read cost no round trip');
       assert.equal(trips() - before, 0, 'nor did leaving it');
-      const info = await locks.inspect('loan:1');
-      assert.deepEqual(info.holders.map((h) => h.mode), ['write'], 'still one holder, the write');
+      assert.equal(await freeElsewhere('loan:1', 'read'), false, 'still held as a write: another reader is refused');
+      if (listsHolders)
+        assert.deepEqual(
+          (await locks.inspect('loan:1')).holders.map((h) => h.mode),
+          ['write'],
+          'still one holder, the write',
+        );
     });
     const rows = await db.logRows('loan:1');
-    assert.deepEqual(rows.map((r) => [r.mode, r.status]), [['write', 'RELEASED']]);
+    assert.deepEqual(
+      rows.map((r) => [r.mode, r.status]),
+      [['write', 'RELEASED']],
+    );
   });
 
   it('read -> write is refused with LockUpgradeError before any SQL; the read stays held', async () => {
@@ -57,18 +84,40 @@ describe('read/write reentrancy matrix in one call chain', () => {
           assert.equal(error.key, 'loan:2');
           return true;
         });
-        await assert.rejects(locks.withLock('loan:2', () => 'never runs'), LockUpgradeError);
+        await assert.rejects(
+          locks.withLock('loan:2', () => 'never runs'),
+          LockUpgradeError,
+        );
         // Mixed multi-key request that includes the upgrade: refused as a whole, the other key untouched.
-        await assert.rejects(locks.acquire([{ key: 'other', mode: 'write' }, { key: 'loan:2', mode: 'write' }]), LockUpgradeError);
+        await assert.rejects(
+          locks.acquire([
+            { key: 'other', mode: 'write' },
+            { key: 'loan:2', mode: 'write' },
+          ]),
+          LockUpgradeError,
+        );
         await assert.rejects(locks.tryAcquire('loan:2', { mode: 'write' }), LockUpgradeError, 'tryAcquire refuses it too (not null)');
         assert.equal(trips() - before, 0, 'no round trip for refused upgrades');
         assert.equal(outer.released, false);
-        assert.deepEqual((await locks.inspect('loan:2')).holders.map((h) => h.mode), ['read']);
+        assert.equal(await freeElsewhere('loan:2', 'write'), false, 'the read stays held: another writer is refused');
+        assert.equal(await freeElsewhere('loan:2', 'read'), true, 'held as a read only: another reader shares it');
+        if (listsHolders)
+          assert.deepEqual(
+            (await locks.inspect('loan:2')).holders.map((h) => h.mode),
+            ['read'],
+          );
         assert.equal((await db.logRows('other')).length, 0, 'the other key of the refused request was never taken');
       },
       { mode: 'read' },
     );
-    assert.deepEqual((await db.logRows('loan:2')).map((r) => r.status), ['RELEASED']);
+    // This chain's read, and the other process's read that shared it.
+    assert.deepEqual(
+      (await db.logRows('loan:2')).map((r) => [r.mode, r.status]),
+      [
+        ['read', 'RELEASED'],
+        ['read', 'RELEASED'],
+      ],
+    );
   });
 
   it('read -> read and write -> write are free; a nested request for new keys takes only those', async () => {
@@ -97,11 +146,22 @@ describe('read/write reentrancy matrix in one call chain', () => {
         { key: 'claim:9', mode: 'write' },
       ]);
       assert.equal(mixed.reentrant, false);
-      assert.equal(trips() - before, 1, 'one grant for the one new key');
+      // Row-lock: the new key is taken in the outer transaction, on its connection, which the
+      // library pool's round-trip counter does not see.
+      if (countsTrips) assert.equal(trips() - before, 1, 'one grant for the one new key');
       assert.deepEqual(mixed.modes, { 'claim:9': 'write', 'loan:4': 'read' });
+      assert.equal(await freeElsewhere('claim:9', 'read'), false, 'the new key is held');
       await mixed.release();
-      assert.deepEqual((await locks.inspect('claim:9')).holders, []);
-      assert.deepEqual((await locks.inspect('loan:4')).holders.map((h) => h.mode), ['write'], 'the outer write is still held');
+      assert.equal(await freeElsewhere('loan:4', 'read'), false, 'the outer write is still held');
+      assert.equal(await freeElsewhere('claim:9', 'write'), true, 'releasing the nested handle freed the new key');
+      if (listsHolders) {
+        assert.deepEqual((await locks.inspect('claim:9')).holders, []);
+        assert.deepEqual(
+          (await locks.inspect('loan:4')).holders.map((h) => h.mode),
+          ['write'],
+          'the outer write is still held',
+        );
+      }
     });
   });
 

@@ -7,7 +7,7 @@ import { mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
 import { compileFunction } from 'node:vm';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -70,6 +70,13 @@ describe('package layout: an ES module build and a CommonJS build', () => {
       import: { types: './dist/esm/index.d.ts', default: './dist/esm/index.js' },
       require: { types: './dist/cjs/index.d.ts', default: './dist/cjs/index.js' },
     });
+    assert.deepEqual(pkg.exports['./testing'], {
+      import: { types: './dist/esm/testing/index.d.ts', default: './dist/esm/testing/index.js' },
+      require: { types: './dist/cjs/testing/index.d.ts', default: './dist/cjs/testing/index.js' },
+    });
+    // TypeScript's node10 resolution (module: commonjs) reads no exports map: typesVersions points it at the subpath's types.
+    assert.deepEqual(pkg.typesVersions, { '*': { testing: ['./dist/cjs/testing/index.d.ts'] } });
+    assert.equal(pkg.peerDependenciesMeta['@opentelemetry/api'].optional, true);
     assert.equal(pkg.main, './dist/cjs/index.js');
     assert.equal(pkg.types, './dist/cjs/index.d.ts');
     assert.deepEqual(pkg.files, ['dist']);
@@ -97,7 +104,10 @@ describe('package layout: an ES module build and a CommonJS build', () => {
       for (const file of files(dir, '.js.map')) {
         const map = JSON.parse(readFileSync(file, 'utf8')) as { sources: string[]; sourcesContent?: (string | null)[] };
         assert.equal(map.sourcesContent?.length, map.sources.length, `${file}: sourcesContent`);
-        assert.ok(map.sourcesContent.every((text) => typeof text === 'string' && text.length > 0), `${file}: empty source`);
+        assert.ok(
+          map.sourcesContent.every((text) => typeof text === 'string' && text.length > 0),
+          `${file}: empty source`,
+        );
       }
       assert.equal(files(dir, '.js.map').length, js.length, `${build}: one map per .js`);
     }
@@ -112,7 +122,16 @@ describe('package layout: an ES module build and a CommonJS build', () => {
       paths.filter((path) => !path.startsWith('dist/') && !['package.json', 'README.md', 'LICENSE'].includes(path)),
       [],
     );
-    for (const path of ['dist/esm/index.js', 'dist/esm/index.d.ts', 'dist/cjs/index.js', 'dist/cjs/index.d.ts', 'dist/cjs/package.json', 'dist/esm/package.json'])
+    for (const path of [
+      'dist/esm/index.js',
+      'dist/esm/index.d.ts',
+      'dist/cjs/index.js',
+      'dist/cjs/index.d.ts',
+      'dist/cjs/package.json',
+      'dist/esm/package.json',
+      'dist/esm/testing/index.js',
+      'dist/cjs/testing/index.js',
+    ])
       assert.ok(paths.includes(path), `${path} is packed`);
   });
 });
@@ -160,10 +179,83 @@ process.stdout.write(JSON.stringify({
   it("import from '.mjs' gets dist/esm", async () => {
     const result = await runFile(
       'consumer.mjs',
-      `import * as lib from '${PACKAGE}';\nimport { relative } from 'node:path';\nimport { fileURLToPath } from 'node:url';\n` +
+      `import * as lib from '${PACKAGE}';\nimport { relative } from 'node:path';\nimport { fileURLToPath, pathToFileURL } from 'node:url';\n` +
         `const entry = relative(${JSON.stringify(ROOT)}, fileURLToPath(import.meta.resolve('${PACKAGE}')));\n${CHECK}`,
     );
     assert.deepEqual(result, { entry: join('dist', 'esm', 'index.js'), ...expected });
+  });
+});
+
+describe('nestjs-db-lock/testing in both formats, with @opentelemetry/api absent', () => {
+  // Inside the package (build/), so that `nestjs-db-lock` resolves to itself and Nest resolves from its node_modules.
+  let dir: string;
+  before(async () => {
+    dir = await mkdtemp(join(ROOT, 'build', 'testing-consumer-'));
+    // Makes @opentelemetry/api unresolvable, as in an app that did not install it: require (CommonJS build) and import (ES module build).
+    await writeFile(
+      join(dir, 'block.cjs'),
+      `const Module = require('node:module');\nconst resolve = Module._resolveFilename;\n` +
+        `Module._resolveFilename = function (request, ...rest) {\n` +
+        `  if (request === '@opentelemetry/api') throw Object.assign(new Error("Cannot find module '@opentelemetry/api'"), { code: 'MODULE_NOT_FOUND' });\n` +
+        `  return resolve.call(this, request, ...rest);\n};\n`,
+    );
+    await writeFile(
+      join(dir, 'hooks.mjs'),
+      `export async function resolve(specifier, context, next) {\n` +
+        `  if (specifier === '@opentelemetry/api') throw Object.assign(new Error('blocked'), { code: 'ERR_MODULE_NOT_FOUND' });\n` +
+        `  return next(specifier, context);\n}\n`,
+    );
+    await writeFile(join(dir, 'register.mjs'), `import { register } from 'node:module';\nregister('./hooks.mjs', import.meta.url);\n`);
+  });
+  after(async () => {
+    if (dir) await rm(dir, { recursive: true, force: true });
+  });
+
+  // A decorated method locked through the in-memory service: two concurrent calls on one key never overlap.
+  const USE = `
+let apiMissing = false;
+try { await import('@opentelemetry/api'); } catch { apiMissing = true; }
+let inside = 0, most = 0;
+class Loans { async approve(id) { most = Math.max(most, ++inside); await new Promise((r) => setImmediate(r)); inside--; return locks.currentLock.fencingToken; } }
+const descriptor = Object.getOwnPropertyDescriptor(Loans.prototype, 'approve');
+lib.WriteLock('loan:{0}')(Loans.prototype, 'approve', descriptor);
+Object.defineProperty(Loans.prototype, 'approve', descriptor);
+class AppModule {}
+Module({ imports: [testing.DbLockTestingModule.forRoot()] })(AppModule);
+const app = await NestFactory.createApplicationContext(AppModule, { logger: false });
+await app.init();
+const locks = app.get(lib.LockService);
+const loans = new Loans();
+const tokens = await Promise.all([loans.approve(7), loans.approve(7)]);
+await app.close();
+process.stdout.write(JSON.stringify({ entry, apiMissing, most, tokens: tokens.sort() }));
+`;
+
+  async function runChild(name: string, source: string): Promise<Record<string, unknown>> {
+    await writeFile(join(dir, name), source);
+    const args = ['--require', join(dir, 'block.cjs'), '--import', pathToFileURL(join(dir, 'register.mjs')).href, join(dir, name)];
+    const { stdout } = await run(process.execPath, args, { cwd: dir, timeout: 60_000 });
+    return JSON.parse(stdout) as Record<string, unknown>;
+  }
+
+  it("require('nestjs-db-lock/testing') gets dist/cjs/testing; the decorators lock through it with no SDK and no API", async () => {
+    const result = await runChild(
+      'consumer.cjs',
+      `'use strict';\nrequire('reflect-metadata');\nconst lib = require('${PACKAGE}');\nconst testing = require('${PACKAGE}/testing');\n` +
+        `const { Module } = require('@nestjs/common');\nconst { NestFactory } = require('@nestjs/core');\n` +
+        `const entry = require('node:path').relative(${JSON.stringify(ROOT)}, require.resolve('${PACKAGE}/testing'));\n(async () => {${USE}})();`,
+    );
+    assert.deepEqual(result, { entry: join('dist', 'cjs', 'testing', 'index.js'), apiMissing: true, most: 1, tokens: [1, 2] });
+  });
+
+  it("import 'nestjs-db-lock/testing' gets dist/esm/testing, the same way", async () => {
+    const result = await runChild(
+      'consumer.mjs',
+      `import 'reflect-metadata';\nimport * as lib from '${PACKAGE}';\nimport * as testing from '${PACKAGE}/testing';\n` +
+        `import { Module } from '@nestjs/common';\nimport { NestFactory } from '@nestjs/core';\nimport { relative } from 'node:path';\nimport { fileURLToPath, pathToFileURL } from 'node:url';\n` +
+        `const entry = relative(${JSON.stringify(ROOT)}, fileURLToPath(import.meta.resolve('${PACKAGE}/testing')));\n${USE}`,
+    );
+    assert.deepEqual(result, { entry: join('dist', 'esm', 'testing', 'index.js'), apiMissing: true, most: 1, tokens: [1, 2] });
   });
 });
 
@@ -241,7 +333,10 @@ describe('both builds in one process: decorators and errors cross the build boun
 
   async function released(key: string): Promise<number> {
     const rows = await db.logRows(`fx:${key}`);
-    assert.ok(rows.every((row) => row.status === 'RELEASED'), `every log row of ${key} is RELEASED: ${rows.map((r) => String(r.status)).join(',')}`);
+    assert.ok(
+      rows.every((row) => row.status === 'RELEASED'),
+      `every log row of ${key} is RELEASED: ${rows.map((r) => String(r.status)).join(',')}`,
+    );
     return rows.length;
   }
 

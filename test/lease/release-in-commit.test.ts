@@ -1,11 +1,12 @@
 import 'reflect-metadata';
-import { after, before, describe, it } from 'node:test';
+import { after, before, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { type INestApplicationContext, Injectable } from '@nestjs/common';
 import { LockService, WriteLock } from '../../lib/index.js';
 import { createLockApp } from '../support/lock-app.js';
 import { lockRoundTrips } from '../support/lock-internals.js';
 import { TestDatabase } from '../support/test-database.js';
+import { contractSuite } from '../support/contract-targets.js';
 
 @Injectable()
 class Ledger {
@@ -31,7 +32,7 @@ class Ledger {
  * grant and the business commit are the only two commits, and no release round trip follows.
  * On rollback the lock still ends (FAILED) and the key is free at once.
  */
-describe('lease: the lock ends in the fenced commit', () => {
+contractSuite('lease-mechanics', 'lease: the lock ends in the fenced commit', (target) => {
   let db: TestDatabase;
   let app: INestApplicationContext;
   let locks: LockService;
@@ -40,7 +41,7 @@ describe('lease: the lock ends in the fenced commit', () => {
     db = await TestDatabase.create();
     await db.query('CREATE TABLE balances (account INT PRIMARY KEY, cents BIGINT NOT NULL)');
     await db.query('INSERT INTO balances VALUES (1, 0), (2, 0)');
-    ({ app, locks } = await createLockApp(db.settings, { janitor: false }, { providers: [Ledger] }));
+    ({ app, locks } = await createLockApp(db.settings, target.options({ janitor: false }), { providers: [Ledger] }));
     ledger = app.get(Ledger);
     await ledger.post(1, 0); // first use of the key: its row exists from now on
   });

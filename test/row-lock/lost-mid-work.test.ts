@@ -1,55 +1,89 @@
-import { after, before, describe, it } from 'node:test';
+import { after, before, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { INestApplicationContext } from '@nestjs/common';
 import { LockLostError, type LockService } from '../../lib/index.js';
-import { createLockApp } from '../support/lock-app.js';
+import { createLockApp, eventually } from '../support/lock-app.js';
 import { TestDatabase } from '../support/test-database.js';
+import { contractSuite } from '../support/contract-targets.js';
 
 /**
- * A row-lock holder whose lock is lost while its work runs (here: its event loop blocked past the
- * lease, so its local deadline passes) must not commit anything its work sends afterwards. Rolling
- * the transaction back under the running work would let the work's next statement run in
- * autocommit on the same connection and commit outside any lock; the transaction is abandoned
- * instead (the runner refuses further statements, the connection is destroyed).
+ * A row-lock is its open transaction: no lease, no local deadline. A holder whose event loop is
+ * blocked far past the lease length the module is configured with keeps its lock and commits
+ * everything its work sent. The one local bound is maxHoldMs: a hold past it is lost while its
+ * work may still run, and nothing that work sends afterwards may commit. Rolling the transaction
+ * back under the running work would let the work's next statement run in autocommit on the same
+ * connection; the transaction is abandoned instead (the runner refuses further statements, the
+ * connection is destroyed).
  */
-describe('row-lock: lost while the work runs', () => {
+contractSuite('holder-connection', 'row-lock: a long hold, and one lost at maxHoldMs while the work runs', () => {
   let db: TestDatabase;
   let app: INestApplicationContext;
   let locks: LockService;
+  let bounded: { app: INestApplicationContext; locks: LockService };
   before(async () => {
     db = await TestDatabase.create();
     await db.query('CREATE TABLE after_loss (id INT AUTO_INCREMENT PRIMARY KEY, note VARCHAR(32)) ENGINE=InnoDB');
     ({ app, locks } = await createLockApp(db.settings, { strategy: 'row-lock', leaseMs: 300, escapedWrites: 'ignore' }));
+    bounded = await createLockApp(db.settings, { strategy: 'row-lock', leaseMs: 300, maxHoldMs: 300, escapedWrites: 'ignore' });
   });
   after(async () => {
     await app?.close();
+    await bounded?.app.close();
     await db?.drop();
   });
 
-  it('statements sent after the loss never commit, and the call ends with LockLostError', async () => {
-    const outcome = await locks
-      .runLocked('busy-worker', async () => {
-        const manager = locks.manager;
-        await manager.query("INSERT INTO after_loss (note) VALUES ('before')");
-        const until = performance.now() + 900; // three leases, event loop blocked: no renewal
-        while (performance.now() < until) {
-          /* busy */
-        }
-        await sleep(1); // the overdue local deadline fires first: the lock is lost
-        await manager.query("INSERT INTO after_loss (note) VALUES ('after')");
-      })
-      .then(
-        () => undefined,
-        (error: unknown) => error,
-      );
-    assert.ok(outcome instanceof LockLostError, `expected LockLostError, got ${String(outcome)}`);
-    await sleep(200);
-    assert.deepEqual(await db.query('SELECT note FROM after_loss'), [], 'nothing of the lost holder committed');
-    const [open] = await db.query<{ n: number }[]>(
-      'SELECT COUNT(*) AS n FROM information_schema.INNODB_TRX t JOIN information_schema.PROCESSLIST p ON p.id = t.trx_mysql_thread_id WHERE p.db = ?',
-      [db.name],
+  const blockedWork = (service: LockService, tag: string) => async () => {
+    const manager = service.manager;
+    await manager.query('INSERT INTO after_loss (note) VALUES (?)', [`${tag}:before`]);
+    const until = performance.now() + 900; // three times the lease, event loop blocked: no timer runs
+    while (performance.now() < until) {
+      /* busy */
+    }
+    await sleep(1); // any overdue timer fires first
+    await manager.query('INSERT INTO after_loss (note) VALUES (?)', [`${tag}:after`]);
+  };
+
+  it('a holder blocked three times past the lease length keeps its lock and commits all of its work', async () => {
+    let signal: AbortSignal | undefined;
+    await locks.runLocked('long-worker', async () => {
+      signal = locks.currentLock!.signal;
+      await blockedWork(locks, 'long')();
+    });
+    assert.equal(signal?.aborted, false, 'the signal never aborted');
+    assert.deepEqual(
+      (await db.query<{ note: string }[]>("SELECT note FROM after_loss WHERE note LIKE 'long:%' ORDER BY id")).map((r) => r.note),
+      ['long:before', 'long:after'],
     );
-    assert.equal(Number(open!.n), 0, 'no transaction left open');
+    assert.deepEqual(
+      (await db.logRows('long-worker')).map((r) => r.status),
+      ['RELEASED'],
+    );
+  });
+
+  it('past maxHoldMs: statements sent after the loss never commit, and the call ends with LockLostError', async () => {
+    const outcome = await bounded.locks.runLocked('busy-worker', blockedWork(bounded.locks, 'bounded')).then(
+      () => undefined,
+      (error: unknown) => error,
+    );
+    assert.ok(outcome instanceof LockLostError, `expected LockLostError, got ${String(outcome)}`);
+    assert.match(outcome.message, /maxHoldMs/);
+    await eventually(async () => (await db.logRows('busy-worker')).length === 1, 5_000, 'the terminal row of the lost hold');
+    assert.deepEqual(await db.query("SELECT note FROM after_loss WHERE note LIKE 'bounded:%'"), [], 'nothing of the lost holder committed');
+    assert.equal((await db.logRows('busy-worker'))[0]!.status, 'EXPIRED');
+    // The cut connection's transaction is rolled back by the server once it sees the socket close.
+    await eventually(
+      async () =>
+        Number(
+          (
+            await db.query<{ n: number }[]>(
+              'SELECT COUNT(*) AS n FROM information_schema.INNODB_TRX t JOIN information_schema.PROCESSLIST p ON p.id = t.trx_mysql_thread_id WHERE p.db = ?',
+              [db.name],
+            )
+          )[0]!.n,
+        ) === 0,
+      5_000,
+      'no transaction left open',
+    );
   });
 });

@@ -31,7 +31,11 @@ export function typeOrmRoot(settings: ConnectionSettings, extra: Record<string, 
 export async function createLockApp(
   settings: ConnectionSettings,
   options: DbLockModuleOptions = {},
-  extra: { imports?: NonNullable<Parameters<typeof Module>[0]>['imports']; providers?: NonNullable<Parameters<typeof Module>[0]>['providers']; mysqlExtra?: Record<string, unknown> } = {},
+  extra: {
+    imports?: NonNullable<Parameters<typeof Module>[0]>['imports'];
+    providers?: NonNullable<Parameters<typeof Module>[0]>['providers'];
+    mysqlExtra?: Record<string, unknown>;
+  } = {},
 ): Promise<{ app: INestApplicationContext; locks: LockService }> {
   @Module({
     imports: [typeOrmRoot(settings, extra.mysqlExtra), DbLockModule.forRoot(options), ...(extra.imports ?? [])],

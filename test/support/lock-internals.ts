@@ -7,13 +7,20 @@ import type { LockHandle, LockService } from '../../lib/index.js';
 import { HeldLock } from '../../lib/core/held-lock.js';
 import { NestedLock } from '../../lib/core/nested-lock.js';
 import { RUNNING_PARTS } from '../../lib/lock.service.js';
-import type { LockServiceParts } from '../../lib/lock-service.parts.js';
-import { format, LOCK_LOG_TABLE } from '../../lib/mysql/sql.js';
+import type { LockServiceParts } from '../../lib/lock-service.assembly.js';
+import type { MysqlLockLog } from '../../lib/store/mysql/mysql-lock-log.js';
+import { format, LOCK_LOG_TABLE } from '../../lib/store/mysql/sql.js';
+import { freezeWatchdog, thawWatchdog } from './frozen-watchdog.js';
 
 export function partsOf(locks: LockService): LockServiceParts {
   const parts = RUNNING_PARTS.get(locks);
   if (!parts) throw new Error('the LockService is not running');
   return parts;
+}
+
+/** The MySQL store's lock log (these tests run against MySQL/MariaDB). */
+export function mysqlLogOf(locks: LockService): MysqlLockLog {
+  return partsOf(locks).store.log as MysqlLockLog;
 }
 
 /** The real lock behind a handle (the one whose rows are in the log). */
@@ -41,22 +48,22 @@ export function acquisitionIdOf(handle: LockHandle): string {
 export async function stall(locks: LockService, handle: LockHandle): Promise<void> {
   const parts = partsOf(locks);
   const lock = heldLockOf(handle);
-  parts.watchdog.abandon(lock);
-  await parts.pool.query(format(`UPDATE ${LOCK_LOG_TABLE} SET process_id = NULL WHERE id IN (?)`, [lock.rowIds]), { purpose: 'admin' });
+  parts.watchdog.remove(lock);
+  await mysqlLogOf(locks).pool.query(format(`UPDATE ${LOCK_LOG_TABLE} SET process_id = NULL WHERE id IN (?)`, [lock.rowIds]), { purpose: 'admin' });
 }
 
 /** The whole process stops renewing and stops aborting signals (SIGSTOP-like), until thaw. */
 export function freeze(locks: LockService): void {
-  partsOf(locks).watchdog.freeze();
+  freezeWatchdog(partsOf(locks).watchdog);
 }
 
 export function thaw(locks: LockService): void {
-  partsOf(locks).watchdog.thaw();
+  thawWatchdog(partsOf(locks).watchdog);
 }
 
 /** This process's lease row id. */
 export function processIdOf(locks: LockService): string {
-  return partsOf(locks).log.processId;
+  return mysqlLogOf(locks).processId;
 }
 
 /** Round trips the library sent for locks (grants, releases, doorbells): leaves out renewals, the janitor and admin calls. */

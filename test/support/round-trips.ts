@@ -9,3 +9,12 @@ export function callerTrips(locks: LockService): number {
   const by = locks.stats().roundTripsBy;
   return by.locks + by.admin;
 }
+
+/**
+ * Whether callerTrips sees a target's lock statements. stats().roundTripsBy counts the library
+ * pool; a row-lock waiter's tries run on DataSource connections, which it does
+ * not count (yet), so under row-lock a round-trip assertion could not fail and is skipped.
+ */
+export function countsLockTrips(target: { capabilities: ReadonlySet<string> }): boolean {
+  return target.capabilities.has('connection-free-holders');
+}

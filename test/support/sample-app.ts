@@ -106,7 +106,13 @@ export function writeOverlaps(rows: readonly LogRow[]): [LogRow, LogRow][] {
   const overlaps: [LogRow, LogRow][] = [];
   for (const a of rows)
     for (const b of rows)
-      if (a.id < b.id && a.key === b.key && (a.mode === 'write' || b.mode === 'write') && a.acquiredUs < (b.endedUs ?? Infinity) && b.acquiredUs < (a.endedUs ?? Infinity))
+      if (
+        a.id < b.id &&
+        a.key === b.key &&
+        (a.mode === 'write' || b.mode === 'write') &&
+        a.acquiredUs < (b.endedUs ?? Infinity) &&
+        b.acquiredUs < (a.endedUs ?? Infinity)
+      )
         overlaps.push([a, b]);
   return overlaps;
 }

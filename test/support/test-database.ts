@@ -73,6 +73,19 @@ export class TestDatabase {
     );
   }
 
+  /**
+   * Sessions of this database (other databases on the shared server left out) with a statement on
+   * the `db_lock` key rows in flight: a row-lock waiter blocked in the server. (A waiting UPDATE is
+   * not always listed in INNODB_TRX on MariaDB, so the process list is what is read.)
+   */
+  async lockWaits(): Promise<number> {
+    const [row] = await this.query<{ n: number }[]>(
+      `SELECT COUNT(*) AS n FROM information_schema.PROCESSLIST WHERE DB = ? AND COMMAND = 'Query' AND ID <> CONNECTION_ID() AND INFO LIKE '%UPDATE db_lock l%'`,
+      [this.name],
+    );
+    return Number(row!.n);
+  }
+
   /** When a process last renewed its lease (server clock), by process lease id. */
   async processRenewedAt(processId: unknown): Promise<Date | undefined> {
     const rows = await this.query<{ renewed_at: Date }[]>(`SELECT renewed_at FROM db_lock_process WHERE id = ?`, [processId]);

@@ -30,16 +30,27 @@ export class LockWorker {
   exited = false;
 
   private constructor(readonly child: ChildProcess) {
-    child.on('message', (message: { type: string; id: number; ok?: boolean; result?: unknown; error?: { name: string; message: string; stack?: string }; event?: string; data?: unknown }) => {
-      if (message.type === 'event') this.listeners.get(message.id)?.(message.event!, message.data);
-      if (message.type !== 'result') return;
-      const entry = this.pending.get(message.id);
-      this.pending.delete(message.id);
-      this.listeners.delete(message.id);
-      if (!entry) return;
-      if (message.ok) entry.resolve(message.result);
-      else entry.reject(new WorkerError(message.error!.name, message.error!.message, message.error!.stack));
-    });
+    child.on(
+      'message',
+      (message: {
+        type: string;
+        id: number;
+        ok?: boolean;
+        result?: unknown;
+        error?: { name: string; message: string; stack?: string };
+        event?: string;
+        data?: unknown;
+      }) => {
+        if (message.type === 'event') this.listeners.get(message.id)?.(message.event!, message.data);
+        if (message.type !== 'result') return;
+        const entry = this.pending.get(message.id);
+        this.pending.delete(message.id);
+        this.listeners.delete(message.id);
+        if (!entry) return;
+        if (message.ok) entry.resolve(message.result);
+        else entry.reject(new WorkerError(message.error!.name, message.error!.message, message.error!.stack));
+      },
+    );
     child.on('exit', () => {
       this.exited = true;
       for (const entry of this.pending.values()) entry.reject(new Error(`worker ${child.pid} exited`));
@@ -63,7 +74,11 @@ export class LockWorker {
         if (message.type === 'ready') {
           child.off('message', onMessage);
           resolve();
-        } else if (message.type === 'fatal') reject(new Error(`worker failed to start: ${message.error}`));
+        } else if (message.type === 'fatal') {
+          // A worker that failed to start must not outlive the test: it holds the runner's stdout open.
+          child.kill('SIGKILL');
+          reject(new Error(`worker failed to start: ${message.error}`));
+        }
       };
       child.on('message', onMessage);
       child.once('exit', (code) => reject(new Error(`worker exited during start (code ${code})`)));
@@ -71,8 +86,14 @@ export class LockWorker {
     return new LockWorker(child);
   }
 
-  static startMany(count: number, config: WorkerConfig, options?: WorkerOptions): Promise<LockWorker[]> {
-    return Promise.all(Array.from({ length: count }, () => LockWorker.start(config, options)));
+  /** All started, or none left running: the ones that did start are closed when another fails. */
+  static async startMany(count: number, config: WorkerConfig, options?: WorkerOptions): Promise<LockWorker[]> {
+    const settled = await Promise.allSettled(Array.from({ length: count }, () => LockWorker.start(config, options)));
+    const started = settled.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));
+    const failed = settled.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+    if (!failed) return started;
+    await Promise.all(started.map((w) => w.close()));
+    throw failed.reason;
   }
 
   /**

@@ -1,8 +1,8 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { toTypedError } from '../../lib/core/lock-runtime.js';
+import { toTypedError } from '../../lib/errors/to-typed-error.js';
 import { DbLockConnectionError, DbLockError } from '../../lib/index.js';
-import { classify } from '../../lib/mysql/errno.js';
+import { classify } from '../../lib/store/mysql/errno.js';
 
 const serverError = (errno: number, code: string) => Object.assign(new Error(code), { errno, code, sqlState: 'HY000' });
 const networkError = (code: string, fatal = true) => Object.assign(new Error(code), { code, fatal });

@@ -1,3 +1,4 @@
+import { mysqlFence } from '../../lib/store/mysql/mysql-session-store.js';
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Logger } from '@nestjs/common';
@@ -72,7 +73,7 @@ function fakes(answers: { ended?: number; kept?: number; commitError?: unknown }
   const outer = make(['c'], 10);
   const byKey = new Map([...own.targets.map((t) => [t.storedKey, own] as const), ...outer.targets.map((t) => [t.storedKey, outer] as const)]);
   const logger = { warn: (m: string) => warnings.push(m) } as unknown as Logger;
-  const run = <T>(fn: () => T, locks = { own: [own], kept: [outer], byKey }) => FencedTransaction.run({ host, logger }, transaction, own, locks, fn);
+  const run = <T>(fn: () => T, locks = { own: [own], kept: [outer], byKey }) => FencedTransaction.run({ host, logger, store: mysqlFence }, transaction, own, locks, fn);
   return { trace, warnings, own, outer, manager, run, fencesDuringFence: () => fencesSeen };
 }
 

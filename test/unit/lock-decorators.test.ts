@@ -93,6 +93,7 @@ describe('lock decorators', () => {
       async fn(_id: number, _region: string): Promise<void> {}
       @DistributedLock() async nightly(): Promise<void> {}
       @ReadLock(undefined, { transaction: 'none' }) static async report(): Promise<void> {}
+      @WriteLock('user:{0}', { name: 'users' }) async user(_id: number): Promise<void> {}
     }
     const calls = fakeService();
     const orders = new Orders();
@@ -101,16 +102,19 @@ describe('lock decorators', () => {
     await orders.fn(5, 'eu');
     await orders.nightly();
     await Orders.report();
+    await orders.user(4);
     assert.deepEqual(calls, [
-      { keys: 'order:A7', options: { mode: 'write' } },
-      { keys: ['loan:3', 'customer:c9'], options: { mode: 'read', timeoutMs: 500 } },
-      { keys: ['a:eu:5', 'b:5'], options: { leaseMs: 1000, onLocked: 'skip' } },
-      { keys: 'Orders.nightly', options: {} },
-      { keys: 'Orders.report', options: { transaction: 'none', mode: 'read' } },
+      // Metrics name each lock by its declaration (template(s), else ClassName.methodName), never by the filled-in key.
+      { keys: 'order:A7', options: { mode: 'write', name: 'order:{0.id}' } },
+      { keys: ['loan:3', 'customer:c9'], options: { mode: 'read', timeoutMs: 500, name: 'loan:{0},customer:{1}' } },
+      { keys: ['a:eu:5', 'b:5'], options: { leaseMs: 1000, onLocked: 'skip', name: 'Orders.fn' } },
+      { keys: 'Orders.nightly', options: { name: 'Orders.nightly' } },
+      { keys: 'Orders.report', options: { transaction: 'none', mode: 'read', name: 'Orders.report' } },
+      { keys: 'user:4', options: { mode: 'write', name: 'users' } },
     ]);
     // A template value that would build a wrong key: typed error, LockService never called.
     await assert.rejects(orders.pay({ id: undefined as unknown as string }), InvalidLockKeyError);
-    assert.equal(calls.length, 5);
+    assert.equal(calls.length, 6);
   });
 
   it('rejects bad declarations when the class loads', () => {

@@ -1,11 +1,11 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { resolveTargets } from '../../lib/core/lock-key.js';
-import { confirmOnSession } from '../../lib/lock-log/grant-confirmation.js';
-import { LockLog } from '../../lib/lock-log/lock-log.js';
-import type { LockConnectionPool, LockSession } from '../../lib/mysql/lock-connection-pool.js';
-import { LockStatementError } from '../../lib/mysql/lock-statement.error.js';
-import { SINGLE_MARIADB } from '../../lib/mysql/server-flavor.js';
+import { confirmOnSession } from '../../lib/store/mysql/grant-confirmation.js';
+import { MysqlLockLog as LockLog } from '../../lib/store/mysql/mysql-lock-log.js';
+import type { LockConnectionPool, LockSession } from '../../lib/store/mysql/lock-connection-pool.js';
+import { LockStatementError } from '../../lib/store/lock-statement.error.js';
+import { SINGLE_MARIADB } from '../../lib/store/mysql/server-flavor.js';
 
 const ECONNREFUSED = Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' });
 
@@ -27,7 +27,8 @@ function fakePool(answer: (sql: string) => unknown = () => ({ affectedRows: 1 })
   const pool = {
     isClosed: false,
     query: (sql: string) => reply(sql),
-    session: async (_options: unknown, fn: (session: LockSession) => Promise<unknown>) => fn({ threadId: 1, query: (sql: string) => reply(sql) as Promise<never> }),
+    session: async (_options: unknown, fn: (session: LockSession) => Promise<unknown>) =>
+      fn({ threadId: 1, query: (sql: string) => reply(sql) as Promise<never> }),
   };
   return { pool: pool as unknown as LockConnectionPool, sent, state };
 }
@@ -41,28 +42,43 @@ describe('lock log: ends owed after an outage', () => {
     await assert.rejects(log.endRows(['41', '42'], 'EXPIRED', 'given up'), LockStatementError);
     // Still down: the owed end fails again and the renewal is not sent.
     sent.length = 0;
-    await assert.rejects(log.renewProcess(performance.now() + 1000), LockStatementError);
+    await assert.rejects(log.renew(performance.now() + 1000), LockStatementError);
     assert.equal(sent.length, 1);
     assert.match(sent[0]!, /^UPDATE db_lock_log SET status = 'EXPIRED'.* WHERE id IN \('41', '42'\)/);
     // Back: first the owed end, then the renewal; settled once, not again.
     state.down = false;
     sent.length = 0;
-    await log.renewProcess(performance.now() + 1000);
+    await log.renew(performance.now() + 1000);
     assert.match(sent[0]!, /^UPDATE db_lock_log SET status = 'EXPIRED'/);
     assert.match(sent[1]!, /^INSERT INTO db_lock_process .* ON DUPLICATE KEY UPDATE renewed_at/);
     sent.length = 0;
-    await log.renewProcess(performance.now() + 1000);
+    await log.renew(performance.now() + 1000);
     assert.ok(!sent.some((sql) => sql.startsWith('UPDATE db_lock_log')), 'an owed end is settled once');
   });
 });
 
 describe('lock log: a grant that answers after its lease', () => {
   it('is given back and reported not granted', async () => {
-    const granted = [{ granted: 1, key_rows: 1, busy: 0, expired: 0, writer_waiting: 0, reclaimed: 0, id: 9, lock_key: Buffer.from('k'), fencing_token: 4, expires_at: '2026-01-01 00:00:00.000000', waited_us: 0 }];
-    const { pool, sent, state } = fakePool((sql) => (sql.startsWith('START TRANSACTION') ? [...Array.from({ length: 5 }, () => ({ affectedRows: 0 })), granted, {}] : { affectedRows: 1 }));
+    // The single-key grant's answers: START, the UPDATE that matched, the INSERT, the row read back, COMMIT.
+    const granted = [
+      { id: 9, fencing_token: 4, expires_at: '2026-01-01 00:00:00.000000', key_rows: null, writer_waiting: null, busy: null, expired: null },
+    ];
+    const { pool, sent, state } = fakePool((sql) =>
+      sql.startsWith('START TRANSACTION')
+        ? [{ affectedRows: 0 }, { affectedRows: 1, insertId: 4 }, { affectedRows: 1, insertId: 9 }, granted, {}]
+        : { affectedRows: 1 },
+    );
     const log = new LockLog(pool, SINGLE_MARIADB, 'h:1');
     await log.start();
-    const input = { acquisitionId: 'a-1', strategy: 'lease' as const, targets: resolveTargets('k', 'write', ''), leaseMs: 100, waitedMs: 0, writerWaitMarkMs: 0, writerPreference: true, rowLocksAuthoritative: false };
+    const input = {
+      acquisitionId: 'a-1',
+      strategy: 'lease' as const,
+      targets: resolveTargets('k', 'write', ''),
+      leaseMs: 100,
+      waitedMs: 0,
+      writerWaitMarkMs: 0,
+      writerPreference: true,
+    };
     assert.equal((await log.grant(input, Infinity)).granted, true, 'in time: granted');
     state.delayMs = 120; // longer than the 100 ms lease
     sent.length = 0;

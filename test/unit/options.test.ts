@@ -23,7 +23,7 @@ describe('resolveOptions', () => {
     assert.equal(resolved.leaseMs, 30_000);
     assert.equal(resolved.timeoutMs, 10_000);
     assert.equal(resolved.slowThresholdMs, 3_000);
-    assert.equal(resolved.poolSize, 4);
+    assert.equal(resolved.poolSize, 8);
     assert.ok(Object.isFrozen(resolved));
     assert.ok(Object.isFrozen(DB_LOCK_DEFAULTS));
     assert.ok(Object.isFrozen(DB_LOCK_DEFAULTS.janitor));
@@ -139,13 +139,17 @@ describe('resolveLockOptions (one call)', () => {
   const defaults = resolveOptions({ leaseMs: 2_000, timeoutMs: 500 });
 
   it('takes the module defaults', () => {
-    assert.deepEqual(resolveLockOptions(undefined, defaults), { mode: 'write', timeoutMs: 500, leaseMs: 2_000, strategy: 'lease', maxAttempts: Infinity });
-    assert.deepEqual(resolveLockOptions({ mode: 'read', timeoutMs: 0 }, defaults), { mode: 'read', timeoutMs: 0, leaseMs: 2_000, strategy: 'lease', maxAttempts: Infinity });
+    const rest = { leaseMs: 2_000, strategy: 'lease', maxAttempts: Infinity, name: 'unnamed' };
+    assert.deepEqual(resolveLockOptions(undefined, defaults), { mode: 'write', timeoutMs: 500, ...rest });
+    assert.deepEqual(resolveLockOptions({ mode: 'read', timeoutMs: 0 }, defaults), { mode: 'read', timeoutMs: 0, ...rest });
+    assert.equal(resolveLockOptions({ name: 'loan:{id}' }, defaults).name, 'loan:{id}');
     assert.equal(resolveLockOptions({ timeoutMs: Infinity }, defaults).timeoutMs, Infinity);
   });
 
   it('lists every problem of one call', () => {
     assert.equal(problemsOf(() => resolveLockOptions({ mode: 'x', timeoutMs: NaN, leaseMs: 99, foo: 1 }, defaults)).length, 4);
+    for (const name of ['', 'x'.repeat(256), 7, null])
+      assert.match(problemsOf(() => resolveLockOptions({ name }, defaults)).join(), /name must be a non-empty string of at most 255 characters/);
     assert.equal(problemsOf(() => resolveLockOptions({ leaseMs: Infinity }, defaults)).length, 1);
     assert.equal(problemsOf(() => resolveLockOptions('x', defaults)).length, 1);
   });

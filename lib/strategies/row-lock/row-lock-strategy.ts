@@ -1,62 +1,73 @@
+import type { Logger } from '@nestjs/common';
 import { randomUUID } from 'node:crypto';
 import type { DataSource, QueryRunner } from 'typeorm';
 import { backoffDelay } from '../../core/backoff.js';
 import type { FencedTransaction } from '../../core/fenced-transaction.js';
 import { HeldLock, type HeldLockHost } from '../../core/held-lock.js';
-import type { AttemptResult, GrantAttempt, LockStrategy } from '../../core/lock-strategy.js';
+import { type EndStatus, LockStatus } from '../../core/lock-status.js';
 import { LockLostError } from '../../errors/lock-lost.error.js';
-import { TooManyLockWaitersError } from '../../errors/too-many-lock-waiters.error.js';
-import type { GrantOutcome } from '../../lock-log/grant.sql.js';
-import { endInCommitStatement } from '../../lock-log/hold.sql.js';
-import type { LockLog } from '../../lock-log/lock-log.js';
-import { explainLoss } from '../../lock-log/loss.js';
-import { classify } from '../../mysql/errno.js';
-import { LockStatementError } from '../../mysql/lock-statement.error.js';
-import { type EndStatus, LockStatus } from '../../mysql/sql.js';
-import { lockRowsStatements } from './row-lock.sql.js';
-import { abandon, endQuietly, isNoWait } from './row-lock-session.js';
+import type { LockLogStore, RowLockAuditRow, RowLockStore, RowLockTake } from '../../store/lock-store.js';
+import { LockStatementError } from '../../store/lock-statement.error.js';
+import type { AttemptResult, GrantAttempt, LockStrategy, StrategyCapabilities } from '../lock-strategy.js';
+import { ConnectionSlots } from './connection-slots.js';
+import { endQuietly, keepOpen } from './open-transaction.js';
+import { TerminalRows } from './terminal-rows.js';
 
 export interface RowLockSettings {
   readonly retryMinDelayMs: number;
   readonly retryMaxDelayMs: number;
-  /** Most acquisitions of this process waiting in the database at once. */
-  readonly maxWaiters: number;
+  /** Most callers of this process queued for a connection slot (Infinity: no bound). */
+  readonly maxQueued: number;
   /** The DataSource's pool size: row-lock sessions (holders and waiters) never take its last connection. */
   readonly poolSize: number;
+  /** A hold longer than this is given up (its transaction abandoned, rolled back by the server). */
+  readonly maxHoldMs: number;
 }
 
-/** The connection holding the lock's transaction lost; the watcher calls this. */
+/** The connection holding the lock's transaction closed, or maxHoldMs passed. */
 export interface RowLockHost extends HeldLockHost {
   lost(lock: HeldLock, error: LockLostError, giveBack: boolean): void;
 }
 
+/** A row-lock has no lease: its handle's expiresAt is the latest Date there is. */
+const NO_LEASE_END = new Date(8.64e15);
+
 /**
- * The pessimistic lock: a transaction on a connection of the app's DataSource takes InnoDB row
- * locks on the keys' rows (FOR UPDATE, or shared for readers) and keeps them; the locked work runs
- * in that transaction, and COMMIT or ROLLBACK releases. The server queues the waiters, hands the
- * lock over at COMMIT, and frees it the moment the holder's connection closes.
+ * The pessimistic lock: the lock IS the business transaction. The transaction, on a connection of
+ * the app's DataSource, takes an InnoDB lock on the keys' rows of db_lock (an UPDATE that bumps
+ * the token for writers, a shared locking read for readers) and keeps it until COMMIT or ROLLBACK;
+ * the locked work runs in it. The server queues the waiters, hands the lock over at COMMIT, and
+ * frees it the moment the holder's connection closes. No lease, no renewal, no local deadline: a
+ * stalled holder keeps its lock, and nobody else gets in, for as long as its transaction is open.
  *
- * Once the row locks are held, one short transaction on the library's pool records the grant in
- * the lock log, as a lease grant does: the fencing token (shared with leases, so it keeps growing
- * whichever strategy takes the key) and the audit row, both committed before the work starts, so
- * a holder whose connection is killed leaves its row (ended by the next holder) and its token is
- * never handed out again. A lease holder of the same key is seen there as busy; a lease grant sees
- * the row-lock holder's live row: the two strategies exclude each other.
+ * The audit rows are written in the commit that ends the hold (terminal, RELEASED, atomically
+ * with the work); a hold that rolled back gets its row afterwards, batched (TerminalRows).
  */
 export class RowLockStrategy implements LockStrategy {
   readonly name = 'row-lock' as const;
-  /** Connections taken by row-lock sessions: waiting ones, and all (waiting and holding). */
-  private waiting = 0;
-  private sessions = 0;
-  private readonly open = new Set<HeldLock>();
+  readonly capabilities: StrategyCapabilities = {
+    heldByOpenTransaction: true,
+    joinsOpenTransaction: true,
+    renewedByProcessLease: false,
+    queuesInServer: true,
+  };
+  private readonly slots: ConnectionSlots;
+  private readonly terminal: TerminalRows;
   private readonly abandoners = new Map<HeldLock, () => void>();
+  /** Holds whose audit rows are written or queued: one row set per hold, whoever ends it first. */
+  private readonly recorded = new WeakSet<HeldLock>();
 
   constructor(
     private readonly host: RowLockHost,
-    private readonly log: LockLog,
+    private readonly log: LockLogStore,
+    private readonly store: RowLockStore,
     private readonly dataSource: DataSource,
     private readonly settings: RowLockSettings,
-  ) {}
+    logger: Pick<Logger, 'warn'>,
+  ) {
+    this.slots = new ConnectionSlots(Math.max(1, settings.poolSize - 1), settings.maxQueued);
+    this.terminal = new TerminalRows((rows) => store.recordEnded(rows), logger);
+  }
 
   waitsForLocalRelease(): boolean {
     return false; // the server queues waiters and hands over at COMMIT: asking is waiting
@@ -67,200 +78,163 @@ export class RowLockStrategy implements LockStrategy {
   }
 
   async tryGrant(attempt: GrantAttempt): Promise<AttemptResult> {
-    this.admit(attempt);
-    this.waiting++;
-    this.sessions++;
+    if (
+      !(await this.slots.take(
+        attempt.targets.map((t) => t.key),
+        attempt.deadline,
+      ))
+    )
+      return {};
     const runner = this.dataSource.createQueryRunner('master');
     let holding = false;
     try {
       await runner.connect();
       await runner.startTransaction(attempt.isolationLevel ?? 'READ COMMITTED');
-      const outcome = await this.lockAndRecord(runner, attempt);
-      if (!outcome.lock) return outcome;
+      const result = await this.take(runner, attempt, true);
+      if (!result.lock) return result;
       holding = true;
-      this.hold(outcome.lock, runner);
-      return outcome;
+      keepOpen(result.lock, runner, this.store, {
+        lost: (lock, error) => this.host.lost(lock, error, true),
+        settled: (lock) => {
+          this.abandoners.delete(lock);
+          this.slots.give();
+        },
+        abandonWith: (lock, abandonIt) => this.abandoners.set(lock, abandonIt),
+        maxHoldMs: this.settings.maxHoldMs,
+      });
+      return result;
     } catch (error) {
       const failure = LockStatementError.from(error);
       if (['retry', 'deadline', 'interrupted', 'connection-lost', 'unreachable'].includes(failure.kind)) return { failure };
       throw failure;
     } finally {
-      this.waiting--;
       if (!holding) {
-        this.sessions--;
         await endQuietly(runner);
+        this.slots.give();
       }
     }
   }
 
-  /** A nested call inside the chain's fenced transaction: the row locks are taken by that transaction. */
+  /** A nested call inside the chain's fenced transaction: that transaction takes the keys. */
   async grantWithin(transaction: FencedTransaction, attempt: GrantAttempt): Promise<AttemptResult> {
-    return this.lockAndRecord(transaction.runner, attempt);
+    return this.take(transaction.runner, attempt, false);
   }
 
-  async release(lock: HeldLock, status: EndStatus | 'EXPIRED', note?: string): Promise<void> {
+  async release(lock: HeldLock, status: EndStatus | typeof LockStatus.EXPIRED, note?: string): Promise<void> {
     const transaction = lock.transaction;
     if (transaction && status === LockStatus.RELEASED) {
-      // The fence of a plain release: the rows end in the lock's own transaction, then COMMIT.
-      const { sql, parameters } = endInCommitStatement(lock.rowIds, lock.acquisitionId);
-      let ended = 0;
+      // A plain release commits the lock's own transaction, its audit rows in it.
       try {
-        ended = Number((await transaction.runner.query(sql, parameters, true)).affected ?? 0);
-        if (ended >= lock.rowIds.length) {
-          await transaction.runner.commitTransaction();
-          await transaction.finish(true);
-          return;
-        }
+        await lock.commitRecord!(transaction.runner);
+        await transaction.runner.commitTransaction();
       } catch (error) {
         await transaction.finish(false);
-        if (classify(error) === 'retry') throw await explainLoss(this.log, lock);
+        this.recordEnd(lock, LockStatus.FAILED, 'its commit failed; rolled back');
+        const kind = LockStatementError.from(error).kind;
+        if (kind === 'connection-lost' || kind === 'retry')
+          throw new LockLostError(lock.keys[0]!, lock.fencingToken, 'its transaction could not commit (connection lost or rolled back)', {
+            cause: error,
+          });
         throw error;
       }
-      await transaction.finish(false);
-      throw await explainLoss(this.log, lock);
+      this.recorded.add(lock);
+      await transaction.finish(true);
+      return;
     }
-    // Given up (lost, expired, failed) with its transaction still open: the work may still be
-    // sending statements on it, so it is abandoned, never rolled back under the work's feet.
+    // Given up (lost, maxHoldMs, shutdown) with its transaction still open: the work may still be
+    // sending statements on it, so it is abandoned, never rolled back under the running work.
     if (transaction) this.abandoners.get(lock)?.();
-    const ended = await this.log.endRows(lock.rowIds, status as EndStatus, note);
-    if (ended < lock.rowIds.length && status !== LockStatus.EXPIRED) throw await explainLoss(this.log, lock);
+    // Without its own transaction (taken inside an outer one), a RELEASED hold is recorded by that transaction's commit.
+    if (transaction || status !== LockStatus.RELEASED)
+      this.recordEnd(lock, status === LockStatus.RELEASED ? LockStatus.FAILED : status, note ?? null);
   }
 
-  async extend(lock: HeldLock, leaseMs: number): Promise<boolean> {
-    const rows = await this.log.extend(lock.rowIds, leaseMs);
-    if (rows.length < lock.rowIds.length) return false;
-    lock.expiresAt = new Date(Math.min(...rows.map((r) => r.expiresAt.getTime())));
+  /** No lease to extend: the lock lasts as long as its transaction. */
+  async extend(): Promise<boolean> {
     return true;
   }
 
-  /**
-   * The lock was lost (lease taken over, janitor, connection gone) while its work may still be
-   * running on the transaction: abandon it rather than roll it back and return the connection,
-   * or a statement the work sends next would run in autocommit and commit outside any lock.
-   */
+  /** The lock ended without a release here (its commit ran in a fenced transaction): local clean-up only. */
   dropped(lock: HeldLock): void {
     this.abandoners.get(lock)?.();
   }
 
-  /** Shutdown: what still holds is aborted, with the same care as a loss. */
+  /** Shutdown: what still holds is abandoned (the server rolls it back); pending audit rows are written. */
   async close(): Promise<void> {
-    for (const lock of [...this.open]) this.abandoners.get(lock)?.();
+    for (const abandonIt of [...this.abandoners.values()]) abandonIt();
+    await this.terminal.settle();
   }
 
-  /** Fails fast rather than drain the DataSource's pool (a process must never deadlock against it). */
-  private admit(attempt: GrantAttempt): void {
-    const keys = attempt.targets.map((t) => t.key);
-    if (this.waiting >= this.settings.maxWaiters)
-      throw new TooManyLockWaitersError(
-        keys,
-        this.settings.maxWaiters,
-        `${this.waiting} row-lock acquisitions of this process already wait in the database`,
-      );
-    if (this.sessions >= this.settings.poolSize - 1)
-      throw new TooManyLockWaitersError(
-        keys,
-        this.settings.poolSize - 1,
-        `${this.sessions} of the DataSource's ${this.settings.poolSize} connections are held by row-lock holders and waiters; one must stay free`,
-      );
-  }
-
-  /** The row locks (waiting in the server within the budget), then the durable grant record. */
-  private async lockAndRecord(runner: QueryRunner, attempt: GrantAttempt): Promise<AttemptResult> {
-    const requestedAt = performance.now();
-    for (let round = 0; ; round++) {
-      let complete = true;
-      try {
-        for (const statement of lockRowsStatements(attempt.targets, this.log.flavor)) {
-          // What is left of the budget now: a multi-key request's later statements get less.
-          const waitMs = attempt.deadline === Infinity ? Infinity : attempt.deadline - performance.now();
-          const rows = (await runner.query(statement.sql(waitMs))) as unknown[];
-          if (rows.length < statement.rows) complete = false;
-        }
-      } catch (error) {
-        const kind = classify(error);
-        // NOWAIT, the wait bound, or innodb_lock_wait_timeout: the key is held. A deadlock: asked again.
-        if (kind === 'retry' || kind === 'interrupted' || isNoWait(error)) return {};
-        throw error;
-      }
-      if (complete) break;
-      // First use of a key (or reaped): its rows are created in their own committed statement, so
-      // the locking read never lands on a gap; nothing is locked yet at READ COMMITTED.
-      if (round > 2) return {};
-      await this.log.createKeyRows(attempt.targets.map((t) => t.bytes));
-    }
+  /** The keys taken in `runner`'s transaction, with the rare paths (first use, lease holders) when met. */
+  private async take(runner: QueryRunner, attempt: GrantAttempt, ownTransaction: boolean): Promise<AttemptResult> {
     const acquisitionId = randomUUID();
-    const outcome: GrantOutcome = await this.log.grant(
-      {
-        acquisitionId,
-        strategy: 'row-lock',
-        targets: attempt.targets,
-        leaseMs: attempt.leaseMs,
-        waitedMs: performance.now() - attempt.startedAt,
-        writerWaitMarkMs: 0,
-        writerPreference: true,
-        rowLocksAuthoritative: this.log.flavor.cluster !== 'galera',
-      },
-      attempt.deadline === Infinity ? Infinity : Math.max(attempt.deadline, performance.now()) + 1000,
-    );
-    if (!outcome.granted) return {}; // a lease holder of the key is alive: roll back, ask again
+    for (let round = 0; ; round++) {
+      let result: RowLockTake = await this.store.take(runner, attempt.targets, attempt.deadline);
+      if (!result.taken && result.why === 'lease-holder') {
+        // Rows a partial UPDATE bumped are rolled back first, so committed tokens never skip.
+        if (ownTransaction) await this.restart(runner, attempt);
+        result = await this.store.takeOverExpired(runner, attempt.targets, attempt.deadline, acquisitionId);
+      }
+      // Lease holders taken over are told through their process lease; the count is not reported here.
+      if (result.taken) return { lock: this.grantOf(attempt, acquisitionId, result.tokens), reclaimed: 0 };
+      // A wait cut short is a failed try: a timeout then keeps its driver error as cause.
+      if (result.why === 'busy' && result.cause !== undefined) return { failure: LockStatementError.from(result.cause) };
+      if (result.why !== 'missing-key-rows' || round > 2) return {};
+      // First use of a key (or reaped): its row is created in its own committed statement on the
+      // library's pool, never on the path of a key that exists.
+      if (ownTransaction) await runner.rollbackTransaction();
+      await this.log.createKeyRows(attempt.targets.map((t) => t.bytes));
+      if (ownTransaction) await runner.startTransaction(attempt.isolationLevel ?? 'READ COMMITTED');
+    }
+  }
+
+  private async restart(runner: QueryRunner, attempt: GrantAttempt): Promise<void> {
+    await runner.rollbackTransaction();
+    await runner.startTransaction(attempt.isolationLevel ?? 'READ COMMITTED');
+  }
+
+  private grantOf(attempt: GrantAttempt, acquisitionId: string, tokens: ReadonlyMap<string, number>): HeldLock {
     const grantedAt = performance.now();
-    const leaseFrom = ((outcome as { sentAt?: number }).sentAt ?? requestedAt) + outcome.serverWaitMs;
+    const rows = attempt.targets.map((t) => ({
+      id: '',
+      storedKey: t.storedKey,
+      fencingToken: tokens.get(t.storedKey) ?? 0,
+      expiresAt: NO_LEASE_END,
+    }));
     const lock = new HeldLock(
       this.host,
       'row-lock',
       acquisitionId,
       attempt.targets,
-      outcome.rows,
-      attempt.leaseMs,
-      leaseFrom,
+      rows,
+      Infinity,
+      grantedAt,
       grantedAt,
       grantedAt - attempt.startedAt,
       attempt.internal,
     );
-    return { lock, reclaimed: outcome.reclaimed };
+    lock.commitRecord = (runner) => this.store.recordInCommit(runner, this.auditRows(lock, LockStatus.RELEASED, null));
+    return lock;
   }
 
-  /** The lock keeps its transaction; its signal aborts if that connection closes. */
-  private hold(lock: HeldLock, runner: QueryRunner): void {
-    let finished = false;
-    const connection = (runner as unknown as { databaseConnection?: NodeJS.EventEmitter }).databaseConnection;
-    const onClose = (error?: unknown): void => {
-      if (finished) return;
-      this.host.lost(
-        lock,
-        new LockLostError(
-          lock.keys[0]!,
-          lock.fencingToken,
-          `its database connection closed (${String((error as Error)?.message ?? 'end')})`,
-          error ? { cause: error } : undefined,
-        ),
-        true,
-      );
-    };
-    connection?.once('error', onClose);
-    connection?.once('end', onClose);
-    this.open.add(lock);
-    const settle = (): boolean => {
-      if (finished) return false;
-      finished = true;
-      connection?.off('error', onClose);
-      connection?.off('end', onClose);
-      lock.transaction = undefined;
-      this.open.delete(lock);
-      this.abandoners.delete(lock);
-      this.sessions--;
-      return true;
-    };
-    this.abandoners.set(lock, () => {
-      if (settle()) abandon(runner);
-    });
-    lock.transaction = {
-      runner,
-      finish: async (committed: boolean) => {
-        if (!settle()) return;
-        if (!committed) await endQuietly(runner);
-        else await runner.release().catch(() => undefined);
-      },
-    };
+  /** The audit rows of a hold that did not commit, written after its rollback (batched), once. */
+  private recordEnd(lock: HeldLock, status: RowLockAuditRow['status'], note: string | null): void {
+    if (this.recorded.has(lock)) return;
+    this.recorded.add(lock);
+    this.terminal.add(this.auditRows(lock, status, note));
+  }
+
+  private auditRows(lock: HeldLock, status: RowLockAuditRow['status'], note: string | null): RowLockAuditRow[] {
+    const holdMs = performance.now() - lock.grantedAt;
+    return lock.targets.map((t) => ({
+      key: t.bytes,
+      mode: t.mode,
+      owner: lock.acquisitionId,
+      fencingToken: lock.fencingTokens[t.key] ?? 0,
+      status,
+      waitedMs: lock.waitedMs,
+      holdMs,
+      note: note === null ? null : note.slice(0, 255),
+    }));
   }
 }

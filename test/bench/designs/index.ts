@@ -1,6 +1,5 @@
 /** Every design by id, built from the same dependencies in the bench's process or in a worker. */
 import { forUpdateDesign, getLockDesign } from './blocking.js';
-import { rowLockNoRecordDesign } from './experiment.js';
 import { leaseDecoratedDesign, leaseDesign, rowLockDesign } from './library.js';
 import { naiveTableDesign, redlockDesign } from './peers.js';
 import type { DesignDeps, DesignId, LockDesign } from './types.js';
@@ -16,8 +15,6 @@ export async function createDesign(id: DesignId, deps: DesignDeps): Promise<Lock
       return leaseDecoratedDesign(deps);
     case 'row-lock':
       return rowLockDesign(deps);
-    case 'row-lock-no-record':
-      return rowLockNoRecordDesign(deps);
     case 'for-update':
       return forUpdateDesign(deps);
     case 'get-lock':

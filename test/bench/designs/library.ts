@@ -6,7 +6,7 @@
  * what goes through the DataSource (the row-lock and fenced transactions) and the caller's connection.
  */
 import { resolveTargets } from '../../../lib/core/lock-key.js';
-import { leanGrantPlan } from '../../../lib/lock-log/grant.sql.js';
+import { leanGrantPlan } from '../../../lib/store/mysql/grant.sql.js';
 import { hostNow } from '../stats.js';
 import { DecoratedWork, managerQuery } from './decorated.js';
 import { countedQuery, type DesignDeps, type LockDesign } from './types.js';
@@ -15,7 +15,7 @@ import { countedQuery, type DesignDeps, type LockDesign } from './types.js';
 const TIMEOUT_MS = 120_000;
 
 /** Statements of one common-case grant round trip (START TRANSACTION … COMMIT) of `strategy`. */
-export function grantStatements(strategy: 'lease' | 'row-lock'): number {
+export function grantStatements(strategy: 'lease'): number {
   return leanGrantPlan({
     acquisitionId: 'o',
     holder: 'h',
@@ -26,7 +26,6 @@ export function grantStatements(strategy: 'lease' | 'row-lock'): number {
     waitedMs: 0,
     writerWaitMarkMs: 0,
     writerPreference: true,
-    rowLocksAuthoritative: strategy === 'row-lock',
   }).statements.length;
 }
 
@@ -100,8 +99,8 @@ export function leaseDecoratedDesign(deps: DesignDeps): LockDesign {
 export function rowLockDesign(deps: DesignDeps): LockDesign {
   return {
     id: 'row-lock',
-    // the transaction + the locking read + the durable grant record (its own commit) + the fence + critical section
-    usefulStatements: TRANSACTION_STATEMENTS + 1 + grantStatements('row-lock') + FENCE_STATEMENTS + CRITICAL_SECTION,
+    // the transaction + the locking UPDATE (token bump) + the audit row INSERT in the commit + critical section
+    usefulStatements: TRANSACTION_STATEMENTS + 1 + 1 + CRITICAL_SECTION,
     usefulRedisCommands: 0,
     handoffRoundTrips: 0,
     gaveUp: 0,

@@ -11,14 +11,13 @@ import type { DataSource } from 'typeorm';
 import type { LockService } from '../../../lib/index.js';
 import type { ConnectionSettings } from '../../support/test-database.js';
 
-export const DESIGN_IDS = ['lease', 'lease-decorated', 'row-lock', 'row-lock-no-record', 'for-update', 'get-lock', 'redlock', 'naive-table'] as const;
+export const DESIGN_IDS = ['lease', 'lease-decorated', 'row-lock', 'for-update', 'get-lock', 'redlock', 'naive-table'] as const;
 export type DesignId = (typeof DESIGN_IDS)[number];
 
 export const DESIGN_LABELS: Record<DesignId, string> = {
   lease: 'nestjs-db-lock, lease (acquire / release)',
   'lease-decorated': 'nestjs-db-lock, lease, `@WriteLock` (critical section in the fenced transaction)',
-  'row-lock': "nestjs-db-lock, row-lock (`withLock`, critical section through `handle.manager`)",
-  'row-lock-no-record': 'experiment, not a library mode: row-lock without the durable grant record',
+  'row-lock': 'nestjs-db-lock, row-lock (`withLock`, critical section through `handle.manager`)',
   'for-update': 'bare blocking `SELECT … FOR UPDATE` (critical section in its transaction)',
   'get-lock': 'bare blocking `GET_LOCK`',
   redlock: 'node-redlock (local Redis)',
@@ -29,7 +28,6 @@ export const SHORT_LABELS: Record<DesignId, string> = {
   lease: 'lease',
   'lease-decorated': 'lease @WriteLock',
   'row-lock': 'row-lock',
-  'row-lock-no-record': 'row-lock, no record (exp.)',
   'for-update': 'FOR UPDATE',
   'get-lock': 'GET_LOCK',
   redlock: 'redlock',

@@ -9,16 +9,31 @@ function calibration(r: BenchResults): string[] {
   const c = r.contention!;
   const rows = c.designs.map((d) => {
     const k = c.calibration.get(d)!;
-    return [SHORT_LABELS[d], String(k.usefulStatements), fmt(k.measuredStatementsPerHold, 2), fmt(k.roundTripsPerHold, 2), String(k.handoffRoundTrips)];
+    return [
+      SHORT_LABELS[d],
+      String(k.usefulStatements),
+      fmt(k.measuredStatementsPerHold, 2),
+      fmt(k.roundTripsPerHold, 2),
+      String(k.handoffRoundTrips),
+    ];
   });
   return [
     '### What one hold costs (useful work)',
     '',
-    'Useful statements per hold are what the design sends for one successful hold, critical section included (lease: with the doorbell\'s GET_LOCK and RELEASE_LOCK, ' +
-      'which an uncontended hold does not send). They are checked against the server\'s count over 30 uncontended holds in one worker (that count also includes other clients ' +
+    "Useful statements per hold are what the design sends for one successful hold, critical section included (lease: with the doorbell's GET_LOCK and RELEASE_LOCK, " +
+      "which an uncontended hold does not send). They are checked against the server's count over 30 uncontended holds in one worker (that count also includes other clients " +
       'of the server). Useful round trips per hold (client count) are measured over the same holds, plus the round trips a handoff adds (a doorbell rung in a round trip of its own).',
     '',
-    ...table(['design', 'useful statements per hold (declared)', 'statements per uncontended hold (server count)', 'round trips per uncontended hold (client count)', 'handoff round trips'], rows),
+    ...table(
+      [
+        'design',
+        'useful statements per hold (declared)',
+        'statements per uncontended hold (server count)',
+        'round trips per uncontended hold (client count)',
+        'handoff round trips',
+      ],
+      rows,
+    ),
     '',
   ];
 }
@@ -31,7 +46,7 @@ function variantSection(r: BenchResults, v: ContentionVariant): string[] {
     `${config.processes} processes × ${config.callersPerProcess} callers on one key, each looping take the lock → read a counter row, write it back plus one → let go` +
       (v.pauseMs ? ` → pause ${v.pauseMs} ms` : '') +
       ` (lost updates show any overlap). Floor: the same critical section run serially by one caller without a lock, ${fmtFigure(v.serialFloor, 0)} ops/s. ` +
-      'Handoff = from the holder beginning to let go (its critical section done) to a caller that was already waiting holding the lock. Waits are censored at the window\'s end ' +
+      "Handoff = from the holder beginning to let go (its critical section done) to a caller that was already waiting holding the lock. Waits are censored at the window's end " +
       '(a caller still waiting then counts with what it has waited so far). Same process = share of consecutive holds by callers of the same process, the same caller included ' +
       `(${config.processes * config.callersPerProcess} callers in ${config.processes} processes: ${config.callersPerProcess - 1} of ${config.processes * config.callersPerProcess - 1} other callers would be fair). ` +
       "Waiter statements: server = 'Questions' delta minus the useful statements of the holds; client = round trips the designs sent beyond the useful ones.",
@@ -60,15 +75,47 @@ function variantSection(r: BenchResults, v: ContentionVariant): string[] {
   });
   out.push(
     ...table(
-      ['design', 'throughput ops/s', '× serial floor', 'wait p50 ms', 'wait p99 ms', 'handoff p50 ms', 'handoff p99 ms', 'handoff p50 × `SELECT 1`', 'same caller', 'same process', 'waiter statements/s (server)', 'waiter / useful (server)', 'waiter round trips/s (client)', 'waiter / useful (client)', 'lost updates'],
+      [
+        'design',
+        'throughput ops/s',
+        '× serial floor',
+        'wait p50 ms',
+        'wait p99 ms',
+        'handoff p50 ms',
+        'handoff p99 ms',
+        'handoff p50 × `SELECT 1`',
+        'same caller',
+        'same process',
+        'waiter statements/s (server)',
+        'waiter / useful (server)',
+        'waiter round trips/s (client)',
+        'waiter / useful (client)',
+        'lost updates',
+      ],
       rows,
     ),
     '',
   );
   const ids = DESIGN_IDS.filter((d) => v.byDesign.has(d));
   const suffix = v.pauseMs ? `, ${v.pauseMs} ms pause` : '';
-  out.push(...chart(`Throughput under contention${suffix} (ops/s, higher is better)`, 'ops/s', ids.map((d) => SHORT_LABELS[d]), ids.map((d) => v.byDesign.get(d)!.throughput.median)), '');
-  out.push(...chart(`Wait p99 under contention${suffix} (ms, lower is better)`, 'ms', ids.map((d) => SHORT_LABELS[d]), ids.map((d) => v.byDesign.get(d)!.waitP99.median)), '');
+  out.push(
+    ...chart(
+      `Throughput under contention${suffix} (ops/s, higher is better)`,
+      'ops/s',
+      ids.map((d) => SHORT_LABELS[d]),
+      ids.map((d) => v.byDesign.get(d)!.throughput.median),
+    ),
+    '',
+  );
+  out.push(
+    ...chart(
+      `Wait p99 under contention${suffix} (ms, lower is better)`,
+      'ms',
+      ids.map((d) => SHORT_LABELS[d]),
+      ids.map((d) => v.byDesign.get(d)!.waitP99.median),
+    ),
+    '',
+  );
   return out;
 }
 

@@ -6,7 +6,7 @@
 import type { ContentionVariant } from '../contention.js';
 import { fmt, fmtRatio } from '../stats.js';
 import { table } from './markdown.js';
-import { type BenchResults, latency, variant, variantName } from './results.js';
+import { type BenchResults, latency, twoCommitBound, variant, variantName } from './results.js';
 
 export { boundsSection, notesSection } from './bounds.js';
 
@@ -26,7 +26,7 @@ export function decisionTable(r: BenchResults): string[] {
     '## Lease or row-lock',
     '',
     ...table(
-      ['', "lease (default)", "row-lock (`strategy: 'row-lock'`)"],
+      ['', 'lease (default)', "row-lock (`strategy: 'row-lock'`)"],
       [
         [
           'connections held',
@@ -48,22 +48,25 @@ export function decisionTable(r: BenchResults): string[] {
           'cheap: no connection or transaction stays open; one renewal UPDATE per process per tick whatever the number of locks',
           'an open transaction for the whole hold: a connection, row locks, and undo history the server cannot purge meanwhile',
         ],
-        ['hot keys', `bounded by the two durable commits per handoff${hot[0]}`, `the server's queue, plus one durable commit per acquisition${hot[1]}`],
+        [
+          'hot keys',
+          `bounded by the two durable commits per handoff${hot[0]}`,
+          `the server's queue, plus one durable commit per acquisition${hot[1]}`,
+        ],
         [
           'cluster (Galera)',
           'works: one statement per round trip, grants confirmed after COMMIT, doorbells off (named locks are local to a node)',
           "row locks are local to one node: waiters on other nodes do not queue behind the holder; exclusion comes from the certified log rows, and a dead holder's row is freed by its lease",
         ],
-        ['where the work runs', "anywhere; `@WriteLock` runs it in a fenced transaction of its own, in whose commit the lock ends", 'inside the locking transaction (`lockService.manager`, `handle.manager`); COMMIT releases'],
+        [
+          'where the work runs',
+          'anywhere; `@WriteLock` runs it in a fenced transaction of its own, in whose commit the lock ends',
+          'inside the locking transaction (`lockService.manager`, `handle.manager`); COMMIT releases',
+        ],
       ],
     ),
     '',
   ];
-}
-
-/** Holds per second if each hold costs two durable commits and the critical section, back to back. */
-function ceiling(v: ContentionVariant, commitMs: number): number {
-  return 1000 / (2 * commitMs + 1000 / v.serialFloor.median);
 }
 
 export function handoffCommitsSection(r: BenchResults): string[] {
@@ -77,50 +80,20 @@ export function handoffCommitsSection(r: BenchResults): string[] {
   const forUpdate = v.byDesign.get('for-update')!;
   const getLock = v.byDesign.get('get-lock')!;
   out.push(
-    'A lease lock is a committed log row, and the waiter holds nothing while it waits. Handing the key over therefore takes two durable commits in series: the holder\'s ' +
+    "A lease lock is a committed log row, and the waiter holds nothing while it waits. Handing the key over therefore takes two durable commits in series: the holder's " +
       'release (for a decorated call: the business commit, in which the lock ends) must be on disk before the next grant can see the key free, and that grant must be on disk ' +
       'before its caller may start. The doorbell only removes the polling gap in between (the next waiter is woken by RELEASE_LOCK and asks in the same round trip). ' +
-      'A blocking `SELECT … FOR UPDATE` or `GET_LOCK` hands over inside the server when the holder\'s COMMIT or RELEASE_LOCK arrives: the waiter was already parked there on its ' +
-      'own connection, and no write is needed for the handoff itself (the FOR UPDATE holder\'s commit makes its critical section durable, which the lease design pays for separately). ' +
+      "A blocking `SELECT … FOR UPDATE` or `GET_LOCK` hands over inside the server when the holder's COMMIT or RELEASE_LOCK arrives: the waiter was already parked there on its " +
+      "own connection, and no write is needed for the handoff itself (the FOR UPDATE holder's commit makes its critical section durable, which the lease design pays for separately). " +
       'Group commit does not help, because the two commits of a handoff are on one critical path, never concurrent.',
     '',
     `Measured in this run (${variantName(v.pauseMs)}): one durable commit (an autocommit PK UPDATE, uncontended) costs ${m(commit, 3)} ms. ` +
       `Handoff p50: lease ${fmt(lease.handoffP50.median)} ms, lease through \`@WriteLock\` ${fmt(decorated.handoffP50.median)} ms, FOR UPDATE ${fmt(forUpdate.handoffP50.median)} ms, GET_LOCK ${fmt(getLock.handoffP50.median)} ms. ` +
       (commit !== undefined
-        ? `With the critical section's ${fmt(1000 / v.serialFloor.median, 2)} ms (serial floor), one holder after another can do at most ≈ ${fmt(ceiling(v, commit), 0)} ops/s ` +
+        ? `With the critical section's ${fmt(1000 / v.serialFloor.median, 2)} ms (serial floor), one holder after another can do at most ≈ ${fmt(twoCommitBound(v, commit), 0)} ops/s ` +
           `(1 / (2 commits + critical section)); the lease reached ${fmt(lease.throughput.median, 0)} ops/s and \`@WriteLock\` ${fmt(decorated.throughput.median, 0)}, ` +
           `against ${fmt(forUpdate.throughput.median, 0)} for FOR UPDATE (${fmtRatio(lease.throughput.median / forUpdate.throughput.median)}).`
         : 'The uncontended section did not run, so the commit cost was not measured.'),
-    '',
-  );
-  return out;
-}
-
-export function rowLockRecordSection(r: BenchResults): string[] {
-  const out = ["## What the row-lock's durable grant record costs", ''];
-  out.push(
-    'The row-lock strategy records every acquisition durably before the work starts: once the row lock is taken, the fencing token and the audit row are committed on the ' +
-      "library's pool, in a short transaction of their own. That is one more durable commit per acquisition, the price of never handing out a fencing token twice when a " +
-      "holder's connection dies (its row is left behind and the next holder ends it). To show exactly what that commit costs, the bench runs an **experiment that is not a " +
-      'library mode**: the same locking read, the same grant statements (token bump and audit row) and the same fence, all inside the locking transaction, one COMMIT.',
-    '',
-  );
-  const rows: string[][] = [];
-  const rl = latency(r, 'row-lock-empty');
-  const ex = latency(r, 'row-lock-no-record-empty');
-  if (rl && ex) rows.push(['uncontended `withLock`, empty fn: latency ms', fmt(rl.median, 3), fmt(ex.median, 3), `${fmt(rl.median - ex.median, 3)} ms (one autocommit PK UPDATE: ${fmt(latency(r, 'pk-update')!.median, 3)} ms)`]);
-  for (const v of r.contention?.variants ?? []) {
-    const a = v.byDesign.get('row-lock')!;
-    const b = v.byDesign.get('row-lock-no-record')!;
-    rows.push([`contention, ${variantName(v.pauseMs)}: throughput ops/s`, fmt(a.throughput.median, 0), fmt(b.throughput.median, 0), fmtRatio(a.throughput.median / b.throughput.median)]);
-    rows.push([`contention, ${variantName(v.pauseMs)}: handoff p50 ms`, fmt(a.handoffP50.median), fmt(b.handoffP50.median), `${fmt(a.handoffP50.median - b.handoffP50.median)} ms`]);
-    rows.push([`contention, ${variantName(v.pauseMs)}: wait p99 ms`, fmt(a.waitP99.median), fmt(b.waitP99.median), fmtRatio(a.waitP99.median / b.waitP99.median)]);
-  }
-  if (rows.length === 0) return [...out, 'Neither the uncontended nor the contention section ran.', ''];
-  out.push(...table(['', 'row-lock (library)', 'experiment: no durable record', 'difference'], rows), '');
-  out.push(
-    'What the experiment gives up: a holder killed mid-hold leaves no trace, and since its token bump rolls back with it, the next holder receives the same fencing token; ' +
-      "and the key's row in `db_lock` stays locked for the whole hold, so lease grants of the key would block on it.",
     '',
   );
   return out;

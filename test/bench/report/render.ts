@@ -2,8 +2,9 @@
 import { KNOBS, SECTIONS } from '../config.js';
 import { fmt } from '../stats.js';
 import { contentionSections } from './contention-tables.js';
+import { semaphoreSection } from './semaphore-tables.js';
 import { table } from './markdown.js';
-import { boundsSection, decisionTable, handoffCommitsSection, notesSection, rowLockRecordSection } from './prose.js';
+import { boundsSection, decisionTable, handoffCommitsSection, notesSection } from './prose.js';
 import type { BenchResults } from './results.js';
 import { scaleSections } from './scale-tables.js';
 import { checkTargets, type Verdict } from './targets.js';
@@ -25,7 +26,10 @@ function header(r: BenchResults): string[] {
     '',
     'Knobs (environment variables; quick-mode defaults in parentheses):',
     '',
-    ...table(['variable', 'default', 'meaning'], KNOBS.map(([name, defaults, meaning]) => [`\`${name}\``, defaults, meaning])),
+    ...table(
+      ['variable', 'default', 'meaning'],
+      KNOBS.map(([name, defaults, meaning]) => [`\`${name}\``, defaults, meaning]),
+    ),
     '',
   ];
 }
@@ -49,12 +53,20 @@ function environment(r: BenchResults): string[] {
       [
         ['date', env.date],
         ['machine', `${env.cpus} CPUs (\`availableParallelism\`), ${env.cpuModel}, ${fmt(env.memoryGiB, 1)} GiB RAM, ${env.os}`],
-        ['host load', `load average (1 / 5 / 15 min) ${load(env.loadAtStart)} at start, ${load(r.loadAtEnd)} at end (${env.cpus} CPUs: above ${env.cpus} other work on the host competes with the bench)`],
+        [
+          'host load',
+          `load average (1 / 5 / 15 min) ${load(env.loadAtStart)} at start, ${load(r.loadAtEnd)} at end (${env.cpus} CPUs: above ${env.cpus} other work on the host competes with the bench)`,
+        ],
         ['database', `${env.database}`],
         ['database variables', env.databaseVariables.map(([k, v]) => `${k}=${v}`).join(', ')],
         ['Redis', env.redis],
         ['Node.js', env.node],
-        ['packages', Object.entries(env.packages).map(([k, v]) => `${k} ${v}`).join(', ')],
+        [
+          'packages',
+          Object.entries(env.packages)
+            .map(([k, v]) => `${k} ${v}`)
+            .join(', '),
+        ],
         [
           'run',
           `sections ${config.sections.join(', ')}; ${config.rounds} rounds; ${config.opsPerRound} ops per uncontended round; ${config.processes} processes × ${config.callersPerProcess} callers, ` +
@@ -71,7 +83,10 @@ function targets(r: BenchResults): string[] {
   return [
     '## Targets',
     '',
-    ...table(['strategy', 'target', 'measured (same run)', 'verdict'], checkTargets(r).map((c) => [c.group, c.target, c.measured, VERDICT[c.verdict]])),
+    ...table(
+      ['strategy', 'target', 'measured (same run)', 'verdict'],
+      checkTargets(r).map((c) => [c.group, c.target, c.measured, VERDICT[c.verdict]]),
+    ),
     '',
   ];
 }
@@ -85,7 +100,7 @@ export function renderReport(r: BenchResults): string {
     ...uncontendedSection(r),
     ...contentionSections(r),
     ...handoffCommitsSection(r),
-    ...rowLockRecordSection(r),
+    ...semaphoreSection(r),
     ...scaleSections(r),
     ...boundsSection(r),
     ...notesSection(r),

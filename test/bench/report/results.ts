@@ -3,6 +3,7 @@ import type { BenchConfig } from '../config.js';
 import type { ContentionResult, ContentionVariant } from '../contention.js';
 import type { BenchEnvironment } from '../environment.js';
 import type { HeldLocksResult, LogTableResult } from '../scale.js';
+import type { SemaphoreResult } from '../semaphore.js';
 import type { Figure } from '../stats.js';
 import type { UncontendedResult } from '../uncontended.js';
 
@@ -16,6 +17,7 @@ export interface BenchResults {
   contention?: ContentionResult;
   held?: HeldLocksResult;
   logTable?: LogTableResult;
+  semaphore?: SemaphoreResult;
 }
 
 /** An uncontended item's latency figure, if the section ran. */
@@ -28,3 +30,8 @@ export function variant(r: BenchResults, pauseMs: number): ContentionVariant | u
 }
 
 export const variantName = (pauseMs: number): string => (pauseMs > 0 ? `callers pause ${pauseMs} ms` : 'callers re-request at once');
+
+/** Holds per second if each hold costs two durable commits (release, next grant) and the critical section, back to back. */
+export function twoCommitBound(v: ContentionVariant, commitMs: number): number {
+  return 1000 / (2 * commitMs + 1000 / v.serialFloor.median);
+}

@@ -11,7 +11,7 @@ export function scaleSections(r: BenchResults): string[] {
     `Two processes, each with a library pool of ${poolSize} connections and the same lease (${leaseMs} ms, renewed every ${leaseMs / 3} ms), the janitor off: one holds ${small.acquired.count} locks, ` +
       `the other ${count(large.acquired.count)}. Their renewals are measured in the same ${r.config.renewalWindowMs} ms windows, ${r.config.rounds} rounds, from \`stats().renewal\` ` +
       '(time renewing = the growth of count × mean over the window, per second of window). Memory after forced GC, one measurement per process. ' +
-      'The keys\' rows exist beforehand, as for any key used before. "In the renewal statement" times the lock log\'s renewal round trip alone (bench instrumentation); the rest of the renewal time is the process\'s own work around it.',
+      "The keys' rows exist beforehand, as for any key used before. \"In the renewal statement\" times the lock log's renewal round trip alone (bench instrumentation); the rest of the renewal time is the process's own work around it.",
     '',
   );
   const rows = [small, large].map((h) => [
@@ -29,7 +29,23 @@ export function scaleSections(r: BenchResults): string[] {
     fmt(h.released.releaseMs / 1000, 2),
   ]);
   out.push(
-    ...table(['locks held', 'acquire all (s)', 'round trips per acquire', 'heap per lock', 'RSS per lock', 'renewal statements/s', 'locks renewed/s', 'ms per renewal statement', 'time renewing (ms/s)', 'of which in the renewal statement (ms/s)', 'lost / failed renewals', 'release all (s)'], rows),
+    ...table(
+      [
+        'locks held',
+        'acquire all (s)',
+        'round trips per acquire',
+        'heap per lock',
+        'RSS per lock',
+        'renewal statements/s',
+        'locks renewed/s',
+        'ms per renewal statement',
+        'time renewing (ms/s)',
+        'of which in the renewal statement (ms/s)',
+        'lost / failed renewals',
+        'release all (s)',
+      ],
+      rows,
+    ),
     '',
     `Time renewing with ${count(large.acquired.count)} locks is ${fmtRatio(large.renewingPerSecond.median / small.renewingPerSecond.median)} that with ${small.acquired.count}.`,
     '',

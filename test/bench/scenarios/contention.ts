@@ -49,7 +49,9 @@ function increment(counterId: number): Body {
 }
 
 /** Builds the designs and creates what their keys need. */
-export async function contentionSetup(ctx: WorkerContext<{ designs: DesignId[]; redisUrl: string; keyOf: Record<string, string> }>): Promise<Record<string, DesignFacts>> {
+export async function contentionSetup(
+  ctx: WorkerContext<{ designs: DesignId[]; redisUrl: string; keyOf: Record<string, string> }>,
+): Promise<Record<string, DesignFacts>> {
   deps ??= designDeps(ctx.locks, ctx.app.get(DataSource), ctx.settings, ctx.args.redisUrl);
   const facts: Record<string, DesignFacts> = {};
   for (const id of ctx.args.designs) {
@@ -59,7 +61,11 @@ export async function contentionSetup(ctx: WorkerContext<{ designs: DesignId[]; 
       designs.set(id, design);
     }
     await design.prepare(ctx.args.keyOf[id]!);
-    facts[id] = { usefulStatements: design.usefulStatements, usefulRedisCommands: design.usefulRedisCommands, handoffRoundTrips: design.handoffRoundTrips };
+    facts[id] = {
+      usefulStatements: design.usefulStatements,
+      usefulRedisCommands: design.usefulRedisCommands,
+      handoffRoundTrips: design.handoffRoundTrips,
+    };
   }
   return facts;
 }

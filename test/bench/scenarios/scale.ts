@@ -40,14 +40,14 @@ let handles: LockHandle[] = [];
 let statementMs = 0;
 
 /**
- * Times the renewal round trip alone (the lock log's renewProcess), so the report can tell the
+ * Times the renewal round trip alone (the process lease's renew), so the report can tell the
  * statement from the work around it that stats().renewal also covers. Bench-only instrumentation.
  */
 function timeRenewalStatements(ctx: WorkerContext<unknown>): void {
-  const log = partsOf(ctx.locks).log as unknown as { renewProcess: (...args: unknown[]) => Promise<unknown>; __benchTimed?: boolean };
+  const log = partsOf(ctx.locks).store.processLease as unknown as { renew: (...args: unknown[]) => Promise<unknown>; __benchTimed?: boolean };
   if (log.__benchTimed) return;
-  const original = log.renewProcess.bind(log);
-  log.renewProcess = async (...args: unknown[]) => {
+  const original = log.renew.bind(log);
+  log.renew = async (...args: unknown[]) => {
     const t0 = hostNow();
     try {
       return await original(...args);

@@ -6,8 +6,8 @@
 import mysql from 'mysql2/promise';
 import { DataSource } from 'typeorm';
 import type { LockHandle } from '../../../lib/index.js';
-import { fenceKeptStatement } from '../../../lib/lock-log/hold.sql.js';
-import { acquisitionIdOf, partsOf, processIdOf, rowIdsOf } from '../../support/lock-internals.js';
+import { fenceKeptStatement } from '../../../lib/store/mysql/hold.sql.js';
+import { acquisitionIdOf, mysqlLogOf, partsOf, processIdOf, rowIdsOf } from '../../support/lock-internals.js';
 import type { WorkerContext } from '../../support/lock-worker.js';
 import type { ConnectionSettings } from '../../support/test-database.js';
 
@@ -139,12 +139,12 @@ export async function releaseRace(
   ctx: WorkerContext<{ iterations: number; concurrency: number; keys: number; leaseMs: number; maxHoldMs: number }>,
 ): Promise<{ releases: number; racedReleases: number; renewals: number; lost: number }> {
   // Instrumentation only: count releases sent while a renewal statement was on the wire.
-  const log = partsOf(ctx.locks).log;
+  const log = mysqlLogOf(ctx.locks);
   let renewing = 0;
   let racedReleases = 0;
-  const renew = log.renewProcess.bind(log);
+  const renew = log.renew.bind(log);
   const endRows = log.endRows.bind(log);
-  log.renewProcess = async (...args: Parameters<typeof renew>) => {
+  log.renew = async (...args: Parameters<typeof renew>) => {
     renewing++;
     try {
       return await renew(...args);

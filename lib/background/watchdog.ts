@@ -1,0 +1,206 @@
+import { LockLostError } from '../errors/lock-lost.error.js';
+import type { HeldLock } from '../core/held-lock.js';
+import type { ProcessLeaseStore } from '../store/lock-store.js';
+
+/** Most row ids checked by one statement when the process row says some of its rows were ended. */
+const ROWS_PER_CHECK = 5000;
+
+export interface LeaseWatchdogHooks {
+  /** The lock is gone: abort its signal, forget it locally, count and report it. `giveBack`: its rows may still be live and must be ended. */
+  lost(lock: HeldLock, error: LockLostError, giveBack: boolean): void;
+  /** One renewal succeeded: `locks` leases renewed, the statement took `ms`. */
+  renewed(locks: number, ms: number): void;
+  renewalFailed(error: unknown, locks: number): void;
+}
+
+/**
+ * Renews the process lease, which keeps every lock of this process alive: each tick (a third of
+ * the shortest lease held, or renewIntervalMs) is one single-row write, whatever the number of
+ * locks. The renewal reads back `ended_count`, which whoever ends one of our live rows increments;
+ * only then are the rows themselves checked.
+ *
+ * Each lock's signal aborts at its local deadline (the send time of its last confirmed grant,
+ * extend or renewal, plus its lease, minus a margin): never later than the database may count the
+ * lease over, and without waiting for a late renewal. From then on the lock is lost to its holder
+ * and its rows are ended so the key frees at once; so are locks held past maxHoldMs.
+ *
+ * Tests stop it through `running` (see test/support/frozen-watchdog.ts), never through a hook here.
+ */
+export class LeaseWatchdog {
+  private readonly locks = new Set<HeldLock>();
+  private renewTimer: NodeJS.Timeout | undefined;
+  private deadlineTimer: NodeJS.Timeout | undefined;
+  private deadlineAt = Infinity;
+  private ticking = false;
+  private stopped = false;
+  /** ended_count as last seen: a new process row starts at 0. */
+  private endedCount = '0';
+  /** performance.now() when the latest renewal was sent: the next one is due an interval after it, however long that one took. */
+  private lastSentAt = -Infinity;
+
+  constructor(
+    private readonly store: ProcessLeaseStore,
+    private readonly hooks: LeaseWatchdogHooks,
+    private readonly settings: { readonly renewIntervalMs: number | undefined; readonly maxHoldMs: number },
+  ) {}
+
+  get size(): number {
+    return this.locks.size;
+  }
+
+  add(lock: HeldLock): void {
+    if (this.stopped) return;
+    this.locks.add(lock);
+    this.scheduleRenewal();
+    this.scheduleDeadline();
+  }
+
+  remove(lock: HeldLock): void {
+    this.locks.delete(lock);
+    if (this.locks.size === 0) this.clearTimers();
+  }
+
+  /** False while the process acts as if its event loop were stopped: no renewal, no deadline abort (a test's subclass overrides it). */
+  protected running(): boolean {
+    return true;
+  }
+
+  /** Timers again after `running()` turned true (a test's subclass calls it). */
+  protected resume(): void {
+    this.scheduleRenewal();
+    this.scheduleDeadline();
+  }
+
+  /** Stops for good: no timer stays behind (shutdown). */
+  stop(): void {
+    this.stopped = true;
+    this.locks.clear();
+    this.clearTimers();
+  }
+
+  /** Runs one renewal now (ticks call it; tests and shutdown drills may too). */
+  async tick(): Promise<void> {
+    if (this.ticking || this.stopped) return;
+    this.ticking = true;
+    try {
+      if (!this.running()) return;
+      this.giveUpOverdue();
+      if (this.locks.size > 0) await this.renew();
+    } finally {
+      this.ticking = false;
+      this.renewTimer = undefined;
+      if (this.locks.size > 0 && !this.stopped) this.scheduleRenewal();
+      this.scheduleDeadline();
+    }
+  }
+
+  private async renew(): Promise<void> {
+    const sentAt = performance.now();
+    this.lastSentAt = sentAt;
+    const count = this.locks.size;
+    let longest = 0;
+    for (const lock of this.locks) longest = Math.max(longest, lock.localDeadline - sentAt);
+    let answer: { endedCount: string; found: boolean };
+    try {
+      // Bounded by the longest remaining lease (at least 1 s): a renewal that lands late still
+      // renews every lock nobody took over; locks whose deadline passes meanwhile are aborted by
+      // the deadline timer, not by this bound.
+      answer = await this.store.renew(sentAt + Math.max(1000, longest));
+    } catch (error) {
+      this.hooks.renewalFailed(error, count);
+      return;
+    }
+    for (const lock of this.locks) if (lock.live && sentAt > lock.leaseFrom) lock.leaseFrom = sentAt;
+    this.hooks.renewed(count, performance.now() - sentAt);
+    if (!answer.found) {
+      // The process row is gone (the janitor reaped it while this process was stalled for long): every lock is lost.
+      for (const lock of [...this.locks]) this.lose(lock, 'its process lease row was reaped while renewals were not reaching the database', false);
+      return;
+    }
+    if (answer.endedCount !== this.endedCount) {
+      this.endedCount = answer.endedCount;
+      await this.findEnded();
+    }
+  }
+
+  /** Someone ended rows of this process: find whose, and tell those holders. */
+  private async findEnded(): Promise<void> {
+    const byRow = new Map<string, HeldLock>();
+    for (const lock of this.locks) for (const id of lock.rowIds) byRow.set(id, lock);
+    const ids = [...byRow.keys()];
+    for (let i = 0; i < ids.length; i += ROWS_PER_CHECK) {
+      const ended = await this.store.endedAmong(ids.slice(i, i + ROWS_PER_CHECK)).catch(() => new Set<string>());
+      for (const id of ended) {
+        const lock = byRow.get(id);
+        if (lock?.live && lock.fencesInProgress === 0)
+          this.lose(lock, 'its log rows were ended by someone else (taken over or reclaimed after its lease ran out, or force-released)', false);
+      }
+    }
+  }
+
+  /** Locks past their local deadline, or held longer than maxHoldMs: their holders must stop now. */
+  private giveUpOverdue(): void {
+    const now = performance.now();
+    for (const lock of [...this.locks]) {
+      if (!lock.live) {
+        this.locks.delete(lock);
+        continue;
+      }
+      if (lock.fencesInProgress > 0) continue; // a fenced commit is deciding in the database right now
+      if (now - lock.grantedAt > this.settings.maxHoldMs) this.lose(lock, `held longer than maxHoldMs (${this.settings.maxHoldMs} ms)`, true);
+      else if (now >= lock.localDeadline) this.lose(lock, 'its lease ran out before a renewal was confirmed', true);
+    }
+  }
+
+  private lose(lock: HeldLock, reason: string, giveBack: boolean): void {
+    this.locks.delete(lock);
+    this.hooks.lost(lock, new LockLostError(lock.keys[0]!, lock.fencingToken, reason), giveBack);
+  }
+
+  private scheduleRenewal(): void {
+    if (this.renewTimer || this.stopped || this.locks.size === 0) return;
+    let interval = Infinity;
+    for (const lock of this.locks) interval = Math.min(interval, this.settings.renewIntervalMs ?? Math.max(10, Math.floor(lock.leaseMs / 3)));
+    // Due an interval after the previous renewal was SENT: a slow renewal must not push the next
+    // one later, or the leases would be left with less than two intervals of slack.
+    const delay = Math.max(1, Math.min(interval, this.lastSentAt + interval - performance.now()));
+    this.renewTimer = setTimeout(() => void this.tick(), delay);
+    this.renewTimer.unref();
+  }
+
+  /** One timer for the earliest local deadline (or maxHoldMs) among the held locks. */
+  private scheduleDeadline(): void {
+    if (this.stopped || this.locks.size === 0) return this.clearDeadline();
+    let next = Infinity;
+    for (const lock of this.locks) {
+      next = Math.min(next, lock.localDeadline);
+      if (this.settings.maxHoldMs !== Infinity) next = Math.min(next, lock.grantedAt + this.settings.maxHoldMs);
+    }
+    if (next === this.deadlineAt && this.deadlineTimer) return;
+    this.clearDeadline();
+    this.deadlineAt = next;
+    this.deadlineTimer = setTimeout(
+      () => {
+        this.deadlineTimer = undefined;
+        this.deadlineAt = Infinity;
+        if (!this.running()) return;
+        this.giveUpOverdue();
+        this.scheduleDeadline();
+      },
+      Math.max(1, Math.min(Math.ceil(next - performance.now()), 2 ** 31 - 1)),
+    );
+    this.deadlineTimer.unref();
+  }
+
+  private clearDeadline(): void {
+    if (this.deadlineTimer) clearTimeout(this.deadlineTimer);
+    this.deadlineTimer = undefined;
+    this.deadlineAt = Infinity;
+  }
+
+  private clearTimers(): void {
+    if (this.renewTimer) clearTimeout(this.renewTimer);
+    this.renewTimer = undefined;
+    this.clearDeadline();
+  }
+}

@@ -1,0 +1,47 @@
+import type { HeldLock } from './held-lock.js';
+import type { LockTarget } from './lock-key.js';
+
+/**
+ * The locks this process holds, by stored key: local waiters need not ask the database while a
+ * local holder of their key is known.
+ */
+export class LocalHolds {
+  private readonly byKey = new Map<string, Set<HeldLock>>();
+
+  add(lock: HeldLock): void {
+    for (const target of lock.targets) {
+      let set = this.byKey.get(target.storedKey);
+      if (!set) this.byKey.set(target.storedKey, (set = new Set()));
+      set.add(lock);
+    }
+  }
+
+  remove(lock: HeldLock): void {
+    for (const target of lock.targets) {
+      const set = this.byKey.get(target.storedKey);
+      if (!set) continue;
+      set.delete(lock);
+      if (set.size === 0) this.byKey.delete(target.storedKey);
+    }
+  }
+
+  all(): Set<HeldLock> {
+    const held = new Set<HeldLock>();
+    for (const locks of this.byKey.values()) for (const lock of locks) held.add(lock);
+    return held;
+  }
+
+  /** True if a live local lock conflicts with `targets` and `blocks` says a try would surely fail. */
+  blocks(targets: readonly LockTarget[], blocks: (lock: HeldLock) => boolean): boolean {
+    const now = performance.now();
+    for (const target of targets) {
+      for (const lock of this.byKey.get(target.storedKey) ?? []) {
+        // Past its local deadline (renewals unconfirmed) it may already be reclaimable: let the waiter ask.
+        if (!lock.live || now >= lock.localDeadline) continue;
+        if (target.mode !== 'write' && lock.modes[target.key] !== 'write') continue;
+        if (blocks(lock)) return true;
+      }
+    }
+    return false;
+  }
+}

@@ -1,0 +1,156 @@
+import type { LockHolderInfo, LockInfo } from '../../core/lock-handle.js';
+import type { LockMode } from '../../core/lock-mode.js';
+import type { LockStrategyName } from '../../strategies/lock-strategy-name.js';
+import type { ForcedReleaseHolder, LockList } from '../admin.js';
+import type { AdminStore } from '../lock-store.js';
+import {
+  EFFECTIVE_EXPIRY,
+  format,
+  keyText,
+  LIVE_STATUSES_SQL,
+  LOCK_LOG_TABLE,
+  LOCK_TABLE,
+  LockStatus,
+  msSince,
+  NOW,
+  parseDate,
+  PROCESS_TABLE,
+  rowsOf,
+} from './sql.js';
+import { INTERNAL_KEY_BYTE } from '../../core/internal-keys.js';
+import type { MysqlLockLog } from './mysql-lock-log.js';
+
+/** The admin reads on MySQL/MariaDB (see AdminStore): plain statements on the library's pool. */
+export function mysqlAdmin(log: MysqlLockLog): AdminStore {
+  return {
+    inspect: (key, storedKey) => inspect(log, key, storedKey),
+    listLocks: (namespace, limit, after) => listLocks(log, namespace, limit, after),
+    forceRelease: (key, note) => forceRelease(log, key, note),
+  };
+}
+
+/** Live (unexpired) holders of one key, the server's clock and the key's fencing counter. */
+async function inspect(log: MysqlLockLog, key: string, storedKey: Buffer): Promise<LockInfo> {
+  const results = await log.run(
+    {
+      statements: [
+        format(
+          `SELECT g.mode, g.owner, g.holder, g.strategy, g.fencing_token, g.acquired_at, ${EFFECTIVE_EXPIRY} AS expires_at ` +
+            `FROM ${LOCK_LOG_TABLE} g LEFT JOIN ${PROCESS_TABLE} p ON p.id = g.process_id ` +
+            `WHERE g.lock_key = ? AND g.status IN ${LIVE_STATUSES_SQL} AND ${EFFECTIVE_EXPIRY} > ${NOW} ORDER BY g.id`,
+          [storedKey],
+        ),
+        format(`SELECT ${NOW} AS now_at, (SELECT fencing_token FROM ${LOCK_TABLE} WHERE lock_key = ?) AS fencing_token`, [storedKey]),
+      ],
+      parse: (r) => r,
+    },
+    'admin',
+  );
+  const holders: LockHolderInfo[] = rowsOf(results[0]).map((row) => ({
+    mode: row.mode as LockMode,
+    owner: String(row.owner),
+    holder: String(row.holder),
+    strategy: row.strategy as LockStrategyName,
+    fencingToken: Number(row.fencing_token),
+    acquiredAt: parseDate(row.acquired_at),
+    expiresAt: parseDate(row.expires_at),
+  }));
+  const meta = rowsOf(results[1])[0] ?? {};
+  return {
+    key,
+    mode: holders.length === 0 ? null : holders.some((h) => h.mode === 'write') ? 'write' : 'read',
+    holders,
+    expiresAt: holders.length ? new Date(Math.max(...holders.map((h) => h.expiresAt.getTime()))) : null,
+    fencingToken: Number(meta.fencing_token ?? 0),
+    serverTime: parseDate(meta.now_at),
+  };
+}
+
+/** Live (unexpired) holders of user keys under `namespace`, by log row id, one page. */
+async function listLocks(log: MysqlLockLog, namespace: string, limit: number, after: string): Promise<LockList> {
+  const prefix = namespace ? Buffer.from(`${namespace}:`, 'utf8') : Buffer.alloc(0);
+  const results = await log.run(
+    {
+      statements: [
+        format(
+          `SELECT g.id, g.lock_key, g.mode, g.owner, g.holder, g.strategy, g.fencing_token, g.status, g.lease_ms, g.acquired_at, ${EFFECTIVE_EXPIRY} AS expires_at, ` +
+            `${msSince('g.acquired_at')} AS held_ms, TIMESTAMPDIFF(MICROSECOND, ${NOW}, ${EFFECTIVE_EXPIRY}) DIV 1000 AS remaining_ms ` +
+            `FROM ${LOCK_LOG_TABLE} g LEFT JOIN ${PROCESS_TABLE} p ON p.id = g.process_id ` +
+            `WHERE g.status IN ${LIVE_STATUSES_SQL} AND ${EFFECTIVE_EXPIRY} > ${NOW} AND g.lock_key < ? ` +
+            (prefix.length > 0 ? `AND LEFT(g.lock_key, ?) = ? ` : '') +
+            `AND g.id > ? ORDER BY g.id LIMIT ?`,
+          [Buffer.from([INTERNAL_KEY_BYTE]), ...(prefix.length > 0 ? [prefix.length, prefix] : []), after, limit + 1],
+        ),
+        `SELECT ${NOW} AS now_at`,
+      ],
+      parse: (r) => r,
+    },
+    'admin',
+  );
+  const rows = rowsOf(results[0]);
+  const page = rows.slice(0, limit);
+  return {
+    locks: page.map((row) => ({
+      key: keyText(row.lock_key).slice(namespace ? namespace.length + 1 : 0),
+      mode: row.mode as LockMode,
+      owner: String(row.owner),
+      holder: String(row.holder),
+      strategy: row.strategy as LockStrategyName,
+      fencingToken: Number(row.fencing_token),
+      status: String(row.status),
+      leaseMs: Number(row.lease_ms),
+      acquiredAt: parseDate(row.acquired_at),
+      expiresAt: parseDate(row.expires_at),
+      heldMs: Number(row.held_ms),
+      remainingMs: Number(row.remaining_ms),
+    })),
+    serverTime: parseDate(rowsOf(results[1])[0]?.now_at),
+    next: rows.length > limit ? String(page[page.length - 1]!.id) : null,
+  };
+}
+
+/**
+ * Ends every live log row of every acquisition holding `key` (all keys of a multi-key lock: it
+ * was granted all-or-nothing) with status RELEASED and the reason in `note`, and tells the holders'
+ * processes (ended_count). Two round trips: list the holders, then end exactly those rows (a holder
+ * that arrived meanwhile is not touched). A row-lock holder's row locks stay with its transaction
+ * until it ends (the database gives no safe way to end someone else's transaction); its commit then
+ * fails with LockLostError.
+ */
+async function forceRelease(log: MysqlLockLog, key: Buffer, fullNote: string): Promise<ForcedReleaseHolder[]> {
+  const holders = rowsOf(
+    await log.pool.query(
+      format(`SELECT owner, holder, mode, fencing_token FROM ${LOCK_LOG_TABLE} WHERE lock_key = ? AND status IN ${LIVE_STATUSES_SQL}`, [key]),
+      { purpose: 'admin' },
+    ),
+  );
+  if (holders.length === 0) return [];
+  const owners = holders.map((h) => String(h.owner));
+  const note = fullNote.slice(0, 255);
+  const results = await log.withRetries('admin', () =>
+    log.run(
+      {
+        statements: [
+          'START TRANSACTION',
+          format(
+            `UPDATE ${LOCK_LOG_TABLE} g LEFT JOIN ${PROCESS_TABLE} p ON p.id = g.process_id SET g.status = '${LockStatus.RELEASED}', g.ended_at = ${NOW}, ` +
+              `g.hold_ms = ${msSince('g.acquired_at')}, g.note = ?, p.ended_count = p.ended_count + 1 ` +
+              `WHERE g.status IN ${LIVE_STATUSES_SQL} AND g.owner IN (?)`,
+            [note, owners],
+          ),
+          format(`SELECT DISTINCT owner FROM ${LOCK_LOG_TABLE} WHERE owner IN (?) AND status = '${LockStatus.RELEASED}' AND note = ?`, [
+            owners,
+            note,
+          ]),
+          'COMMIT',
+        ],
+        parse: (r) => r,
+      },
+      'admin',
+    ),
+  );
+  const ended = new Set(rowsOf(results[2]).map((r) => String(r.owner)));
+  return holders
+    .filter((h) => ended.has(String(h.owner)))
+    .map((h) => ({ owner: String(h.owner), holder: String(h.holder), mode: h.mode as LockMode, fencingToken: Number(h.fencing_token) }));
+}

@@ -1,0 +1,181 @@
+import { createHash } from 'node:crypto';
+import type { Bell as BellView, BellWait, DoorbellStore } from '../doorbell-store.js';
+import type { DedicatedConnection, LockConnectionPool } from './lock-connection-pool.js';
+import { format, rowsOf } from './sql.js';
+
+/** Longest a waiter blocks on a doorbell before it asks the database anyway (a stalled holder keeps its bell, not its lease). */
+const BELL_WAIT_MS = 1_000;
+
+/** Bell names remembered per process (see Doorbells.nameOf). */
+const MAX_REMEMBERED_NAMES = 10_000;
+
+/**
+ * Doorbells as GET_LOCK named locks (see DoorbellStore). Their connections come from the
+ * library's pool, at most `maxConnections` at once (the pool keeps the rest for grants and
+ * releases), so they count inside `poolSize`. Off on a multi-primary cluster: named locks are
+ * local to one node there.
+ */
+export class Doorbells implements DoorbellStore {
+  private readonly bells = new Map<string, Bell>();
+  private readonly names = new Map<string, string>();
+  /** Connections taken for bells now: waits in flight and bells held. */
+  private inUse = 0;
+
+  constructor(
+    private readonly pool: LockConnectionPool,
+    private readonly scope: string,
+    /** How long a bell nobody uses any more is kept (a waiter gave up between tries). */
+    private readonly idleMs: number,
+    readonly maxConnections: number,
+  ) {}
+
+  nameOf(storedKey: string): string {
+    // Asked twice per try, and a hash per call shows on the grant path: names are kept (bounded).
+    let name = this.names.get(storedKey);
+    if (name === undefined) {
+      if (this.names.size >= MAX_REMEMBERED_NAMES) this.names.clear();
+      name = bellName(this.scope, storedKey);
+      this.names.set(storedKey, name);
+    }
+    return name;
+  }
+
+  current(storedKey: string): Bell | undefined {
+    return this.bells.get(storedKey);
+  }
+
+  async prepare(storedKey: string, deadline: number): Promise<Bell | BellRequest | undefined> {
+    const mine = this.bells.get(storedKey);
+    if (mine?.state === 'waiting') return mine.touch();
+    const waitMs = Math.min(BELL_WAIT_MS, deadline - performance.now());
+    if (waitMs < 1 || this.inUse >= this.maxConnections) return undefined;
+    this.inUse++;
+    let connection: DedicatedConnection;
+    try {
+      connection = await this.pool.acquireDedicated('locks', performance.now() + Math.min(waitMs, 50), () => this.inUse--);
+    } catch {
+      this.inUse--;
+      return undefined; // no connection free: ask without a bell
+    }
+    const name = this.nameOf(storedKey);
+    // NOW(6) is fixed when the statement starts, SYSDATE(6) is read after the wait (both UTC: the pool sets
+    // time_zone, so no DST change skews it): their difference is the wait (--sysdate-is-now: 0, conservative).
+    const wait = format(`SELECT GET_LOCK(?, ?) AS got, TIMESTAMPDIFF(MICROSECOND, NOW(6), SYSDATE(6)) AS waited_us`, [name, waitMs / 1000]);
+    return new BellRequest(storedKey, name, connection, wait);
+  }
+
+  settle(request: BellWait, waitResult: unknown): Bell | undefined {
+    const wait = request as BellRequest;
+    const got = Number(rowsOf(waitResult)[0]?.got) === 1;
+    if (!got) {
+      wait.connection.release();
+      return undefined;
+    }
+    // Another queue of this process (same key, other key set) may have got it meanwhile.
+    if (this.bells.has(wait.storedKey)) {
+      void ring(wait.connection, wait.name);
+      return undefined;
+    }
+    const bell = new Bell(this, wait.storedKey, wait.name, wait.connection, this.idleMs);
+    this.bells.set(wait.storedKey, bell);
+    return bell;
+  }
+
+  forget(bell: Bell): void {
+    if (this.bells.get(bell.storedKey) === bell) this.bells.delete(bell.storedKey);
+  }
+
+  async close(): Promise<void> {
+    await Promise.allSettled([...this.bells.values()].map((bell) => bell.ring()));
+  }
+}
+
+/** A waiter's request for a bell: the connection it waits on and the statement that waits. */
+export class BellRequest implements BellWait {
+  readonly kind = 'wait' as const;
+  constructor(
+    readonly storedKey: string,
+    readonly name: string,
+    readonly connection: DedicatedConnection,
+    readonly waitStatement: string,
+  ) {}
+
+  /** How long the wait lasted on the server, in ms, from the wait's result. */
+  waitedMs(waitResult: unknown): number {
+    return Math.max(0, Number(rowsOf(waitResult)[0]?.waited_us ?? 0) / 1000) || 0;
+  }
+
+  cancel(): void {
+    this.connection.destroy();
+  }
+}
+
+/** A named lock held on a connection of its own, until rung. */
+export class Bell implements BellView {
+  readonly kind = 'bell' as const;
+  state: 'waiting' | 'holding' | 'rung' = 'waiting';
+  private idleTimer: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly owner: Doorbells,
+    readonly storedKey: string,
+    readonly name: string,
+    /** Holds the bell; its holder's grant and release go through it too. */
+    readonly connection: DedicatedConnection,
+    private readonly idleMs: number,
+  ) {
+    this.touch();
+  }
+
+  /** A waiter still uses it: keep it past the idle timeout. */
+  touch(): this {
+    if (this.idleTimer) clearTimeout(this.idleTimer);
+    if (this.state === 'waiting') {
+      this.idleTimer = setTimeout(() => void this.ring(), this.idleMs);
+      this.idleTimer.unref();
+    }
+    return this;
+  }
+
+  hold(): void {
+    this.state = 'holding';
+    if (this.idleTimer) clearTimeout(this.idleTimer);
+  }
+
+  /** Sent right after the holder's release, in the same round trip. */
+  get ringStatement(): string {
+    return format(`DO RELEASE_LOCK(?)`, [this.name]);
+  }
+
+  /** Already rung by the statement sent with the release: local bookkeeping only. */
+  rungWith(ok: boolean): void {
+    if (this.state === 'rung') return;
+    this.state = 'rung';
+    if (this.idleTimer) clearTimeout(this.idleTimer);
+    this.owner.forget(this);
+    if (ok) this.connection.release();
+    else this.connection.destroy();
+  }
+
+  async ring(): Promise<void> {
+    if (this.state === 'rung') return;
+    this.state = 'rung';
+    if (this.idleTimer) clearTimeout(this.idleTimer);
+    this.owner.forget(this);
+    await ring(this.connection, this.name);
+  }
+}
+
+async function ring(connection: DedicatedConnection, name: string): Promise<void> {
+  try {
+    await connection.query(format(`DO RELEASE_LOCK(?)`, [name]), performance.now() + 5000);
+    connection.release();
+  } catch {
+    connection.destroy(); // closing the session frees the named lock too
+  }
+}
+
+/** Named locks are server-wide and at most 64 characters: a hash of the database and the key. */
+export function bellName(scope: string, storedKey: string): string {
+  return `dbl:${createHash('sha1').update(scope).update('\0').update(storedKey).digest('base64url')}`;
+}

@@ -1,0 +1,152 @@
+import {
+  affectedRowsOf,
+  EFFECTIVE_EXPIRY,
+  format,
+  keyText,
+  LIVE_STATUSES_SQL,
+  LOCK_LOG_TABLE,
+  LOCK_TABLE,
+  LockStatus,
+  msSince,
+  NOW,
+  PROCESS_TABLE,
+  ROW_LOCK_TABLE,
+  rowsOf,
+} from './sql.js';
+import type { StatementPlan } from './statement-plan.js';
+import { FENCING_FLOOR_KEY, INTERNAL_KEY_BYTE } from '../../core/internal-keys.js';
+
+/**
+ * The janitor's statements. Each touches at most `batchSize` rows, in a stated order (ORDER BY
+ * the primary key: deterministic under statement-based binary logs), and compares times on the
+ * server clock only.
+ */
+
+/** Note written on log rows the janitor expires. */
+export const JANITOR_RECLAIM_NOTE = 'reclaimed by janitor';
+
+/**
+ * Expires up to `batchSize` live log rows whose lease ran out (status EXPIRED: that fences their
+ * stale holders; their process's next renewal sees ended_count grow and reports the loss). The
+ * candidates are read first (a plain read), then ended by id with the expiry checked again under
+ * the row locks, so a renewal that landed in between wins.
+ */
+export function reclaimBatchPlan(candidateIds: readonly string[]): StatementPlan<{ keys: string[]; count: number }> {
+  return {
+    statements: [
+      'START TRANSACTION',
+      format(
+        `UPDATE ${LOCK_LOG_TABLE} g LEFT JOIN ${PROCESS_TABLE} p ON p.id = g.process_id ` +
+          `SET g.status = '${LockStatus.EXPIRED}', g.ended_at = ${NOW}, g.hold_ms = ${msSince('g.acquired_at')}, g.note = ?, p.ended_count = p.ended_count + 1 ` +
+          `WHERE g.id IN (?) AND g.status IN ${LIVE_STATUSES_SQL} AND ${EFFECTIVE_EXPIRY} <= ${NOW}`,
+        [JANITOR_RECLAIM_NOTE, candidateIds],
+      ),
+      format(`SELECT lock_key FROM ${LOCK_LOG_TABLE} WHERE id IN (?) AND status = '${LockStatus.EXPIRED}' AND note = ?`, [
+        candidateIds,
+        JANITOR_RECLAIM_NOTE,
+      ]),
+      'COMMIT',
+    ],
+    parse: (results) => {
+      const keys = rowsOf(results[2]).map((r) => keyText(r.lock_key));
+      return { keys, count: keys.length };
+    },
+  };
+}
+
+/** Live rows whose lease ran out by the server clock, oldest first (a plain read). */
+export function expiredCandidatesStatement(batchSize: number): string {
+  return format(
+    `SELECT g.id FROM ${LOCK_LOG_TABLE} g LEFT JOIN ${PROCESS_TABLE} p ON p.id = g.process_id ` +
+      `WHERE g.status IN ${LIVE_STATUSES_SQL} AND ${EFFECTIVE_EXPIRY} <= ${NOW} ORDER BY g.id LIMIT ?`,
+    [batchSize],
+  );
+}
+
+/**
+ * Deletes up to `batchSize` terminal log rows that ended more than `retentionMs` ago. Found
+ * through the grant time (an index written once, at insert): a row ends after its grant.
+ */
+export function pruneBatchPlan(retentionMs: number, batchSize: number): StatementPlan<number> {
+  return {
+    statements: [
+      format(
+        `DELETE FROM ${LOCK_LOG_TABLE} WHERE acquired_at < ${NOW} - INTERVAL ? MICROSECOND AND ended_at < ${NOW} - INTERVAL ? MICROSECOND ` +
+          `AND status NOT IN ${LIVE_STATUSES_SQL} ORDER BY acquired_at, id LIMIT ?`,
+        [retentionMs * 1000, retentionMs * 1000, batchSize],
+      ),
+    ],
+    parse: (results) => affectedRowsOf(results[0]),
+  };
+}
+
+/** A key row is idle: no live log row, no recent grant, no waiting writer, not an internal row. */
+function idleCondition(idleMs: number): { sql: string; values: unknown[] } {
+  return {
+    sql:
+      `l.lock_key < ? AND (l.last_granted_at IS NULL OR l.last_granted_at < ${NOW} - INTERVAL ? MICROSECOND) ` +
+      `AND (l.writer_waiting_until IS NULL OR l.writer_waiting_until < ${NOW}) ` +
+      `AND NOT EXISTS (SELECT 1 FROM ${LOCK_LOG_TABLE} g WHERE g.lock_key = l.lock_key AND g.status IN ${LIVE_STATUSES_SQL})`,
+    values: [Buffer.from([INTERNAL_KEY_BYTE]), idleMs * 1000],
+  };
+}
+
+/** Candidate idle key rows (a plain read, no locks). */
+export function idleKeysStatement(idleMs: number, batchSize: number): string {
+  const idle = idleCondition(idleMs);
+  return format(`SELECT l.lock_key FROM ${LOCK_TABLE} l WHERE ${idle.sql} ORDER BY l.lock_key LIMIT ?`, [...idle.values, batchSize]);
+}
+
+/**
+ * Deletes the candidate key rows that are still idle, in one transaction that first takes the
+ * fencing floor row exclusively (key rows are created reading it with a shared lock, so no key can
+ * come back from an old floor), raises the floor to the highest token deleted, and deletes only rows
+ * whose token the floor covers.
+ */
+export function reapPlan(keys: readonly Buffer[], idleMs: number): StatementPlan<number> {
+  const idle = idleCondition(idleMs);
+  const statements = [
+    'START TRANSACTION',
+    format(`INSERT INTO ${LOCK_TABLE} (lock_key, fencing_token) VALUES (?, 0) ON DUPLICATE KEY UPDATE lock_key = lock_key`, [FENCING_FLOOR_KEY]),
+    format(`SELECT COALESCE(MAX(l.fencing_token), 0) INTO @dbl_reap_max FROM ${LOCK_TABLE} l WHERE l.lock_key IN (?) AND ${idle.sql} FOR UPDATE`, [
+      keys,
+      ...idle.values,
+    ]),
+    format(`UPDATE ${LOCK_TABLE} SET fencing_token = GREATEST(fencing_token, @dbl_reap_max) WHERE lock_key = ?`, [FENCING_FLOOR_KEY]),
+    format(`DELETE l FROM ${LOCK_TABLE} l WHERE l.lock_key IN (?) AND l.fencing_token <= @dbl_reap_max AND ${idle.sql}`, [keys, ...idle.values]),
+    'SELECT ROW_COUNT() AS reaped',
+    'COMMIT',
+  ];
+  return { statements, parse: (results) => Number(rowsOf(results[5])[0]?.reaped ?? 0) };
+}
+
+/**
+ * The row-lock strategy's rows of keys whose key row is gone, that no holder or waiter keeps
+ * locked right now (SKIP LOCKED: the janitor never waits on a holder; MariaDB 10.6+ and MySQL 8
+ * both have it). Returns the keys now locked by this transaction, which the next statement deletes.
+ */
+export function lockIdleRowLockRowsStatement(keys: readonly Buffer[]): string {
+  return format(
+    `SELECT lock_key FROM ${ROW_LOCK_TABLE} WHERE lock_key IN (?) AND lock_key NOT IN (SELECT lock_key FROM ${LOCK_TABLE} WHERE lock_key IN (?)) ` +
+      `ORDER BY lock_key FOR UPDATE SKIP LOCKED`,
+    [keys, keys],
+  );
+}
+
+export function deleteRowLockRowsStatement(keys: readonly Buffer[]): string {
+  return format(`DELETE FROM ${ROW_LOCK_TABLE} WHERE lock_key IN (?)`, [keys]);
+}
+
+/** Process lease rows of processes gone for longer than `idleMs` with nothing live pointing to them. */
+export function reapProcessesPlan(idleMs: number, batchSize: number): StatementPlan<number> {
+  return {
+    statements: [
+      format(
+        `DELETE FROM ${PROCESS_TABLE} WHERE renewed_at < ${NOW} - INTERVAL ? MICROSECOND ` +
+          `AND NOT EXISTS (SELECT 1 FROM ${LOCK_LOG_TABLE} g WHERE g.status IN ${LIVE_STATUSES_SQL} AND g.process_id = ${PROCESS_TABLE}.id) ORDER BY id LIMIT ?`,
+        [idleMs * 1000, batchSize],
+      ),
+    ],
+    parse: (results) => affectedRowsOf(results[0]),
+  };
+}

@@ -1,0 +1,250 @@
+import mysql from 'mysql2';
+import type { Pool, PoolConnection, PoolOptions } from 'mysql2';
+import { classify } from './errno.js';
+import { LockStatementError } from '../lock-statement.error.js';
+
+import type { RoundTripPurpose } from '../lock-store.js';
+
+export type { RoundTripPurpose };
+
+export interface QueryOptions {
+  readonly purpose: RoundTripPurpose;
+  /**
+   * performance.now() past which the client stops waiting (Infinity: never). The connection is
+   * then destroyed, never returned mid-statement, and LockStatementError('deadline') thrown:
+   * the statement may still finish on the server, so the caller gives back what it may have
+   * granted once the server-side bound of that statement has passed. Nothing is ever killed by
+   * thread id: behind a proxy or on a cluster that id may belong to someone else.
+   */
+  readonly deadline?: number;
+  /** 'reserved': the watchdog's own connection, so renewals never queue behind grants. */
+  readonly lane?: 'shared' | 'reserved';
+}
+
+/** A connection checked out for several dependent round trips (cluster grants, doorbells). */
+export interface LockSession {
+  query<T = unknown>(sql: string): Promise<T>;
+  readonly threadId: number;
+}
+
+/**
+ * The library's own mysql2 connections, never shared with business code (a business pool drained
+ * by REQUIRES_NEW transactions cannot starve grants or renewals): a shared pool and a one-connection
+ * renewal lane. Sessions run READ COMMITTED with a one-second row-lock wait.
+ */
+export class LockConnectionPool {
+  private readonly pool: Pool;
+  private readonly reserved: Pool;
+  private closed = false;
+  /** Round trips sent to the server since the pool was created, by purpose. */
+  readonly roundTrips: Record<RoundTripPurpose, number> = { locks: 0, renewals: 0, janitor: 0, admin: 0 };
+
+  constructor(
+    readonly options: PoolOptions,
+    sessionSetup: string = LockConnectionPool.DEFAULT_SESSION_SETUP,
+  ) {
+    this.pool = mysql.createPool(options);
+    this.reserved = mysql.createPool({ ...options, connectionLimit: 1 });
+    for (const pool of [this.pool, this.reserved]) {
+      pool.on('connection', (connection) => {
+        connection.query(sessionSetup, (error) => {
+          if (error) connection.destroy();
+        });
+      });
+    }
+  }
+
+  static readonly DEFAULT_SESSION_SETUP = "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED; SET SESSION innodb_lock_wait_timeout = 1; SET SESSION time_zone = '+00:00'";
+
+  get totalRoundTrips(): number {
+    return this.roundTrips.locks + this.roundTrips.renewals + this.roundTrips.janitor + this.roundTrips.admin;
+  }
+
+  /**
+   * One round trip (one or more statements). A server error inside a transaction batch is
+   * followed by ROLLBACK before the connection goes back to the pool (after 1205 the transaction
+   * is still open: it must never be committed by a later user of the connection).
+   * @throws LockStatementError, whatever went wrong.
+   */
+  async query<T = unknown>(sql: string, options: QueryOptions): Promise<T> {
+    const deadline = options.deadline ?? Infinity;
+    const connection = await this.checkout(options.lane === 'reserved' ? this.reserved : this.pool, deadline);
+    try {
+      const result = await this.send<T>(connection, sql, deadline, options.purpose);
+      connection.release();
+      return result;
+    } catch (error) {
+      await this.recover(connection, error, /\bSTART TRANSACTION\b/.test(sql));
+      throw error;
+    }
+  }
+
+  /** Runs `fn` with one connection for several dependent round trips; it goes back to the pool after. */
+  async session<T>(options: QueryOptions, fn: (session: LockSession) => Promise<T>): Promise<T> {
+    const deadline = options.deadline ?? Infinity;
+    const connection = await this.checkout(options.lane === 'reserved' ? this.reserved : this.pool, deadline);
+    let inTransaction = false;
+    const session: LockSession = {
+      threadId: Number(connection.threadId),
+      query: <R>(sql: string) => {
+        if (/^\s*START TRANSACTION/.test(sql)) inTransaction = true;
+        if (/^\s*(COMMIT|ROLLBACK)/.test(sql)) inTransaction = false;
+        return this.send<R>(connection, sql, deadline, options.purpose);
+      },
+    };
+    try {
+      const result = await fn(session);
+      if (inTransaction) await this.recover(connection, undefined, true);
+      else connection.release();
+      return result;
+    } catch (error) {
+      await this.recover(connection, error, inTransaction);
+      throw error;
+    }
+  }
+
+  /**
+   * A connection taken out of the pool for as long as the caller needs it (a doorbell held during
+   * a hold). The caller must call `release()` or `destroy()` exactly once.
+   */
+  async acquireDedicated(purpose: RoundTripPurpose, deadline = Infinity, onDone?: () => void): Promise<DedicatedConnection> {
+    const connection = await this.checkout(this.pool, deadline);
+    return new DedicatedConnection(connection, (sql, until) => this.send(connection, sql, until, purpose), onDone);
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await Promise.all([this.pool, this.reserved].map((pool) => new Promise<void>((resolve) => pool.end(() => resolve()))));
+  }
+
+  get isClosed(): boolean {
+    return this.closed;
+  }
+
+  private checkout(pool: Pool, deadline: number): Promise<PoolConnection> {
+    if (this.closed) return Promise.reject(new LockStatementError('unreachable', new Error('The lock connection pool is closed')));
+    return new Promise((resolve, reject) => {
+      let timer: NodeJS.Timeout | undefined;
+      let gaveUp = false;
+      if (deadline !== Infinity) {
+        timer = setTimeout(
+          () => {
+            gaveUp = true;
+            reject(
+              new LockStatementError(
+                'deadline',
+                new Error('No lock connection became free before the deadline'),
+                'No lock connection became free before the deadline',
+              ),
+            );
+          },
+          clampTimer(deadline - performance.now()),
+        );
+      }
+      pool.getConnection((error, connection) => {
+        if (timer) clearTimeout(timer);
+        if (gaveUp) {
+          if (!error) connection.release();
+          return;
+        }
+        // Nothing was sent: a failure to connect is "unreachable" whatever its code says.
+        if (error) reject(new LockStatementError(classify(error) === 'other' ? 'unreachable' : classify(error), error));
+        else resolve(connection);
+      });
+    });
+  }
+
+  private send<T>(connection: PoolConnection, sql: string, deadline: number, purpose: RoundTripPurpose): Promise<T> {
+    this.roundTrips[purpose]++;
+    return new Promise<T>((resolve, reject) => {
+      let settled = false;
+      let timer: NodeJS.Timeout | undefined;
+      if (deadline !== Infinity) {
+        timer = setTimeout(
+          () => {
+            if (settled) return;
+            settled = true;
+            // Never reused: it may still be running the statement on the server.
+            connection.destroy();
+            reject(
+              new LockStatementError(
+                'deadline',
+                new Error('The lock statement did not answer before the deadline'),
+                'The lock statement did not answer before the deadline',
+              ),
+            );
+          },
+          clampTimer(deadline - performance.now()),
+        );
+      }
+      connection.query(sql, (error, result) => {
+        if (timer) clearTimeout(timer);
+        if (settled) return;
+        settled = true;
+        if (error) reject(LockStatementError.from(error));
+        else resolve(result as T);
+      });
+    });
+  }
+
+  /** After a failure: a broken connection is destroyed; an open transaction is rolled back first. */
+  private async recover(connection: PoolConnection, error: unknown, inTransaction: boolean): Promise<void> {
+    const failure = error === undefined ? undefined : LockStatementError.from(error);
+    if (failure?.kind === 'deadline') return; // already destroyed
+    if (failure && (failure.kind === 'connection-lost' || failure.kind === 'unreachable')) {
+      connection.destroy();
+      return;
+    }
+    if (!inTransaction) {
+      connection.release();
+      return;
+    }
+    await new Promise<void>((resolve) => {
+      connection.query('ROLLBACK', (rollbackError) => {
+        if (rollbackError) connection.destroy();
+        else connection.release();
+        resolve();
+      });
+    });
+  }
+}
+
+/** A connection kept out of the pool by its user. */
+export class DedicatedConnection {
+  private done = false;
+  constructor(
+    private readonly connection: PoolConnection,
+    private readonly sender: (sql: string, deadline: number) => Promise<unknown>,
+    /** Called once when it goes back or is closed. */
+    private readonly onDone?: () => void,
+  ) {}
+
+  get threadId(): number {
+    return Number(this.connection.threadId);
+  }
+
+  query<T = unknown>(sql: string, deadline = Infinity): Promise<T> {
+    return this.sender(sql, deadline) as Promise<T>;
+  }
+
+  /** Back to the pool (the caller left no transaction and no named lock behind). */
+  release(): void {
+    if (this.done) return;
+    this.done = true;
+    this.connection.release();
+    this.onDone?.();
+  }
+
+  /** Closed: the server frees whatever the session held (named locks, transaction). */
+  destroy(): void {
+    if (this.done) return;
+    this.done = true;
+    this.connection.destroy();
+    this.onDone?.();
+  }
+}
+
+export function clampTimer(ms: number): number {
+  return Math.max(1, Math.min(Math.ceil(ms), 2 ** 31 - 1));
+}

@@ -1,0 +1,61 @@
+import type { JanitorStore } from '../lock-store.js';
+import {
+  deleteRowLockRowsStatement,
+  expiredCandidatesStatement,
+  idleKeysStatement,
+  lockIdleRowLockRowsStatement,
+  pruneBatchPlan,
+  reapPlan,
+  reapProcessesPlan,
+  reclaimBatchPlan,
+} from './janitor.sql.js';
+import type { MysqlLockLog } from './mysql-lock-log.js';
+import { rowsOf } from './sql.js';
+
+/** The janitor's batches on MySQL/MariaDB, each retried through transient failures. */
+export class MysqlJanitorStore implements JanitorStore {
+  constructor(private readonly log: MysqlLockLog) {}
+
+  async reclaimExpired(batchSize: number): Promise<{ candidates: number; count: number; keys: string[] }> {
+    const candidates = rowsOf(await this.query(expiredCandidatesStatement(batchSize))).map((r) => String(r.id));
+    if (candidates.length === 0) return { candidates: 0, count: 0, keys: [] };
+    const { keys, count } = await this.retried(() => this.log.run(reclaimBatchPlan(candidates), 'janitor'));
+    return { candidates: candidates.length, count, keys: [...new Set(keys)] };
+  }
+
+  prune(retentionMs: number, batchSize: number): Promise<number> {
+    return this.retried(() => this.log.run(pruneBatchPlan(retentionMs, batchSize), 'janitor'));
+  }
+
+  async reapIdleKeys(idleMs: number, batchSize: number): Promise<{ candidates: number; reaped: number }> {
+    const candidates = rowsOf(await this.query(idleKeysStatement(idleMs, batchSize))).map((r) => r.lock_key as Buffer);
+    if (candidates.length === 0) return { candidates: 0, reaped: 0 };
+    const reaped = await this.retried(() => this.log.run(reapPlan(candidates, idleMs), 'janitor'));
+    await this.reapRowLockRows(candidates);
+    return { candidates: candidates.length, reaped };
+  }
+
+  async reapProcesses(idleMs: number, batchSize: number): Promise<void> {
+    await this.retried(() => this.log.run(reapProcessesPlan(idleMs, batchSize), 'janitor'));
+  }
+
+  /** Row-lock rows of reaped keys, skipping any a holder has locked right now. */
+  private async reapRowLockRows(keys: readonly Buffer[]): Promise<void> {
+    await this.retried(() =>
+      this.log.pool.session({ purpose: 'janitor' }, async (session) => {
+        await session.query('START TRANSACTION');
+        const locked = rowsOf(await session.query(lockIdleRowLockRowsStatement(keys))).map((r) => r.lock_key as Buffer);
+        if (locked.length > 0) await session.query(deleteRowLockRowsStatement(locked));
+        await session.query('COMMIT');
+      }),
+    );
+  }
+
+  private query<T>(sql: string): Promise<T> {
+    return this.retried(() => this.log.pool.query<T>(sql, { purpose: 'janitor' }));
+  }
+
+  private retried<T>(send: () => Promise<T>): Promise<T> {
+    return this.log.withRetries('janitor', send);
+  }
+}

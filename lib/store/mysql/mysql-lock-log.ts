@@ -1,0 +1,247 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { signalMarginMs } from '../../core/held-lock.js';
+import type { DedicatedConnection, LockConnectionPool, RoundTripPurpose } from './lock-connection-pool.js';
+import { LockStatementError } from '../lock-statement.error.js';
+import type { ServerFlavor } from './server-flavor.js';
+import type { Bell as BellView, BellWait } from '../doorbell-store.js';
+import type { GrantAnswer, GrantRequest, LockLogStore, ProcessLeaseStore } from '../lock-store.js';
+import type { Bell, BellRequest } from './doorbells.js';
+import { type EndStatus, LockStatus, ROW_LOCK_TABLE } from './sql.js';
+import { runPlan, runPlanThen, type StatementPlan } from './statement-plan.js';
+import { confirmOnSession } from './grant-confirmation.js';
+import { type GrantInput, type GrantOutcome, leanGrantPlan, takeoverGrantPlan } from './grant.sql.js';
+import { semaphorePlan } from './semaphore-grant.sql.js';
+import { singleKeyGrantPlan } from './single-key-grant.sql.js';
+import { createKeyRowsPlan } from './key-rows.sql.js';
+import {
+  giveBackPlan,
+  endedAmongPlan,
+  endProcessStatement,
+  endRowsPlan,
+  extendPlan,
+  registerProcessStatement,
+  renewProcessPlan,
+  rowStatusesPlan,
+} from './hold.sql.js';
+import { FENCING_FLOOR_KEY } from '../../core/internal-keys.js';
+import { checkSchema } from './schema-check.js';
+import { UnendedRows } from './unended-rows.js';
+
+/** How long an (idempotent) release, extend or renewal is re-sent through deadlocks, lock-wait timeouts and broken connections: giving up would leave the key taken until its lease runs out. */
+const RETRY_FOR_MS = 3_000;
+
+/** A grant of unknown outcome is given back again after this: the server has surely finished it by then (lock waits are bounded to 1 s). */
+const LATE_GIVE_BACK_MS = 2_500;
+
+/**
+ * The lock log and the process lease on MySQL/MariaDB (see LockLogStore, ProcessLeaseStore), on
+ * the library's own pool. On a multi-primary cluster every transaction goes one statement per
+ * round trip and a grant counts only once its rows are read back after COMMIT.
+ */
+export class MysqlLockLog implements LockLogStore, ProcessLeaseStore {
+  private id: string | undefined;
+  /** Rows a release or give-back could not end: ended before the next renewal (see UnendedRows). */
+  private readonly unended = new UnendedRows();
+
+  constructor(
+    readonly pool: LockConnectionPool,
+    readonly flavor: ServerFlavor,
+    /** host:pid, written on every row for people reading the tables. */
+    readonly holder: string,
+  ) {}
+
+  get processId(): string {
+    if (this.id === undefined) throw new Error('MysqlLockLog.start() has not run');
+    return this.id;
+  }
+
+  get clustered(): boolean {
+    return this.flavor.cluster === 'galera';
+  }
+
+  /** Checks the schema and registers this process's process-lease row. */
+  async start(): Promise<void> {
+    await checkSchema(this.pool);
+    const result = await this.pool.query<{ insertId: number | string }>(registerProcessStatement(this.holder), { purpose: 'admin' });
+    this.id = String(result.insertId);
+  }
+
+  /** At shutdown: the process row goes if nothing live points to it any more (else the janitor reaps it later). */
+  async stop(): Promise<void> {
+    if (this.id === undefined || this.pool.isClosed) return;
+    await this.pool.query(endProcessStatement(this.id), { purpose: 'admin' }).catch(() => undefined);
+  }
+
+  run<T>(plan: StatementPlan<T>, purpose: RoundTripPurpose, deadline?: number): Promise<T> {
+    return runPlan(this.pool, plan, { purpose, deadline, oneByOne: this.clustered });
+  }
+
+  /** One key by `singleKeyGrantPlan`, several by `leanGrantPlan`, the rare work only when reported; deadlocks and lock-wait timeouts are tried again at once (a free key must not look busy). */
+  async grant(request: GrantRequest, deadline: number, options: { bell?: BellView | BellWait; serverBoundMs?: number } = {}): Promise<GrantAnswer> {
+    const full: GrantInput = {
+      ...request,
+      holder: this.holder,
+      processId: this.processId,
+      statementLimit:
+        options.serverBoundMs === undefined || options.serverBoundMs === Infinity ? undefined : { kind: this.flavor.kind, ms: options.serverBoundMs },
+    };
+    const wait = options.bell?.kind === 'wait' ? (options.bell as BellRequest) : undefined;
+    const via = wait?.connection ?? (options.bell as Bell | undefined)?.connection;
+    const firstPlan = () => semaphorePlan(full, false) ?? (request.targets.length === 1 ? singleKeyGrantPlan(full) : leanGrantPlan(full));
+    let plan = firstPlan();
+    let before: unknown;
+    const firstSentAt = performance.now();
+    for (let attempt = 0; ; attempt++) {
+      let outcome: GrantOutcome;
+      const sentAt = performance.now();
+      try {
+        if (via && wait && attempt === 0) {
+          // One round trip: the doorbell wait, then the grant.
+          const first = await runOn(via, { statements: [wait.waitStatement, ...plan.statements], parse: (r) => r }, deadline);
+          before = first[0];
+          outcome = plan.parse(first.slice(1));
+        } else outcome = await this.sendGrant(plan, request.acquisitionId, deadline, via);
+      } catch (error) {
+        const failure = LockStatementError.from(error);
+        if (failure.kind === 'retry' && attempt < 4) {
+          await sleep(1 + Math.random() * 4 * (attempt + 1));
+          continue;
+        }
+        if (failure.kind !== 'retry') await this.giveBack(request.acquisitionId, failure);
+        throw failure;
+      }
+      // After a doorbell wait the caller adds the wait to the first send time and checks the lease.
+      if (outcome.granted) return before === undefined ? this.inTime(request, outcome, sentAt) : { ...outcome, sentAt: firstSentAt, before };
+      if (outcome.reason === 'missing-key-rows' && attempt < 4) {
+        // First use of a key (or after the janitor reaped it): its rows in their own transaction, then the grant, one round trip.
+        const create = this.keyRowsPlan(request.targets.map((t) => t.bytes));
+        const again = firstPlan();
+        plan = { statements: [...create.statements, ...again.statements], parse: (results) => again.parse(results.slice(create.statements.length)) };
+        continue;
+      }
+      if (outcome.reason === 'expired-holders' && attempt < 4) {
+        plan = semaphorePlan(full, true) ?? takeoverGrantPlan(full);
+        continue;
+      }
+      return { ...outcome, before };
+    }
+  }
+
+  async endRows(rowIds: readonly string[], status: EndStatus | typeof LockStatus.EXPIRED, note?: string, bell?: BellView): Promise<number> {
+    const plan = endRowsPlan(rowIds, status, note);
+    const held = bell as Bell | undefined;
+    if (held?.state === 'holding') {
+      try {
+        const ended = await runOn(held.connection, { statements: [...plan.statements, held.ringStatement], parse: (r) => plan.parse(r) });
+        held.rungWith(true);
+        return ended;
+      } catch {
+        held.rungWith(false); // the session is closed: its named lock is freed with it
+      }
+    } else if (held) await held.ring();
+    try {
+      return await this.withRetries('locks', () => this.run(plan, 'locks'));
+    } catch (error) {
+      this.unended.owe(`rows ${rowIds.join(',')}`, plan);
+      throw error;
+    }
+  }
+
+  extend(rowIds: readonly string[], leaseMs: number): Promise<{ storedKey: string; expiresAt: Date }[]> {
+    return this.withRetries('locks', () => this.run(extendPlan(rowIds, leaseMs), 'locks'));
+  }
+
+  rowStatuses(rowIds: readonly string[]) {
+    return this.run(rowStatusesPlan(rowIds), 'locks');
+  }
+
+  endedAmong(rowIds: readonly string[]): Promise<Set<string>> {
+    return this.run(endedAmongPlan(rowIds), 'renewals');
+  }
+
+  /** On the reserved connection: never queued behind grants. While owed ends cannot be settled, no renewal is sent. */
+  async renew(deadline: number): Promise<{ endedCount: string; found: boolean }> {
+    const options = { purpose: 'renewals' as const, deadline, lane: 'reserved' as const, oneByOne: this.clustered };
+    if (this.unended.size > 0) await this.unended.settle((plan) => runPlan(this.pool, plan, options));
+    return runPlan(this.pool, renewProcessPlan(this.processId, this.holder), options);
+  }
+
+  /** Creates missing key rows in their own transaction (first use of a key, or after the janitor reaped it). */
+  async createKeyRows(keys: readonly Buffer[], deadline?: number): Promise<void> {
+    await this.withRetries('locks', () => this.run(this.keyRowsPlan(keys), 'locks', deadline));
+  }
+
+  /**
+   * Gives back what a grant of unknown outcome may have committed: now, and once more after the
+   * server has surely finished the statement (a COMMIT may land after the first give-back).
+   */
+  async giveBack(acquisitionId: string, failure: LockStatementError): Promise<void> {
+    if (!failure.outcomeUnknown && failure.kind !== 'interrupted') return;
+    const plan = giveBackPlan(acquisitionId, this.processId);
+    const once = () =>
+      this.withRetries('locks', () => this.run(plan, 'locks')).catch(() => {
+        this.unended.owe(`acquisition ${acquisitionId}`, plan);
+        return 0;
+      });
+    await once();
+    const timer = setTimeout(() => void once(), LATE_GIVE_BACK_MS);
+    timer.unref();
+  }
+
+  /** Sends again after transient failures and broken connections, for a few seconds, with jitter. */
+  async withRetries<T>(_purpose: RoundTripPurpose, send: () => Promise<T>): Promise<T> {
+    const giveUpAt = performance.now() + RETRY_FOR_MS;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await send();
+      } catch (error) {
+        const failure = LockStatementError.from(error);
+        const retriable =
+          failure.kind === 'retry' || failure.kind === 'connection-lost' || failure.kind === 'unreachable' || failure.kind === 'interrupted';
+        if (!retriable || performance.now() >= giveUpAt || this.pool.isClosed) throw failure;
+        await sleep(2 + Math.random() * Math.min(20 * attempt, 200));
+      }
+    }
+  }
+
+  private keyRowsPlan(keys: readonly Buffer[]): StatementPlan<void> {
+    return createKeyRowsPlan(keys, FENCING_FLOOR_KEY, this.flavor.sharedLockClause, ROW_LOCK_TABLE);
+  }
+
+  /**
+   * One grant plan: on a doorbell's connection, as one batch (single server), or one statement per
+   * round trip and read back after COMMIT on its own connection (multi-primary cluster).
+   */
+  private sendGrant(
+    plan: StatementPlan<GrantOutcome>,
+    acquisitionId: string,
+    deadline: number,
+    via: DedicatedConnection | undefined,
+  ): Promise<GrantOutcome> {
+    if (via) return runOn(via, plan, deadline);
+    if (!this.clustered) return this.run(plan, 'locks', deadline);
+    return runPlanThen(this.pool, plan, { purpose: 'locks', deadline }, (result, session) =>
+      confirmOnSession(session, acquisitionId, this.processId, result),
+    );
+  }
+
+  /**
+   * A grant that answered after its lease's local deadline (its COMMIT held up, e.g. for the
+   * seconds a multi-primary cluster freezes when a node dies) is given back at once instead of
+   * handed to a caller: the database may already count that lease as over, so the holder's
+   * signal would have to abort before its work even started.
+   */
+  private async inTime(input: { readonly leaseMs: number }, outcome: Extract<GrantOutcome, { granted: true }>, sentAt: number) {
+    const localDeadline = sentAt + outcome.serverWaitMs + input.leaseMs - signalMarginMs(input.leaseMs);
+    if (performance.now() < localDeadline) return { ...outcome, sentAt };
+    const ids = outcome.rows.map((r) => r.id);
+    await this.endRows(ids, LockStatus.RELEASED, 'given back: the grant answered after its lease had run out').catch(() => 0);
+    return { granted: false as const, reason: 'busy' as const };
+  }
+}
+
+/** A plan as one round trip on a connection kept out of the pool (a doorbell's). */
+export async function runOn<T>(connection: DedicatedConnection, plan: StatementPlan<T>, deadline = Infinity): Promise<T> {
+  const results = await connection.query<unknown>(plan.statements.join(';\n'), deadline);
+  return plan.parse(plan.statements.length === 1 ? [results] : (results as unknown[]));
+}

@@ -1,0 +1,61 @@
+import { hostname } from 'node:os';
+import type { DataSource } from 'typeorm';
+import type { LockStore, RoundTripPurpose } from '../lock-store.js';
+import { mysqlAdmin } from './admin.sql.js';
+import { businessPoolSize } from './business-pool.js';
+import { Doorbells } from './doorbells.js';
+import { LockConnectionPool } from './lock-connection-pool.js';
+import { MysqlJanitorStore } from './mysql-janitor-store.js';
+import { MysqlLockLog } from './mysql-lock-log.js';
+import { mysqlFence, MysqlRowLockStore } from './mysql-session-store.js';
+import { lockPoolOptions } from './pool-options.js';
+import { detectServerFlavor } from './server-flavor.js';
+
+/** What the MySQL/MariaDB store is opened with. */
+export interface MysqlStoreSettings {
+  /** Every connection the store opens, at most: one renewal lane, the rest shared by grants, releases, admin, janitor and doorbells. */
+  readonly poolSize: number;
+  /** How long an unused doorbell is kept (a waiter gave up between tries). */
+  readonly doorbellIdleMs: number;
+}
+
+/**
+ * Opens the MySQL/MariaDB store: the library's pool from the DataSource's settings, the server's
+ * flavour, the schema check and this process's process-lease row. Closes what it opened if any
+ * step fails (missing tables, unreachable server).
+ */
+export async function openMysqlStore(dataSource: DataSource, settings: MysqlStoreSettings): Promise<LockStore> {
+  const connection = lockPoolOptions(dataSource, settings.poolSize - 1);
+  const pool = new LockConnectionPool(connection);
+  try {
+    const flavor = await detectServerFlavor(pool);
+    const log = new MysqlLockLog(pool, flavor, `${hostname()}:${process.pid}`);
+    await log.start();
+    // Doorbells borrow from the shared connections, keeping one for grants and releases.
+    const doorbells =
+      flavor.cluster === 'none' && settings.poolSize > 2
+        ? new Doorbells(pool, String(connection.database ?? ''), settings.doorbellIdleMs, settings.poolSize - 2)
+        : undefined;
+    return {
+      log,
+      processLease: log,
+      fence: mysqlFence,
+      rowLocks: new MysqlRowLockStore(log),
+      doorbells,
+      janitor: new MysqlJanitorStore(log),
+      admin: mysqlAdmin(log),
+      get roundTrips(): Readonly<Record<RoundTripPurpose, number>> {
+        return pool.roundTrips;
+      },
+      dataSourcePoolSize: () => businessPoolSize(dataSource),
+      async close() {
+        await doorbells?.close();
+        await log.stop();
+        await pool.close();
+      },
+    };
+  } catch (error) {
+    await pool.close();
+    throw error;
+  }
+}

@@ -1,0 +1,68 @@
+import type { QueryRunner } from 'typeorm';
+import type { LockTarget } from '../../core/lock-key.js';
+import type { FenceStore, RowLockAuditRow, RowLockStore, RowLockTake } from '../lock-store.js';
+import { classify } from './errno.js';
+import { endInCommitStatement, fenceKeptStatement } from './hold.sql.js';
+import type { MysqlLockLog } from './mysql-lock-log.js';
+import { insertAuditRows } from './row-lock.sql.js';
+import { takeKeys, takeOverExpired } from './row-lock-grant.js';
+import { cutSession, isNoWait } from './row-lock-session.js';
+
+/** The fence's writes, in the business transaction on the app's DataSource. */
+export const mysqlFence: FenceStore = {
+  endInCommit: (runner, rowIds, owner) => written(runner, endInCommitStatement(rowIds, owner)),
+  fenceKept: (runner, rowIds, owner) => written(runner, fenceKeptStatement(rowIds, owner)),
+};
+
+async function written(runner: QueryRunner, statement: { sql: string; parameters: unknown[] }): Promise<number> {
+  // TypeORM's structured result: `affected` is mysql2's affectedRows; every matched row changes, so
+  // CLIENT_FOUND_ROWS on or off gives the same count.
+  return Number((await runner.query(statement.sql, statement.parameters, true)).affected ?? 0);
+}
+
+/** Row-lock sessions on MySQL/MariaDB: InnoDB locks on the keys' rows of db_lock (see row-lock.sql.ts). */
+export class MysqlRowLockStore implements RowLockStore {
+  constructor(private readonly log: MysqlLockLog) {}
+
+  take(runner: QueryRunner, targets: readonly LockTarget[], deadline: number): Promise<RowLockTake> {
+    return busyOnWait(() => takeKeys(runner, targets, deadline, this.log.flavor));
+  }
+
+  takeOverExpired(runner: QueryRunner, targets: readonly LockTarget[], deadline: number, acquisitionId: string): Promise<RowLockTake> {
+    return busyOnWait(() => takeOverExpired(runner, targets, deadline, this.log.flavor, acquisitionId));
+  }
+
+  async recordInCommit(runner: QueryRunner, rows: readonly RowLockAuditRow[]): Promise<void> {
+    await runner.query(insertAuditRows(rows, this.log.holder));
+  }
+
+  async recordEnded(rows: readonly RowLockAuditRow[]): Promise<void> {
+    const sql = insertAuditRows(rows, this.log.holder);
+    await this.log.withRetries('locks', () => this.log.run({ statements: [sql], parse: () => undefined }, 'locks'));
+  }
+
+  cutSession(runner: QueryRunner): void {
+    cutSession(runner);
+  }
+
+  watchSession(runner: QueryRunner, onClose: (error?: unknown) => void): () => void {
+    const connection = (runner as unknown as { databaseConnection?: NodeJS.EventEmitter }).databaseConnection;
+    connection?.once('error', onClose);
+    connection?.once('end', onClose);
+    return () => {
+      connection?.off('error', onClose);
+      connection?.off('end', onClose);
+    };
+  }
+}
+
+/** NOWAIT, the wait bound or innodb_lock_wait_timeout: the key is held. A deadlock: the caller asks again. */
+async function busyOnWait(take: () => Promise<RowLockTake>): Promise<RowLockTake> {
+  try {
+    return await take();
+  } catch (error) {
+    const kind = classify(error);
+    if (kind === 'retry' || kind === 'interrupted' || isNoWait(error)) return { taken: false, why: 'busy', cause: error };
+    throw error;
+  }
+}

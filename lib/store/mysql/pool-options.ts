@@ -1,0 +1,48 @@
+import type { DataSource } from 'typeorm';
+import type { PoolOptions } from 'mysql2';
+import { DbLockOptionsError } from '../../errors/db-lock-options.error.js';
+
+/**
+ * Connection settings for the library's own small pool, taken from the app's DataSource so
+ * there is nothing to configure twice. We reuse TypeORM's own translation when it is there
+ * (url, ssl, socketPath, extra...) and then force what the lock protocol relies on:
+ * - multipleStatements: a grant is one round trip (several statements and a COMMIT);
+ * - UTC dates as strings: all lease arithmetic happens on the server in UTC;
+ * - big numbers as strings: fencing tokens are BIGINT.
+ * The DataSource itself is never opened, closed or reconfigured by the library.
+ */
+export function lockPoolOptions(dataSource: DataSource, poolSize: number): PoolOptions {
+  const type = dataSource.options.type;
+  if (type !== 'mysql' && type !== 'mariadb') {
+    throw new DbLockOptionsError([`DataSource type must be 'mysql' or 'mariadb', got '${String(type)}'`]);
+  }
+  const driver = dataSource.driver as unknown as {
+    options: Record<string, unknown> & { replication?: { master: Record<string, unknown> } };
+    createConnectionOptions?: (options: unknown, credentials: unknown) => PoolOptions;
+  };
+  const options = driver.options;
+  const credentials = options.replication?.master ?? options;
+  const base: PoolOptions =
+    typeof driver.createConnectionOptions === 'function'
+      ? driver.createConnectionOptions(options, credentials)
+      : {
+          host: credentials.host as string | undefined,
+          port: credentials.port as number | undefined,
+          user: credentials.username as string | undefined,
+          password: credentials.password as string | undefined,
+          database: credentials.database as string | undefined,
+          socketPath: credentials.socketPath as string | undefined,
+        };
+  return {
+    ...base,
+    connectionLimit: poolSize,
+    multipleStatements: true,
+    timezone: 'Z',
+    dateStrings: true,
+    supportBigNumbers: true,
+    bigNumberStrings: true,
+    waitForConnections: true,
+    queueLimit: 0,
+    enableKeepAlive: true,
+  };
+}

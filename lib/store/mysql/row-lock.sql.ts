@@ -1,0 +1,137 @@
+import type { LockTarget } from '../../core/lock-key.js';
+import type { RowLockAuditRow } from '../lock-store.js';
+import type { ServerFlavor } from './server-flavor.js';
+import { format, LIVE_STATUSES_SQL, LOCK_LOG_TABLE, LOCK_TABLE, LockStatus, NOW, PROCESS_TABLE, msSince } from './sql.js';
+
+/**
+ * The row-lock's statements, all sent on the business transaction's own connection. The lock is
+ * an InnoDB lock on the key's row of db_lock, the very row every lease grant locks before it
+ * decides: a row-lock holder therefore keeps lease grants of its key waiting for as long as its
+ * transaction is open, and the strategies exclude each other with no log row committed first.
+ *
+ * A live row in the log is a lease holder (row-lock audit rows are written terminal, in the
+ * commit): the locking statement takes the key only if none conflicts. Its subquery runs after the
+ * row lock is granted (a fresh READ COMMITTED view), so a lease grant that committed while we
+ * waited for its row lock is seen.
+ */
+
+/** Waiting bound of one locking statement: 0 one try, Infinity the session's own innodb_lock_wait_timeout. */
+export type WaitBound = number;
+
+/** A live lease holder the caller conflicts with (a writer conflicts with all, a reader with writers). */
+function conflictingHolder(mode: LockTarget['mode']): string {
+  const writers = mode === 'read' ? ` AND g.mode = 'write'` : '';
+  return `EXISTS (SELECT 1 FROM ${LOCK_LOG_TABLE} g WHERE g.lock_key = l.lock_key AND g.status IN ${LIVE_STATUSES_SQL}${writers})`;
+}
+
+/**
+ * Writers: one UPDATE locks the key rows, bumps each token and stamps the grant. For a single key
+ * `LAST_INSERT_ID(token + 1)` returns the new token in the OK packet (no read-back). Affected rows
+ * fewer than the keys: a row is missing or a lease holder is live (see `takeoverStatement`).
+ */
+export function takeWriteKeys(keys: readonly Buffer[]): string {
+  const bump = keys.length === 1 ? 'LAST_INSERT_ID(fencing_token + 1)' : 'fencing_token + 1';
+  return format(
+    `UPDATE ${LOCK_TABLE} l SET fencing_token = ${bump}, last_granted_at = ${NOW} WHERE l.lock_key IN (?) AND NOT ${conflictingHolder('write')}`,
+    [keys],
+  );
+}
+
+/**
+ * Readers share the key, so they cannot bump a token (that needs an exclusive lock): a shared
+ * lock on the rows, and each reader's token is the key's current one, the token of the last
+ * writer it reads after.
+ */
+export function takeReadKeys(keys: readonly Buffer[], flavor: ServerFlavor): string {
+  return format(
+    `SELECT l.lock_key, l.fencing_token, ${conflictingHolder('read')} AS busy FROM ${LOCK_TABLE} l WHERE l.lock_key IN (?) ORDER BY l.lock_key ${flavor.sharedLockClause}`,
+    [keys],
+  );
+}
+
+/** Tokens of write keys taken by a multi-key UPDATE (our own uncommitted values). */
+export function readTokens(keys: readonly Buffer[]): string {
+  return format(`SELECT lock_key, fencing_token FROM ${LOCK_TABLE} WHERE lock_key IN (?)`, [keys]);
+}
+
+/** Which of these key rows exist (a plain read: never waits for a holder). */
+export function existingKeys(keys: readonly Buffer[]): string {
+  return format(`SELECT lock_key FROM ${LOCK_TABLE} WHERE lock_key IN (?)`, [keys]);
+}
+
+/** The rows' locks alone, waited for within a bound (MySQL: UPDATE takes no sub-second bound, this read does). */
+export function lockKeyRows(keys: readonly Buffer[], mode: LockTarget['mode'], flavor: ServerFlavor, hint: string): string {
+  const clause = mode === 'write' ? 'FOR UPDATE' : flavor.sharedLockClause;
+  return format(`SELECT ${hint}lock_key FROM ${LOCK_TABLE} WHERE lock_key IN (?) ORDER BY lock_key ${clause}`, [keys]);
+}
+
+/**
+ * Bounds a locking statement by what is left of the caller's budget, on the server (never by
+ * killing a thread id, which behind a proxy may be someone else's). MariaDB bounds any statement
+ * (`SET STATEMENT`, fractional seconds, so sub-second budgets hold; a zero lock wait for one try).
+ * MySQL has no sub-second bound for an UPDATE: the wait happens first in a locking read bounded by
+ * NOWAIT or `MAX_EXECUTION_TIME`, and the statement then finds the rows already locked.
+ */
+export function bounded(statement: string, waitMs: WaitBound, flavor: ServerFlavor, lockFirst: () => (hint: string) => string): string[] {
+  if (waitMs === Infinity) return [statement];
+  if (flavor.statementTimeLimit) {
+    if (waitMs <= 0) return [`SET STATEMENT innodb_lock_wait_timeout = 0 FOR ${statement}`];
+    return [`SET STATEMENT max_statement_time = ${(Math.max(1, Math.ceil(waitMs)) / 1000).toFixed(3)} FOR ${statement}`];
+  }
+  const lock = lockFirst();
+  const first = waitMs <= 0 ? `${lock('')} NOWAIT` : lock(`/*+ MAX_EXECUTION_TIME(${Math.max(1, Math.ceil(waitMs))}) */ `);
+  return [first, statement];
+}
+
+/**
+ * Rare path, with the key rows locked: lease holders of the keys whose lease (own or process)
+ * ran out are ended EXPIRED and their processes told (ended_count), as a lease takeover does,
+ * so their fences refuse. Live ones are left alone: the caller then finds the key busy.
+ */
+export function takeoverStatement(targets: readonly LockTarget[], acquisitionId: string): string {
+  const write = targets.filter((t) => t.mode === 'write').map((t) => t.bytes);
+  const read = targets.filter((t) => t.mode === 'read').map((t) => t.bytes);
+  const parts: string[] = [];
+  const values: unknown[] = [`taken over by row-lock ${acquisitionId}`];
+  if (write.length > 0) {
+    parts.push('g.lock_key IN (?)');
+    values.push(write);
+  }
+  if (read.length > 0) {
+    parts.push(`(g.lock_key IN (?) AND g.mode = 'write')`);
+    values.push(read);
+  }
+  const expiry = `GREATEST(g.expires_at, COALESCE(p.renewed_at + INTERVAL g.lease_ms * 1000 MICROSECOND, g.expires_at))`;
+  return format(
+    `UPDATE ${LOCK_LOG_TABLE} g LEFT JOIN ${PROCESS_TABLE} p ON p.id = g.process_id ` +
+      `SET g.status = '${LockStatus.EXPIRED}', g.ended_at = ${NOW}, g.hold_ms = ${msSince('g.acquired_at')}, g.note = ?, p.ended_count = p.ended_count + 1 ` +
+      `WHERE (${parts.join(' OR ')}) AND g.status IN ${LIVE_STATUSES_SQL} AND ${expiry} <= ${NOW}`,
+    values,
+  );
+}
+
+/**
+ * The audit rows, terminal as written (a row-lock hold has no lease and no live log row): in the
+ * commit that ends the hold (RELEASED, atomically with the work), or after a rollback (FAILED,
+ * EXPIRED) on the library's pool. ended_at is the server's clock at the insert.
+ */
+export function insertAuditRows(rows: readonly RowLockAuditRow[], holder: string): string {
+  const values = rows.map((r) =>
+    format(`(?, ?, ?, ?, 'row-lock', ?, ?, 0, ${NOW} - INTERVAL ? MICROSECOND, ${NOW}, ${NOW}, ?, ?, ?)`, [
+      r.key,
+      r.mode,
+      r.owner,
+      holder,
+      r.fencingToken,
+      r.status,
+      Math.round(r.holdMs * 1000),
+      Math.round(r.waitedMs),
+      Math.round(r.holdMs),
+      r.note,
+    ]),
+  );
+  return (
+    `INSERT INTO ${LOCK_LOG_TABLE} (lock_key, mode, owner, holder, strategy, fencing_token, status, lease_ms, acquired_at, expires_at, ended_at, wait_ms, hold_ms, note) ` +
+    `VALUES ${values.join(', ')}`
+  );
+}

@@ -1,0 +1,57 @@
+import mysql from 'mysql2';
+import { LockStatus } from '../../core/lock-status.js';
+import type { LockStrategyName } from '../../strategies/lock-strategy-name.js';
+
+/**
+ * The one SQL toolkit every statement builder uses: client-side escaping (after keys and numbers
+ * were validated), the server clock, table names, statuses and row parsing. Every time the
+ * library compares lives on the database server's UTC clock, so client clocks, session time
+ * zones and DST changes never enter a lease decision.
+ */
+export const format = (sql: string, values: readonly unknown[]): string => mysql.format(sql, values as Parameters<typeof mysql.format>[1]);
+
+/** The server's clock, immune to the session's `time_zone`. Fixed per statement by the server. */
+export const NOW = 'UTC_TIMESTAMP(6)';
+
+/** Milliseconds from a DATETIME(6) column to now, on the server. */
+export const msSince = (column: string): string => `TIMESTAMPDIFF(MICROSECOND, ${column}, ${NOW}) DIV 1000`;
+
+export { LOCK_LOG_TABLE, LOCK_TABLE, PROCESS_TABLE, ROW_LOCK_TABLE } from '../tables.js';
+export { type EndStatus, LockStatus } from '../../core/lock-status.js';
+
+/** SQL list of the live statuses. */
+export const LIVE_STATUSES_SQL = `('${LockStatus.ACQUIRED}', '${LockStatus.COMPLETED}')`;
+
+/** Column values of `db_lock_log.strategy`. */
+export type StrategyColumn = LockStrategyName;
+
+/**
+ * A holder's lease end (log row `g`, its process row `p`): its own (grant or extend) or its
+ * process's latest renewal plus its lease, whichever is later.
+ */
+export const EFFECTIVE_EXPIRY = `GREATEST(g.expires_at, COALESCE(p.renewed_at + INTERVAL g.lease_ms * 1000 MICROSECOND, g.expires_at))`;
+
+/** Key bytes as read back (VARBINARY) to the stored key text. */
+export function keyText(value: unknown): string {
+  return Buffer.isBuffer(value) ? value.toString('utf8') : String(value);
+}
+
+/** DATETIME(6) strings from the server, in UTC. Millisecond precision is all a Date holds. */
+export function parseDate(value: unknown): Date {
+  if (value instanceof Date) return value;
+  return new Date(String(value).replace(' ', 'T') + 'Z');
+}
+
+/** A result row as a plain record. */
+export type Row = Record<string, unknown>;
+
+/** One statement's result inside a multi-statement round trip: a row list or an OK packet. */
+export type StatementResult = Row[] | { affectedRows: number; insertId?: number | string };
+
+export function rowsOf(result: unknown): Row[] {
+  return Array.isArray(result) ? (result as Row[]) : [];
+}
+
+export function affectedRowsOf(result: unknown): number {
+  return Number((result as { affectedRows?: unknown } | undefined)?.affectedRows ?? 0);
+}

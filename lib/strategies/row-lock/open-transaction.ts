@@ -1,0 +1,59 @@
+import type { QueryRunner } from 'typeorm';
+import type { HeldLock } from '../../core/held-lock.js';
+import { LockLostError } from '../../errors/lock-lost.error.js';
+import type { RowLockStore } from '../../store/lock-store.js';
+
+/** What a held row-lock's open transaction reports to its strategy. */
+export interface OpenTransactionHooks {
+  /** Its connection closed, or maxHoldMs passed: the lock is lost (and must be given back). */
+  lost(lock: HeldLock, error: LockLostError): void;
+  /** The transaction ended (committed, rolled back or abandoned): its connection is free. */
+  settled(lock: HeldLock): void;
+  /** How to abandon it while its work may still run (the strategy calls it on loss and at shutdown). */
+  abandonWith(lock: HeldLock, abandonIt: () => void): void;
+  readonly maxHoldMs: number;
+}
+
+/**
+ * The lock keeps the transaction it was taken in, for as long as that transaction is open: no
+ * lease, no timer but maxHoldMs. Its signal aborts if the connection closes (the server has
+ * rolled the work back and handed the key over) or at maxHoldMs.
+ */
+export function keepOpen(lock: HeldLock, runner: QueryRunner, store: RowLockStore, hooks: OpenTransactionHooks): void {
+  let finished = false;
+  const lose = (reason: string, error?: unknown): void => {
+    if (!finished) hooks.lost(lock, new LockLostError(lock.keys[0]!, lock.fencingToken, reason, error ? { cause: error } : undefined));
+  };
+  const onClose = (error?: unknown): void => lose(`its database connection closed (${String((error as Error)?.message ?? 'end')})`, error);
+  const unwatch = store.watchSession(runner, onClose);
+  const maxHold = Number.isFinite(hooks.maxHoldMs)
+    ? setTimeout(() => lose(`held longer than maxHoldMs (${hooks.maxHoldMs} ms)`), hooks.maxHoldMs)
+    : undefined;
+  maxHold?.unref();
+  const settle = (): boolean => {
+    if (finished) return false;
+    finished = true;
+    if (maxHold) clearTimeout(maxHold);
+    unwatch();
+    lock.transaction = undefined;
+    hooks.settled(lock);
+    return true;
+  };
+  hooks.abandonWith(lock, () => {
+    if (settle()) store.cutSession(runner);
+  });
+  lock.transaction = {
+    runner,
+    finish: async (committed: boolean) => {
+      if (!settle()) return;
+      if (!committed) await endQuietly(runner);
+      else await runner.release().catch(() => undefined);
+    },
+  };
+}
+
+/** Rolls back if a transaction is open and returns the connection; the server rolls back a broken one itself. */
+export async function endQuietly(runner: QueryRunner): Promise<void> {
+  if (runner.isTransactionActive) await runner.rollbackTransaction().catch(() => undefined);
+  await runner.release().catch(() => undefined);
+}

@@ -1,0 +1,62 @@
+import type { EntityManager } from 'typeorm';
+import type { BusinessTransactions, FencedLocks, FenceSettings } from '../core/business-transaction.js';
+import type { HeldLock } from '../core/held-lock.js';
+import { LockContext } from '../core/lock-context.js';
+import type { LockHandle } from '../core/lock-handle.js';
+import { DbLockError } from '../errors/db-lock.error.js';
+import { LockLostError } from '../errors/lock-lost.error.js';
+
+/**
+ * Fenced calls of the testing module. There is no transaction to commit or roll back: the work
+ * runs with the EntityManager the test supplied (if any), and the fence still decides the
+ * outcome: a lock lost while the work ran (maxHoldMs, forceRelease) makes the call fail with
+ * LockLostError, and the call's own locks end RELEASED, or FAILED when the work threw.
+ */
+export class InMemoryTransactions implements BusinessTransactions {
+  constructor(private readonly manager: EntityManager | undefined) {}
+
+  early(): undefined {
+    return undefined;
+  }
+
+  /** In-memory locks live in no transaction: never asked. */
+  runIn(): Promise<never> {
+    return Promise.reject(new DbLockError('An in-memory lock has no transaction of its own'));
+  }
+
+  async run<T>(settings: FenceSettings, handle: LockHandle, locks: FencedLocks, fn: () => Promise<T> | T): Promise<T> {
+    let result: T;
+    try {
+      result = await LockContext.run({ handle, locks: locks.byKey, manager: this.manager }, fn);
+    } catch (error) {
+      await failOwn(settings, locks.own);
+      throw lostFirst(error, [...locks.own, ...locks.kept]);
+    }
+    const lost = [...locks.own, ...locks.kept].find((lock) => !lock.live);
+    if (lost) {
+      await failOwn(settings, locks.own);
+      throw lostReason(lost, `it was already ${lost.state} when the work finished`);
+    }
+    // Ends the locks as a fenced commit would; LockLostError if someone ended one first.
+    for (const lock of locks.own) await settings.host.release(lock, false);
+    return result;
+  }
+}
+
+async function failOwn(settings: FenceSettings, own: readonly HeldLock[]): Promise<void> {
+  await Promise.allSettled(own.map((lock) => settings.host.release(lock, true)));
+}
+
+/** As in a real fenced call: a failure after a lock was lost is reported as that loss, the failure as `cause`. */
+function lostFirst(error: unknown, locks: readonly HeldLock[]): unknown {
+  if (error instanceof DbLockError) return error;
+  const lost = locks.find((lock) => !lock.live && lock.signal.reason instanceof LockLostError);
+  if (!lost) return error;
+  const reason = lost.signal.reason as LockLostError;
+  return new LockLostError(lost.keys[0]!, lost.fencingToken, `${reason.reason}; the locked work failed after that`, { cause: error });
+}
+
+function lostReason(lock: HeldLock, fallback: string): LockLostError {
+  const reason: unknown = lock.signal.reason;
+  return reason instanceof LockLostError ? reason : new LockLostError(lock.keys[0]!, lock.fencingToken, fallback, { cause: reason });
+}

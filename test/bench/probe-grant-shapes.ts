@@ -1,0 +1,122 @@
+/**
+ * Development probe: candidate grant shapes against the physical floor, interleaved op by op on
+ * one connection (the machine is noisy). Each op is a grant followed by the PK release.
+ */
+import 'reflect-metadata';
+import { randomUUID } from 'node:crypto';
+import mysql from 'mysql2/promise';
+import { resolveTargets } from '../../lib/core/lock-key.js';
+import { leanGrantPlan } from '../../lib/store/mysql/grant.sql.js';
+import { TestDatabase } from '../support/test-database.js';
+
+type Ok = { affectedRows: number; insertId: number };
+
+async function main(): Promise<void> {
+  const db = await TestDatabase.create('dblock_shape');
+  const c = await mysql.createConnection({
+    ...db.settings,
+    multipleStatements: true,
+    dateStrings: true,
+    supportBigNumbers: true,
+    bigNumberStrings: true,
+    timezone: 'Z',
+  });
+  await c.query('SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED');
+  await c.query('ALTER TABLE db_lock ADD COLUMN IF NOT EXISTS last_acquisition CHAR(36) CHARACTER SET ascii COLLATE ascii_bin NULL');
+  for (const k of ['f', 'k', 'n', 'm']) await c.query(`INSERT INTO db_lock (lock_key, fencing_token) VALUES ('${k}', 0)`);
+  await c.query("INSERT INTO db_lock_process (holder, started_at, renewed_at) VALUES ('p', UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))");
+  const release = (id: number | string) =>
+    c.query(
+      `UPDATE db_lock_log SET status = 'RELEASED', ended_at = UTC_TIMESTAMP(6), hold_ms = TIMESTAMPDIFF(MICROSECOND, acquired_at, UTC_TIMESTAMP(6)) DIV 1000 WHERE id IN (${id}) AND status IN ('ACQUIRED','COMPLETED')`,
+    );
+  const cols = 'lock_key, mode, owner, holder, process_id, strategy, fencing_token, status, lease_ms, acquired_at, expires_at, wait_ms';
+  const newShape = (key: string, readBack: boolean) => {
+    const a = randomUUID();
+    return [
+      'START TRANSACTION',
+      mysql.format(
+        `UPDATE db_lock SET fencing_token = LAST_INSERT_ID(fencing_token + 1), last_granted_at = UTC_TIMESTAMP(6), last_acquisition = ?, writer_waiting_until = NULL WHERE lock_key = ? AND NOT EXISTS (SELECT 1 FROM db_lock_log g WHERE g.lock_key = db_lock.lock_key AND g.status IN ('ACQUIRED','COMPLETED'))`,
+        [a, key],
+      ),
+      mysql.format(
+        `INSERT INTO db_lock_log (${cols}) SELECT l.lock_key, 'write', ?, 'h:1', 1, 'lease', l.fencing_token, 'ACQUIRED', 30000, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL 30000000 MICROSECOND, 0 FROM db_lock l WHERE l.lock_key = ? AND l.last_acquisition = ?`,
+        [a, key, a],
+      ),
+      ...(readBack ? ['SELECT expires_at FROM db_lock_log WHERE id = LAST_INSERT_ID()'] : []),
+      'COMMIT',
+    ].join(';\n');
+  };
+  const shapes: Record<string, () => Promise<unknown>> = {
+    'two pk updates': async () => {
+      await c.query("UPDATE db_lock SET fencing_token = fencing_token + 1 WHERE lock_key = 'm'");
+      await c.query("UPDATE db_lock SET fencing_token = fencing_token + 1 WHERE lock_key = 'm'");
+    },
+    'floor (grant shape + release)': async () => {
+      const [r] = (await c.query(
+        `START TRANSACTION; INSERT INTO db_lock_log (${cols}) VALUES ('f', 'write', '${randomUUID()}', 'h:1', 1, 'lease', 1, 'ACQUIRED', 30000, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL 30 SECOND, 0); UPDATE db_lock SET fencing_token = fencing_token + 1 WHERE lock_key = 'f'; COMMIT`,
+      )) as unknown as [Ok[]];
+      await release(r[1]!.insertId);
+    },
+    'new shape + release': async () => {
+      const [r] = (await c.query(newShape('n', false))) as unknown as [Ok[]];
+      if (r[1]!.affectedRows !== 1 || r[2]!.affectedRows !== 1) throw new Error('not granted');
+      await release(r[2]!.insertId);
+    },
+    'new shape, read back + release': async () => {
+      const [r] = (await c.query(newShape('n', true))) as unknown as [Ok[]];
+      if (r[1]!.affectedRows !== 1 || r[2]!.affectedRows !== 1) throw new Error('not granted');
+      await release(r[2]!.insertId);
+    },
+    'current lean + release': async () => {
+      const plan = leanGrantPlan({
+        acquisitionId: randomUUID(),
+        holder: 'h:1',
+        processId: '1',
+        strategy: 'lease',
+        targets: resolveTargets('k', 'write', ''),
+        leaseMs: 30_000,
+        waitedMs: 0,
+        writerWaitMarkMs: 0,
+        writerPreference: true,
+      });
+      const [results] = (await c.query(plan.statements.join(';\n'))) as unknown as [unknown[]];
+      const outcome = plan.parse(results);
+      if (!outcome.granted) throw new Error(`not granted: ${JSON.stringify(outcome)}`);
+      await release(outcome.rows[0]!.id);
+    },
+  };
+  const ops = Number(process.argv[2] ?? 300);
+  const rounds = 5;
+  const results: Record<string, number[][]> = {};
+  for (const fn of Object.values(shapes)) for (let i = 0; i < 20; i++) await fn();
+  for (let r = 0; r < rounds; r++) {
+    const per: Record<string, number[]> = {};
+    for (let i = 0; i < ops; i++)
+      for (const [name, fn] of Object.entries(shapes)) {
+        const t = performance.now();
+        await fn();
+        (per[name] ??= []).push(performance.now() - t);
+      }
+    for (const [name, xs] of Object.entries(per)) (results[name] ??= []).push(xs);
+  }
+  const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+  const perRound = (name: string) => results[name]!.map(median);
+  const floor = perRound('two pk updates');
+  for (const name of Object.keys(shapes)) {
+    const m = perRound(name);
+    const ratios = m.map((x, i) => x / floor[i]!);
+    console.log(
+      `${name.padEnd(34)} ${median(m).toFixed(3)} ms  ${median(ratios).toFixed(2)}x two PK updates (rounds ${ratios.map((x) => x.toFixed(2)).join(' ')})`,
+    );
+  }
+  await c.end();
+  await db.drop();
+}
+
+main().then(
+  () => process.exit(0),
+  (e: unknown) => {
+    console.error(e);
+    process.exit(1);
+  },
+);

@@ -1,0 +1,82 @@
+import { after, before, it } from 'node:test';
+import assert from 'node:assert/strict';
+import type { INestApplicationContext } from '@nestjs/common';
+import mysql from 'mysql2/promise';
+import { TestDatabase } from '../support/test-database.js';
+import { createLockApp } from '../support/lock-app.js';
+import { type LockService, LockTimeoutError } from '../../lib/index.js';
+import { contractSuite } from '../support/contract-targets.js';
+
+/**
+ * A single-key grant decides in one conditional UPDATE of the key's row, whose NOT EXISTS looks
+ * for live log rows. That read must happen after the row lock is taken: a grant that waited for
+ * another grant's transaction must see the log row that transaction committed, never a view
+ * taken before the wait. The other grant is played by hand (key row locked, live log row
+ * inserted, not committed); the library's grant is seen waiting on it in INNODB_TRX; then the
+ * other one commits, and the library's grant must be refused.
+ */
+async function untilLockWait(db: TestDatabase): Promise<void> {
+  // INNODB_TRX is refreshed only when it was not read for 100 ms: poll slower than that.
+  const deadline = performance.now() + 5_000;
+  while (performance.now() < deadline) {
+    await new Promise((resolve) => setTimeout(resolve, 150));
+    if ((await db.query(`SELECT 1 FROM information_schema.INNODB_TRX WHERE trx_state = 'LOCK WAIT'`)).length > 0) return;
+  }
+  throw new Error('Timed out waiting for the grant to wait on the key row');
+}
+
+contractSuite('lease-grant-after-row-lock', 'single-key grant decided after the key row lock', () => {
+  let db: TestDatabase;
+  const apps: INestApplicationContext[] = [];
+  const variants = new Map<string, LockService>();
+  before(async () => {
+    db = await TestDatabase.create();
+    for (const [name, flags] of [
+      ['FOUND_ROWS on', []],
+      ['FOUND_ROWS off', ['-FOUND_ROWS']],
+    ] as const) {
+      const { app, locks } = await createLockApp(db.settings, { janitor: false }, { mysqlExtra: { flags } });
+      apps.push(app);
+      variants.set(name, locks);
+    }
+  });
+  after(async () => {
+    for (const app of apps) await app.close();
+    await db?.drop();
+  });
+
+  for (const name of ['FOUND_ROWS on', 'FOUND_ROWS off']) {
+    it(`refuses after waiting on a grant that then commits (${name})`, async () => {
+      const locks = variants.get(name)!;
+      const key = `after-lock-${name}`;
+      await (await locks.acquire(key)).release(); // the key row exists
+      const other = await mysql.createConnection(db.settings);
+      try {
+        await other.query('SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED');
+        await other.query('START TRANSACTION');
+        await other.query('UPDATE db_lock SET fencing_token = fencing_token + 1 WHERE lock_key = ?', [Buffer.from(key)]);
+        await other.query(
+          `INSERT INTO db_lock_log (lock_key, mode, owner, holder, fencing_token, status, lease_ms, acquired_at, expires_at) ` +
+            `VALUES (?, 'write', 'other', 'test', 99, 'ACQUIRED', 60000, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL 60 SECOND)`,
+          [Buffer.from(key)],
+        );
+        const asked = locks.acquire(key, { timeoutMs: 1_500 }).then(
+          () => 'granted',
+          (error: unknown) => (error instanceof LockTimeoutError ? 'timeout' : String(error)),
+        );
+        await untilLockWait(db);
+        await other.query('COMMIT');
+        assert.equal(await asked, 'timeout', 'the waiting grant saw the committed holder');
+        const live = await db.query<{ owner: string }[]>(`SELECT owner FROM db_lock_log WHERE lock_key = ? AND status IN ('ACQUIRED', 'COMPLETED')`, [
+          Buffer.from(key),
+        ]);
+        assert.deepEqual(
+          live.map((r) => r.owner),
+          ['other'],
+        );
+      } finally {
+        await other.end();
+      }
+    });
+  }
+});

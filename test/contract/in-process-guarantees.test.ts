@@ -1,0 +1,34 @@
+import { after, before } from 'node:test';
+import { createLockApp } from '../support/lock-app.js';
+import { inProcessGuarantees } from '../support/in-process-guarantees.js';
+import { contractSuite, gapOf } from '../support/contract-targets.js';
+import { TestDatabase } from '../support/test-database.js';
+
+/**
+ * The guarantees shared with the testing module's in-memory LockService (test/testing), here on
+ * the database under each strategy: the peer is a second app on the same database.
+ */
+let db: TestDatabase;
+before(async () => {
+  db = await TestDatabase.create();
+});
+after(() => db?.drop());
+
+contractSuite('in-process', 'the in-process guarantees of the testing module', (target) => {
+  const { strategy } = target;
+  inProcessGuarantees(`database, ${strategy}`, async (options) => {
+    const first = await createLockApp(db.settings, { ...options, strategy });
+    const second = await createLockApp(db.settings, { ...options, strategy });
+    return {
+      locks: first.locks,
+      peer: second.locks,
+      triesWait: strategy === 'row-lock',
+      readersShareToken: strategy === 'row-lock',
+      forceReleaseGap: gapOf('admin', target),
+      close: async () => {
+        await first.app.close();
+        await second.app.close();
+      },
+    };
+  });
+});
