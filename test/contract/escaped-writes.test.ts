@@ -7,6 +7,7 @@ import type { DataSource, Repository } from 'typeorm';
 import { DbLockModule, type DbLockModuleOptions, EscapedWriteError, LockService, WriteLock } from '../../lib/index.js';
 import { Account, balanceOf, CapturingLogger, createAccounts } from '../support/accounts.js';
 import { bootLockApp } from '../support/boot-app.js';
+import { eventually } from '../support/lock-app.js';
 import { TestDatabase } from '../support/test-database.js';
 import { contractSuite } from '../support/contract-targets.js';
 
@@ -113,6 +114,9 @@ contractSuite('fenced-decorators', 'writes that escape the fenced transaction', 
       assert.match(error.callSite ?? '', /Bank\.fencedThenEscaped/);
       assert.ok(elapsed < 5_000, `failed after ${Math.round(elapsed)} ms`);
       assert.equal(await balanceOf(db, 3), 100, 'the fenced transaction rolled back, and the escaped write never happened');
+      // A row-lock hold that rolled back gets its terminal row after the rollback, batched off the
+      // caller's path: wait for it (the lease writes FAILED before the call returns).
+      await eventually(async () => (await db.logRows('acct:3')).length > 0, 5_000, "acct:3's terminal log row");
       assert.deepEqual(
         (await db.logRows('acct:3')).map((r) => r.status),
         ['FAILED'],
