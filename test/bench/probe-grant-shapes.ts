@@ -1,50 +1,45 @@
 /**
- * Development probe: candidate grant shapes against the physical floor, interleaved op by op on
- * one connection (the machine is noisy). Each op is a grant followed by the PK release.
+ * Development probe: the single-key grant plans against the physical floor, interleaved op by op
+ * on one connection (the machine is noisy). Each op is a grant followed by the PK release.
+ * `node build/test/bench/probe-grant-shapes.js [ops]`
  */
 import 'reflect-metadata';
 import { randomUUID } from 'node:crypto';
 import mysql from 'mysql2/promise';
 import { resolveTargets } from '../../lib/core/lock-key.js';
-import { leanGrantPlan } from '../../lib/store/mysql/grant.sql.js';
+import { fastSingleKeyGrantPlan } from '../../lib/store/mysql/fast-grant.sql.js';
+import type { GrantInput } from '../../lib/store/mysql/grant.sql.js';
+import { singleKeyGrantPlan } from '../../lib/store/mysql/single-key-grant.sql.js';
 import { TestDatabase } from '../support/test-database.js';
 
 type Ok = { affectedRows: number; insertId: number };
 
 async function main(): Promise<void> {
   const db = await TestDatabase.create('dblock_shape');
-  const c = await mysql.createConnection({
-    ...db.settings,
-    multipleStatements: true,
-    dateStrings: true,
-    supportBigNumbers: true,
-    bigNumberStrings: true,
-    timezone: 'Z',
-  });
+  const c = await mysql.createConnection({ ...db.settings, multipleStatements: true, dateStrings: true, timezone: 'Z' });
   await c.query('SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED');
-  await c.query('ALTER TABLE db_lock ADD COLUMN IF NOT EXISTS last_acquisition CHAR(36) CHARACTER SET ascii COLLATE ascii_bin NULL');
-  for (const k of ['f', 'k', 'n', 'm']) await c.query(`INSERT INTO db_lock (lock_key, fencing_token) VALUES ('${k}', 0)`);
-  await c.query("INSERT INTO db_lock_process (holder, started_at, renewed_at) VALUES ('p', UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))");
+  for (const k of ['f', 'full', 'fast', 'bare', 'm']) await c.query(`INSERT INTO db_lock (lock_key, fencing_token) VALUES ('${k}', 0)`);
   const release = (id: number | string) =>
     c.query(
       `UPDATE db_lock_log SET status = 'RELEASED', ended_at = UTC_TIMESTAMP(6), hold_ms = TIMESTAMPDIFF(MICROSECOND, acquired_at, UTC_TIMESTAMP(6)) DIV 1000 WHERE id IN (${id}) AND status IN ('ACQUIRED','COMPLETED')`,
     );
+  const input = (key: string): GrantInput => ({
+    acquisitionId: randomUUID(),
+    holder: 'h:1',
+    processId: '1',
+    strategy: 'lease',
+    targets: resolveTargets(key, 'write', ''),
+    leaseMs: 30_000,
+    waitedMs: 0,
+    writerWaitMarkMs: 0,
+    writerPreference: true,
+    doorbell: 'dbl:probe',
+    statementLimit: { kind: 'mariadb', ms: 10_000 },
+  });
   const cols = 'lock_key, mode, owner, holder, process_id, strategy, fencing_token, status, lease_ms, acquired_at, expires_at, wait_ms';
-  const newShape = (key: string, readBack: boolean) => {
-    const a = randomUUID();
-    return [
-      'START TRANSACTION',
-      mysql.format(
-        `UPDATE db_lock SET fencing_token = LAST_INSERT_ID(fencing_token + 1), last_granted_at = UTC_TIMESTAMP(6), last_acquisition = ?, writer_waiting_until = NULL WHERE lock_key = ? AND NOT EXISTS (SELECT 1 FROM db_lock_log g WHERE g.lock_key = db_lock.lock_key AND g.status IN ('ACQUIRED','COMPLETED'))`,
-        [a, key],
-      ),
-      mysql.format(
-        `INSERT INTO db_lock_log (${cols}) SELECT l.lock_key, 'write', ?, 'h:1', 1, 'lease', l.fencing_token, 'ACQUIRED', 30000, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL 30000000 MICROSECOND, 0 FROM db_lock l WHERE l.lock_key = ? AND l.last_acquisition = ?`,
-        [a, key, a],
-      ),
-      ...(readBack ? ['SELECT expires_at FROM db_lock_log WHERE id = LAST_INSERT_ID()'] : []),
-      'COMMIT',
-    ].join(';\n');
+  const fastSql = (key: string, withProbe: boolean) => {
+    const sql = fastSingleKeyGrantPlan(input(key), Date.now).statements.join(';\n');
+    return withProbe ? sql : sql.replace(/ AND NOT EXISTS \(.*?\.lock_key\)/s, '');
   };
   const shapes: Record<string, () => Promise<unknown>> = {
     'two pk updates': async () => {
@@ -57,28 +52,16 @@ async function main(): Promise<void> {
       )) as unknown as [Ok[]];
       await release(r[1]!.insertId);
     },
-    'new shape + release': async () => {
-      const [r] = (await c.query(newShape('n', false))) as unknown as [Ok[]];
-      if (r[1]!.affectedRows !== 1 || r[2]!.affectedRows !== 1) throw new Error('not granted');
+    'fast plan + release': async () => {
+      const [r] = (await c.query(fastSql('fast', true))) as unknown as [Ok[]];
       await release(r[2]!.insertId);
     },
-    'new shape, read back + release': async () => {
-      const [r] = (await c.query(newShape('n', true))) as unknown as [Ok[]];
-      if (r[1]!.affectedRows !== 1 || r[2]!.affectedRows !== 1) throw new Error('not granted');
+    'fast plan without NOT EXISTS + release': async () => {
+      const [r] = (await c.query(fastSql('bare', false))) as unknown as [Ok[]];
       await release(r[2]!.insertId);
     },
-    'current lean + release': async () => {
-      const plan = leanGrantPlan({
-        acquisitionId: randomUUID(),
-        holder: 'h:1',
-        processId: '1',
-        strategy: 'lease',
-        targets: resolveTargets('k', 'write', ''),
-        leaseMs: 30_000,
-        waitedMs: 0,
-        writerWaitMarkMs: 0,
-        writerPreference: true,
-      });
+    'full plan (refusal path) + release': async () => {
+      const plan = singleKeyGrantPlan(input('full'));
       const [results] = (await c.query(plan.statements.join(';\n'))) as unknown as [unknown[]];
       const outcome = plan.parse(results);
       if (!outcome.granted) throw new Error(`not granted: ${JSON.stringify(outcome)}`);
@@ -106,7 +89,7 @@ async function main(): Promise<void> {
     const m = perRound(name);
     const ratios = m.map((x, i) => x / floor[i]!);
     console.log(
-      `${name.padEnd(34)} ${median(m).toFixed(3)} ms  ${median(ratios).toFixed(2)}x two PK updates (rounds ${ratios.map((x) => x.toFixed(2)).join(' ')})`,
+      `${name.padEnd(40)} ${median(m).toFixed(3)} ms  ${median(ratios).toFixed(2)}x two PK updates (rounds ${ratios.map((x) => x.toFixed(2)).join(' ')})`,
     );
   }
   await c.end();

@@ -133,18 +133,18 @@ function ownerCondition(owner: string | undefined): string {
  * the janitor reaps the rows of processes that held nothing for long, and a process that then
  * takes a lock again gets its row back under the same id.
  */
-export function renewProcessPlan(processId: string, holder: string): StatementPlan<{ endedCount: string; found: boolean }> {
+export function renewProcessPlan(processId: string, holder: string): StatementPlan<{ endedCount: string; found: boolean; serverNow?: Date }> {
   return {
     statements: [
       format(
         `INSERT INTO ${PROCESS_TABLE} (id, holder, started_at, renewed_at) VALUES (?, ?, ${NOW}, ${NOW}) ON DUPLICATE KEY UPDATE renewed_at = ${NOW}`,
         [processId, holder],
       ),
-      format(`SELECT ended_count FROM ${PROCESS_TABLE} WHERE id = ?`, [processId]),
+      format(`SELECT ended_count, ${NOW} AS now_at FROM ${PROCESS_TABLE} WHERE id = ?`, [processId]),
     ],
     parse: (results) => {
       const row = rowsOf(results[1])[0];
-      return { endedCount: String(row?.ended_count ?? '0'), found: row !== undefined };
+      return { endedCount: String(row?.ended_count ?? '0'), found: row !== undefined, serverNow: row?.now_at ? parseDate(row.now_at) : undefined };
     },
   };
 }

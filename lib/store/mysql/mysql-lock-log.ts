@@ -1,4 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
+import { sendWithRetries } from './send-with-retries.js';
 import { signalMarginMs } from '../../core/held-lock.js';
 import type { DedicatedConnection, LockConnectionPool, RoundTripPurpose } from './lock-connection-pool.js';
 import { LockStatementError } from '../lock-statement.error.js';
@@ -6,8 +7,9 @@ import type { ServerFlavor } from './server-flavor.js';
 import type { Bell as BellView, BellWait } from '../doorbell-store.js';
 import type { GrantAnswer, GrantRequest, LockLogStore, ProcessLeaseStore } from '../lock-store.js';
 import type { Bell, BellRequest } from './doorbells.js';
-import { type EndStatus, LockStatus, ROW_LOCK_TABLE } from './sql.js';
-import { runPlan, runPlanThen, type StatementPlan } from './statement-plan.js';
+import { type EndStatus, LockStatus, NOW, parseDate, ROW_LOCK_TABLE } from './sql.js';
+import { runOn, runPlan, runPlanThen, type StatementPlan } from './statement-plan.js';
+import { FastGrant } from './fast-grant.js';
 import { confirmOnSession } from './grant-confirmation.js';
 import { type GrantInput, type GrantOutcome, leanGrantPlan, takeoverGrantPlan } from './grant.sql.js';
 import { semaphorePlan } from './semaphore-grant.sql.js';
@@ -42,13 +44,16 @@ export class MysqlLockLog implements LockLogStore, ProcessLeaseStore {
   private id: string | undefined;
   /** Rows a release or give-back could not end: ended before the next renewal (see UnendedRows). */
   private readonly unended = new UnendedRows();
+  private readonly fast: FastGrant;
 
   constructor(
     readonly pool: LockConnectionPool,
     readonly flavor: ServerFlavor,
     /** host:pid, written on every row for people reading the tables. */
     readonly holder: string,
-  ) {}
+  ) {
+    this.fast = new FastGrant(pool);
+  }
 
   get processId(): string {
     if (this.id === undefined) throw new Error('MysqlLockLog.start() has not run');
@@ -62,8 +67,11 @@ export class MysqlLockLog implements LockLogStore, ProcessLeaseStore {
   /** Checks the schema and registers this process's process-lease row. */
   async start(): Promise<void> {
     await checkSchema(this.pool);
-    const result = await this.pool.query<{ insertId: number | string }>(registerProcessStatement(this.holder), { purpose: 'admin' });
-    this.id = String(result.insertId);
+    const sentAt = Date.now();
+    const answer = await this.pool.query<unknown>(`${registerProcessStatement(this.holder)};\nSELECT ${NOW} AS now_at`, { purpose: 'admin' });
+    const [registered, clock] = (Array.isArray(answer) ? answer : [answer, []]) as [{ insertId: number | string }, { now_at?: string }[]];
+    if (clock[0]?.now_at) this.fast.observeServerClock(parseDate(clock[0].now_at), sentAt, Date.now());
+    this.id = String(registered.insertId);
   }
 
   /** At shutdown: the process row goes if nothing live points to it any more (else the janitor reaps it later). */
@@ -89,13 +97,19 @@ export class MysqlLockLog implements LockLogStore, ProcessLeaseStore {
     const via = wait?.connection ?? (options.bell as Bell | undefined)?.connection;
     const firstPlan = () => semaphorePlan(full, false) ?? (request.targets.length === 1 ? singleKeyGrantPlan(full) : leanGrantPlan(full));
     let plan = firstPlan();
+    // No doorbell, one server: the grant at the shape of its floor first, unless the key was refused lately.
+    const fast = via === undefined && !this.clustered && this.fast.applies(full);
     let before: unknown;
     const firstSentAt = performance.now();
     for (let attempt = 0; ; attempt++) {
       let outcome: GrantOutcome;
       const sentAt = performance.now();
       try {
-        if (via && wait && attempt === 0) {
+        if (attempt === 0 && fast) {
+          const granted = await this.fast.tryGrant(full, deadline);
+          if (granted === undefined) continue; // refused: the full plan decides again and says why
+          outcome = granted;
+        } else if (via && wait && attempt === 0) {
           // One round trip: the doorbell wait, then the grant.
           const first = await runOn(via, { statements: [wait.waitStatement, ...plan.statements], parse: (r) => r }, deadline);
           before = first[0];
@@ -111,6 +125,7 @@ export class MysqlLockLog implements LockLogStore, ProcessLeaseStore {
         throw failure;
       }
       // After a doorbell wait the caller adds the wait to the first send time and checks the lease.
+      if (!outcome.granted) this.fast.noteRefused(full);
       if (outcome.granted) return before === undefined ? this.inTime(request, outcome, sentAt) : { ...outcome, sentAt: firstSentAt, before };
       if (outcome.reason === 'missing-key-rows' && attempt < 4) {
         // First use of a key (or after the janitor reaped it): its rows in their own transaction, then the grant, one round trip.
@@ -163,7 +178,10 @@ export class MysqlLockLog implements LockLogStore, ProcessLeaseStore {
   async renew(deadline: number): Promise<{ endedCount: string; found: boolean }> {
     const options = { purpose: 'renewals' as const, deadline, lane: 'reserved' as const, oneByOne: this.clustered };
     if (this.unended.size > 0) await this.unended.settle((plan) => runPlan(this.pool, plan, options));
-    return runPlan(this.pool, renewProcessPlan(this.processId, this.holder), options);
+    const sentAt = Date.now();
+    const renewed = await runPlan(this.pool, renewProcessPlan(this.processId, this.holder), options);
+    if (renewed.serverNow) this.fast.observeServerClock(renewed.serverNow, sentAt, Date.now());
+    return renewed;
   }
 
   /** Creates missing key rows in their own transaction (first use of a key, or after the janitor reaped it). */
@@ -188,20 +206,9 @@ export class MysqlLockLog implements LockLogStore, ProcessLeaseStore {
     timer.unref();
   }
 
-  /** Sends again after transient failures and broken connections, for a few seconds, with jitter. */
-  async withRetries<T>(_purpose: RoundTripPurpose, send: () => Promise<T>): Promise<T> {
-    const giveUpAt = performance.now() + RETRY_FOR_MS;
-    for (let attempt = 1; ; attempt++) {
-      try {
-        return await send();
-      } catch (error) {
-        const failure = LockStatementError.from(error);
-        const retriable =
-          failure.kind === 'retry' || failure.kind === 'connection-lost' || failure.kind === 'unreachable' || failure.kind === 'interrupted';
-        if (!retriable || performance.now() >= giveUpAt || this.pool.isClosed) throw failure;
-        await sleep(2 + Math.random() * Math.min(20 * attempt, 200));
-      }
-    }
+  /** Sends again after transient failures and broken connections, for a few seconds (see sendWithRetries). */
+  withRetries<T>(_purpose: RoundTripPurpose, send: () => Promise<T>): Promise<T> {
+    return sendWithRetries(send, RETRY_FOR_MS, () => this.pool.isClosed);
   }
 
   private keyRowsPlan(keys: readonly Buffer[]): StatementPlan<void> {
@@ -238,10 +245,4 @@ export class MysqlLockLog implements LockLogStore, ProcessLeaseStore {
     await this.endRows(ids, LockStatus.RELEASED, 'given back: the grant answered after its lease had run out').catch(() => 0);
     return { granted: false as const, reason: 'busy' as const };
   }
-}
-
-/** A plan as one round trip on a connection kept out of the pool (a doorbell's). */
-export async function runOn<T>(connection: DedicatedConnection, plan: StatementPlan<T>, deadline = Infinity): Promise<T> {
-  const results = await connection.query<unknown>(plan.statements.join(';\n'), deadline);
-  return plan.parse(plan.statements.length === 1 ? [results] : (results as unknown[]));
 }

@@ -23,13 +23,16 @@ import type { StatementPlan } from './statement-plan.js';
  *     acquisition at LAST_INSERT_ID() (after a refusal it is an earlier grant's).
  *  5. The lease end as the row holds it, by primary key (the one value no OK packet carries).
  */
-export function singleKeyGrantPlan(input: GrantInput): StatementPlan<GrantOutcome> {
+/**
+ * Step 1 of every single-key grant: the conditional UPDATE of the key's row that decides and
+ * writes (see singleKeyGrantPlan).
+ */
+export function decisionUpdate(input: GrantInput): string {
   const target = input.targets[0]!;
   const write = target.mode === 'write';
   const conditions: string[] = [];
   const values: unknown[] = [];
-  const writerWaiting = !write && input.writerPreference ? `k.writer_waiting_until > ${NOW}` : 'FALSE';
-  if (writerWaiting !== 'FALSE') conditions.push(`(writer_waiting_until IS NULL OR writer_waiting_until <= ${NOW})`);
+  if (!write && input.writerPreference) conditions.push(`(writer_waiting_until IS NULL OR writer_waiting_until <= ${NOW})`);
   if (input.doorbell) {
     // While another session holds the key's doorbell, a waiter queued first has the next turn.
     conditions.push('(IS_USED_LOCK(?) IS NULL OR IS_USED_LOCK(?) = CONNECTION_ID())');
@@ -37,29 +40,43 @@ export function singleKeyGrantPlan(input: GrantInput): StatementPlan<GrantOutcom
   }
   // A reader waits for writers and for a semaphore's permits (a key is a lock or a semaphore, never both at once).
   const live = `FROM ${LOCK_LOG_TABLE} g WHERE g.lock_key = ? AND g.status IN ${LIVE_STATUSES_SQL}${write ? '' : ` AND g.mode <> 'read'`}`;
+  return format(
+    `UPDATE ${LOCK_TABLE} SET fencing_token = LAST_INSERT_ID(fencing_token + 1), last_granted_at = ${NOW}${write ? ', writer_waiting_until = NULL' : ''} ` +
+      `WHERE lock_key = ? AND NOT EXISTS (SELECT 1 ${live} AND g.lock_key = ${LOCK_TABLE}.lock_key)` +
+      conditions.map((c) => ` AND ${c}`).join(''),
+    [target.bytes, target.bytes, ...values],
+  );
+}
+
+/** The log row's columns and values for a single-key grant, its token given as an SQL expression. */
+export function logRowValues(input: GrantInput, token: string): { columns: string; values: string } {
+  const target = input.targets[0]!;
+  return {
+    columns: 'lock_key, mode, owner, holder, process_id, strategy, fencing_token, status, lease_ms, acquired_at, expires_at, wait_ms',
+    values: format(`?, ?, ?, ?, ?, ?, ${token}, '${LockStatus.ACQUIRED}', ?, ${NOW}, ${NOW} + INTERVAL ? MICROSECOND, ?`, [
+      target.bytes,
+      target.mode,
+      input.acquisitionId,
+      input.holder,
+      input.processId,
+      input.strategy,
+      input.leaseMs,
+      input.leaseMs * 1000,
+      Math.round(input.waitedMs),
+    ]),
+  };
+}
+
+export function singleKeyGrantPlan(input: GrantInput): StatementPlan<GrantOutcome> {
+  const target = input.targets[0]!;
+  const write = target.mode === 'write';
+  const writerWaiting = !write && input.writerPreference ? `k.writer_waiting_until > ${NOW}` : 'FALSE';
+  const decision = decisionUpdate(input);
+  const row = logRowValues(input, 'LAST_INSERT_ID()');
   const statements = bound(input, [
     'START TRANSACTION',
-    format(
-      `UPDATE ${LOCK_TABLE} SET fencing_token = LAST_INSERT_ID(fencing_token + 1), last_granted_at = ${NOW}${write ? ', writer_waiting_until = NULL' : ''} ` +
-        `WHERE lock_key = ? AND NOT EXISTS (SELECT 1 ${live} AND g.lock_key = ${LOCK_TABLE}.lock_key)` +
-        conditions.map((c) => ` AND ${c}`).join(''),
-      [target.bytes, target.bytes, ...values],
-    ),
-    format(
-      `INSERT INTO ${LOCK_LOG_TABLE} (lock_key, mode, owner, holder, process_id, strategy, fencing_token, status, lease_ms, acquired_at, expires_at, wait_ms) ` +
-        `SELECT ?, ?, ?, ?, ?, ?, LAST_INSERT_ID(), '${LockStatus.ACQUIRED}', ?, ${NOW}, ${NOW} + INTERVAL ? MICROSECOND, ? FROM DUAL WHERE ROW_COUNT() = 1`,
-      [
-        target.bytes,
-        target.mode,
-        input.acquisitionId,
-        input.holder,
-        input.processId,
-        input.strategy,
-        input.leaseMs,
-        input.leaseMs * 1000,
-        Math.round(input.waitedMs),
-      ],
-    ),
+    decision,
+    `INSERT INTO ${LOCK_LOG_TABLE} (${row.columns}) SELECT ${row.values} FROM DUAL WHERE ROW_COUNT() = 1`,
     format(
       `SELECT ${writerWaiting} AS writer_waiting, COALESCE(SUM(g.expires_at > ${NOW}), 0) AS busy, ` +
         `COALESCE(SUM(g.expires_at <= ${NOW}), 0) AS expired ` +

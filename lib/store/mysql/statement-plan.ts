@@ -1,4 +1,4 @@
-import type { LockConnectionPool, LockSession, QueryOptions } from './lock-connection-pool.js';
+import type { DedicatedConnection, LockConnectionPool, LockSession, QueryOptions } from './lock-connection-pool.js';
 
 /**
  * Several statements that belong together, with the parser of their results right beside them,
@@ -39,4 +39,10 @@ export async function runOneByOne<T>(session: LockSession, plan: StatementPlan<T
   const results: unknown[] = [];
   for (const statement of plan.statements) results.push(await session.query(statement));
   return plan.parse(results);
+}
+
+/** A plan as one round trip on a connection kept out of the pool (a doorbell's). */
+export async function runOn<T>(connection: DedicatedConnection, plan: StatementPlan<T>, deadline = Infinity): Promise<T> {
+  const results = await connection.query<unknown>(plan.statements.join(';\n'), deadline);
+  return plan.parse(plan.statements.length === 1 ? [results] : (results as unknown[]));
 }

@@ -65,7 +65,7 @@ function uncontendedChecks(r: BenchResults): TargetCheck[] {
       measured:
         `${fmtRatio(lease.median / pk2.median)} (${fmt(lease.median, 3)} vs ${fmt(pk2.median, 3)} ms); physical floor (durable grant with audit row + durable release) ` +
         `${fmt(floor.median, 3)} ms = ${fmtRatio(floor.median / pk2.median)} two PK UPDATEs, lease = ${fmtRatio(lease.median / floor.median)} the physical floor; ` +
-        `acquire 1 round trip of 5 statements, release 1 round trip of 1 statement (measured ${fmt(trips ?? NaN, 2)} round trips per acquire + release)`,
+        `acquire 1 round trip of 4 statements, release 1 round trip of 1 statement (measured ${fmt(trips ?? NaN, 2)} round trips per acquire + release)`,
       verdict: met(lease.median / pk2.median <= 1.25),
     });
   }
@@ -82,7 +82,7 @@ function uncontendedChecks(r: BenchResults): TargetCheck[] {
       'ms',
       decoratedFloor && plainTx
         ? `; floor (durable grant shape, then the plain transaction) ${fmt(decoratedFloor.median, 3)} ms = ${fmtRatio(decoratedFloor.median / plainTx.median)}; ` +
-            `grant 1 round trip of 5 statements, then SET ISOLATION and START (while the grant is on the wire), the UPDATE, the fence UPDATE, COMMIT on the DataSource`
+            `grant 1 round trip of 4 statements, then SET ISOLATION and START (while the grant is on the wire), the UPDATE, the fence UPDATE, COMMIT on the DataSource`
         : '',
     ),
     ratioCheck(

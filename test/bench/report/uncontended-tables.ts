@@ -31,7 +31,7 @@ export function uncontendedSection(r: BenchResults): string[] {
   const grant = write.firstPhase;
   if (grant) {
     out.push(
-      `Where the lease's exclusive acquire + release goes: the grant (one round trip of five statements, one commit) ${ms3(grant)} ms, the release (one UPDATE of the log row, one commit) ` +
+      `Where the lease's exclusive acquire + release goes: the grant (one round trip of four statements, one commit) ${ms3(grant)} ms, the release (one UPDATE of the log row, one commit) ` +
         `≈ ${fmt(write.latency.median - grant.median, 3)} ms. The same two durable writes reduced to their minimal shapes, the physical floor, cost ` +
         `${fmt(u('grant-shape').median, 3)} ms (grant shape) and ${fmt(u('physical-floor').median - u('grant-shape').median, 3)} ms (PK UPDATE of the log row): ` +
         `${fmt(u('physical-floor').median, 3)} ms together, ${fmtRatio(u('physical-floor').median / pk2.median)} two autocommit PK UPDATEs.`,

@@ -1,0 +1,58 @@
+import type { GrantInput, GrantOutcome } from './grant.sql.js';
+import { bound } from './grant-statements.sql.js';
+import { decisionUpdate, logRowValues } from './single-key-grant.sql.js';
+import { errnoOf } from './errno.js';
+import { LOCK_LOG_TABLE } from './sql.js';
+import type { StatementPlan } from './statement-plan.js';
+
+/** A single-row INSERT of NULL into a NOT NULL column fails, in strict mode or not. */
+export const ER_BAD_NULL_ERROR = 1048;
+
+/**
+ * The single-key grant when nothing says the key is contended: the shape of the durable grant
+ * itself and nothing more, START; the deciding UPDATE; INSERT … VALUES; COMMIT.
+ *
+ * A refusal must not write the log row, and an `INSERT … SELECT … WHERE ROW_COUNT() = 1` costs
+ * about a sixth of the grant more than INSERT … VALUES (and takes the table's AUTO-INC lock). So
+ * the row is always inserted with VALUES, its token `IF(ROW_COUNT() = 1, LAST_INSERT_ID(), NULL)`:
+ * refused, that is NULL into a NOT NULL column, error 1048, and a multi-statement round trip stops
+ * at its first error, so COMMIT never runs and the transaction (nothing written) is rolled back.
+ * The caller then sends the full plan (singleKeyGrantPlan), which decides again and says why.
+ *
+ * Only the UPDATE is bounded on the server: it is the one statement that can wait on a row lock
+ * (the INSERT has no unique secondary key to wait on under READ COMMITTED). No read-back: the
+ * token and the row id come in the OK packets, and the lease end is the server clock's estimate
+ * (the row holds the exact value).
+ */
+export function fastSingleKeyGrantPlan(input: GrantInput, estimatedServerNow: () => number): StatementPlan<GrantOutcome> {
+  const target = input.targets[0]!;
+  const row = logRowValues(input, 'IF(ROW_COUNT() = 1, LAST_INSERT_ID(), NULL)');
+  const [decision] = bound(input, [decisionUpdate(input)]);
+  const statements = ['START TRANSACTION', decision!, `INSERT INTO ${LOCK_LOG_TABLE} (${row.columns}) VALUES (${row.values})`, 'COMMIT'];
+  return {
+    statements,
+    parse: (results) => {
+      const decided = results[1] as { insertId?: number | string };
+      const logged = results[2] as { insertId?: number | string };
+      return {
+        granted: true,
+        rows: [
+          {
+            id: String(logged.insertId),
+            storedKey: target.storedKey,
+            fencingToken: Number(decided.insertId),
+            expiresAt: new Date(estimatedServerNow() + input.leaseMs),
+          },
+        ],
+        reclaimed: 0,
+        serverWaitMs: 0,
+      };
+    },
+  };
+}
+
+/** The fast grant's refusal (see fastSingleKeyGrantPlan), as the driver reports it. */
+export function isFastGrantRefusal(error: unknown): boolean {
+  const cause = (error as { cause?: unknown } | null)?.cause ?? error;
+  return errnoOf(cause) === ER_BAD_NULL_ERROR;
+}

@@ -1,0 +1,50 @@
+import type { LockConnectionPool } from './lock-connection-pool.js';
+import type { GrantInput, GrantOutcome } from './grant.sql.js';
+import { fastSingleKeyGrantPlan, isFastGrantRefusal } from './fast-grant.sql.js';
+import { runPlan } from './statement-plan.js';
+
+/** A key refused this recently goes straight to the full plan: a contended key's refused fast try would cost a round trip more. */
+const CONTENDED_FOR_MS = 1_000;
+/** Bound on the keys remembered as contended (cleared when reached: forgetting only costs a fast try). */
+const CONTENDED_KEYS_MAX = 10_000;
+
+/**
+ * The fast single-key grant (see fastSingleKeyGrantPlan) and what it needs beside its SQL: which
+ * keys were refused lately, and an estimate of the server clock for the lease end it reports
+ * without reading it back (from the process lease's registration and renewals).
+ */
+export class FastGrant {
+  private readonly contended = new Map<string, number>();
+  private serverOffsetMs = 0;
+
+  constructor(private readonly pool: LockConnectionPool) {}
+
+  /** A reading of the server clock taken between two local wall-clock times. */
+  observeServerClock(serverNow: Date, sentAt: number, receivedAt: number): void {
+    if (!Number.isNaN(serverNow.getTime())) this.serverOffsetMs = serverNow.getTime() - (sentAt + receivedAt) / 2;
+  }
+
+  /** For one key, not a semaphore, not refused lately. */
+  applies(input: GrantInput): boolean {
+    if (input.targets.length !== 1 || input.targets[0]!.semaphoreLimit !== undefined) return false;
+    const refusedAt = this.contended.get(input.targets[0]!.storedKey);
+    return refusedAt === undefined || performance.now() - refusedAt > CONTENDED_FOR_MS;
+  }
+
+  noteRefused(input: GrantInput): void {
+    if (this.contended.size >= CONTENDED_KEYS_MAX) this.contended.clear();
+    for (const target of input.targets) this.contended.set(target.storedKey, performance.now());
+  }
+
+  /** Granted, or undefined when refused (nothing was written; the full plan decides again and says why). */
+  async tryGrant(input: GrantInput, deadline: number): Promise<GrantOutcome | undefined> {
+    const plan = fastSingleKeyGrantPlan(input, () => Date.now() + this.serverOffsetMs);
+    try {
+      return await runPlan(this.pool, plan, { purpose: 'locks', deadline, oneByOne: false });
+    } catch (error) {
+      if (!isFastGrantRefusal(error)) throw error;
+      this.noteRefused(input);
+      return undefined;
+    }
+  }
+}
