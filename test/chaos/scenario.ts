@@ -144,10 +144,18 @@ export async function chaosLoop(ctx: WorkerContext<ChaosLoopArgs>): Promise<Chao
     }
   };
 
-  const caller = async (): Promise<void> => {
+  // A section that never ends hangs the run: name it on stderr, so a timed-out run says where.
+  const inSection = new Map<number, string>();
+  const hangReport = setInterval(() => {
+    if (performance.now() < until + 15_000) return;
+    for (const [caller, what] of inSection) process.stderr.write(`chaos: pid ${process.pid} caller ${caller} still in ${what}\n`);
+  }, 5_000);
+  hangReport.unref();
+  const caller = async (id: number): Promise<void> => {
     while (performance.now() < until) {
       const key = a.keys[Math.floor(Math.random() * a.keys.length)]!;
       const started = performance.now();
+      inSection.set(id, `a ${a.style} ${a.strategy} section on ${key} entered at ${new Date().toISOString()}`);
       try {
         await section(key);
         result.sections++;
@@ -155,9 +163,11 @@ export async function chaosLoop(ctx: WorkerContext<ChaosLoopArgs>): Promise<Chao
         record(result, error, performance.now() - started, a.timeoutMs);
         await sleep(5);
       }
+      inSection.delete(id);
     }
   };
-  await Promise.all(Array.from({ length: a.callers }, caller));
+  await Promise.all(Array.from({ length: a.callers }, (_, id) => caller(id)));
+  clearInterval(hangReport);
   return result;
 }
 

@@ -86,4 +86,30 @@ contractSuite('holder-connection', 'row-lock: a long hold, and one lost at maxHo
       'no transaction left open',
     );
   });
+
+  it('past maxHoldMs while the work awaits a statement on the lock\'s connection: that statement fails at once, it never hangs', async (t) => {
+    // The statement is in flight when the hold is cut: closing the connection must fail it (a
+    // connection closed by mysql2's destroy() would leave it unanswered, the work awaiting forever).
+    const started = performance.now();
+    const call = bounded.locks.runLocked('mid-statement', async () => {
+      await bounded.locks.manager.query("INSERT INTO after_loss (note) VALUES ('mid:before')");
+      await bounded.locks.manager.query('SELECT SLEEP(30)');
+      await bounded.locks.manager.query("INSERT INTO after_loss (note) VALUES ('mid:after')");
+    });
+    const settled = await Promise.race([
+      call.then(
+        () => 'returned',
+        (error: unknown) => error,
+      ),
+      sleep(10_000).then(() => 'still waiting after 10 s'),
+    ]);
+    const elapsed = performance.now() - started;
+    t.diagnostic(`ended after ${Math.round(elapsed)} ms`);
+    assert.ok(settled instanceof LockLostError, `expected LockLostError, got ${String(settled)}`);
+    assert.match(settled.message, /maxHoldMs/);
+    // maxHoldMs is 300 ms and the statement fails as its connection closes (about 310 ms here);
+    // 3 s bound for a loaded machine. Closed with mysql2's destroy(), the call ended after 5 s.
+    assert.ok(elapsed < 3_000, `the call ended after ${Math.round(elapsed)} ms`);
+    assert.deepEqual(await db.query("SELECT note FROM after_loss WHERE note LIKE 'mid:%'"), [], 'nothing of the cut hold committed');
+  });
 });

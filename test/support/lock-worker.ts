@@ -52,6 +52,9 @@ async function main(): Promise<void> {
   const send = (message: unknown): void => {
     process.send?.(message);
   };
+  // The parent is gone (a test timed out and its process was killed): a worker left running would
+  // keep its connections and renewals alive for the rest of the run.
+  process.on('disconnect', () => process.exit(1));
   process.on('message', (message: RunMessage | { type: 'close' }) => {
     if (message.type === 'close') {
       void app.close().then(() => process.exit(0));

@@ -1,6 +1,7 @@
 import mysql from 'mysql2';
 import type { Pool, PoolConnection, PoolOptions } from 'mysql2';
 import { classify } from './errno.js';
+import { closeUnderWork } from './close-under-work.js';
 import { LockStatementError } from '../lock-statement.error.js';
 
 import type { RoundTripPurpose } from '../lock-store.js';
@@ -236,11 +237,11 @@ export class DedicatedConnection {
     this.onDone?.();
   }
 
-  /** Closed: the server frees whatever the session held (named locks, transaction). */
+  /** Closed: the server frees whatever the session held (named locks, transaction); a statement in flight fails. */
   destroy(): void {
     if (this.done) return;
     this.done = true;
-    this.connection.destroy();
+    closeUnderWork(this.connection);
     this.onDone?.();
   }
 }

@@ -1,4 +1,5 @@
 import type { QueryRunner } from 'typeorm';
+import { closeUnderWork } from './close-under-work.js';
 
 /** NOWAIT found the row locked (3572), or the wait ran out (1205): the key is held. */
 export function isNoWait(error: unknown): boolean {
@@ -8,12 +9,14 @@ export function isNoWait(error: unknown): boolean {
 
 /**
  * RowLockStore.cutSession: the runner refuses further queries (TypeORM's released state) and the
- * connection is destroyed, never returned to the pool under running work.
+ * connection is closed, never returned to the pool under running work; a statement the work has
+ * in flight on it fails (see closeUnderWork).
  */
 export function cutSession(runner: QueryRunner): void {
-  const connection = (runner as unknown as { databaseConnection?: { destroy?: () => void } }).databaseConnection;
+  const connection = (runner as unknown as { databaseConnection?: unknown }).databaseConnection;
   (runner as unknown as { isReleased: boolean }).isReleased = true;
-  connection?.destroy?.();
+  // The work may be awaiting a statement on this very connection: it must fail, not hang.
+  closeUnderWork(connection);
   // TypeORM's own bookkeeping; the destroyed connection is already out of the pool (a no-op there).
   void runner.release().catch(() => undefined);
 }
