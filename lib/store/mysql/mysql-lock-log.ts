@@ -96,9 +96,10 @@ export class MysqlLockLog implements LockLogStore, ProcessLeaseStore {
     const wait = options.bell?.kind === 'wait' ? (options.bell as BellRequest) : undefined;
     const via = wait?.connection ?? (options.bell as Bell | undefined)?.connection;
     const firstPlan = () => semaphorePlan(full, false) ?? (request.targets.length === 1 ? singleKeyGrantPlan(full) : leanGrantPlan(full));
-    let plan = firstPlan();
     // No doorbell, one server: the grant at the shape of its floor first, unless the key was refused lately.
     const fast = via === undefined && !this.clustered && this.fast.applies(full);
+    // The full plan only when it is sent (a granted fast try never needs it).
+    let plan: StatementPlan<GrantOutcome> | undefined = fast ? undefined : firstPlan();
     let before: unknown;
     const firstSentAt = performance.now();
     for (let attempt = 0; ; attempt++) {
@@ -111,10 +112,11 @@ export class MysqlLockLog implements LockLogStore, ProcessLeaseStore {
           outcome = granted;
         } else if (via && wait && attempt === 0) {
           // One round trip: the doorbell wait, then the grant.
-          const first = await runOn(via, { statements: [wait.waitStatement, ...plan.statements], parse: (r) => r }, deadline);
+          const current = (plan ??= firstPlan());
+          const first = await runOn(via, { statements: [wait.waitStatement, ...current.statements], parse: (r) => r }, deadline);
           before = first[0];
-          outcome = plan.parse(first.slice(1));
-        } else outcome = await this.sendGrant(plan, request.acquisitionId, deadline, via);
+          outcome = current.parse(first.slice(1));
+        } else outcome = await this.sendGrant((plan ??= firstPlan()), request.acquisitionId, deadline, via);
       } catch (error) {
         const failure = LockStatementError.from(error);
         if (failure.kind === 'retry' && attempt < 4) {
