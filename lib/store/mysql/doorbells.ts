@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { Bell as BellView, BellWait, DoorbellStore } from '../doorbell-store.js';
-import type { DedicatedConnection, LockConnectionPool } from './lock-connection-pool.js';
+import type { LockConnectionPool } from './lock-connection-pool.js';
+import type { DedicatedConnection } from './dedicated-connection.js';
 import { format, rowsOf } from './sql.js';
 
 /** Longest a waiter blocks on a doorbell before it asks the database anyway (a stalled holder keeps its bell, not its lease). */

@@ -43,8 +43,7 @@ export class FastGrant {
       return await runPlan(this.pool, plan, { purpose: 'locks', deadline, oneByOne: false });
     } catch (error) {
       if (!isFastGrantRefusal(error)) throw error;
-      this.noteRefused(input);
-      return undefined;
+      return undefined; // the full plan follows, and notes the key if it refuses too
     }
   }
 }

@@ -1,10 +1,10 @@
 import mysql from 'mysql2';
 import type { Pool, PoolConnection, PoolOptions } from 'mysql2';
 import { classify } from './errno.js';
-import { closeUnderWork } from './close-under-work.js';
 import { LockStatementError } from '../lock-statement.error.js';
 
 import type { RoundTripPurpose } from '../lock-store.js';
+import { DedicatedConnection } from './dedicated-connection.js';
 
 export type { RoundTripPurpose };
 
@@ -208,41 +208,6 @@ export class LockConnectionPool {
         resolve();
       });
     });
-  }
-}
-
-/** A connection kept out of the pool by its user. */
-export class DedicatedConnection {
-  private done = false;
-  constructor(
-    private readonly connection: PoolConnection,
-    private readonly sender: (sql: string, deadline: number) => Promise<unknown>,
-    /** Called once when it goes back or is closed. */
-    private readonly onDone?: () => void,
-  ) {}
-
-  get threadId(): number {
-    return Number(this.connection.threadId);
-  }
-
-  query<T = unknown>(sql: string, deadline = Infinity): Promise<T> {
-    return this.sender(sql, deadline) as Promise<T>;
-  }
-
-  /** Back to the pool (the caller left no transaction and no named lock behind). */
-  release(): void {
-    if (this.done) return;
-    this.done = true;
-    this.connection.release();
-    this.onDone?.();
-  }
-
-  /** Closed: the server frees whatever the session held (named locks, transaction); a statement in flight fails. */
-  destroy(): void {
-    if (this.done) return;
-    this.done = true;
-    closeUnderWork(this.connection);
-    this.onDone?.();
   }
 }
 

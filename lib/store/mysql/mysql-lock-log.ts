@@ -1,7 +1,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { sendWithRetries } from './send-with-retries.js';
 import { signalMarginMs } from '../../core/held-lock.js';
-import type { DedicatedConnection, LockConnectionPool, RoundTripPurpose } from './lock-connection-pool.js';
+import type { LockConnectionPool, RoundTripPurpose } from './lock-connection-pool.js';
+import type { DedicatedConnection } from './dedicated-connection.js';
 import { LockStatementError } from '../lock-statement.error.js';
 import type { ServerFlavor } from './server-flavor.js';
 import type { Bell as BellView, BellWait } from '../doorbell-store.js';
@@ -96,9 +97,8 @@ export class MysqlLockLog implements LockLogStore, ProcessLeaseStore {
     const wait = options.bell?.kind === 'wait' ? (options.bell as BellRequest) : undefined;
     const via = wait?.connection ?? (options.bell as Bell | undefined)?.connection;
     const firstPlan = () => semaphorePlan(full, false) ?? (request.targets.length === 1 ? singleKeyGrantPlan(full) : leanGrantPlan(full));
-    // No doorbell, one server: the grant at the shape of its floor first, unless the key was refused lately.
+    // No doorbell, one server: the grant at the floor's shape first, unless the key was refused lately; the full plan only when sent.
     const fast = via === undefined && !this.clustered && this.fast.applies(full);
-    // The full plan only when it is sent (a granted fast try never needs it).
     let plan: StatementPlan<GrantOutcome> | undefined = fast ? undefined : firstPlan();
     let before: unknown;
     const firstSentAt = performance.now();

@@ -1,4 +1,5 @@
-import type { DedicatedConnection, LockConnectionPool, LockSession, QueryOptions } from './lock-connection-pool.js';
+import type { LockConnectionPool, LockSession, QueryOptions } from './lock-connection-pool.js';
+import type { DedicatedConnection } from './dedicated-connection.js';
 
 /**
  * Several statements that belong together, with the parser of their results right beside them,
