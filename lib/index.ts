@@ -30,6 +30,7 @@ export {
   CreateDbLockTables1763769600000,
   AddProcessLeasesAndRowLocks1795392000000,
   AddSemaphores1795996800000,
+  AddRowLockFastPath1796342400000,
   DB_LOCK_MIGRATIONS,
 } from './migrations/index.js';
 export { LockStatus } from './core/lock-status.js';

@@ -114,7 +114,8 @@ export class LockService implements OnModuleInit, OnApplicationBootstrap, Before
    * Runs `fn` under the lock on `keys`: the one method the lock decorators forward to.
    * - `transaction: 'requires-new'` (default): `fn` runs in a NEW transaction whose EntityManager is
    *   `lockService.manager` (lease: opened on the app's DataSource after the grant; row-lock: the
-   *   lock's own transaction), READ COMMITTED unless `isolationLevel` says otherwise. Before COMMIT
+   *   lock's own transaction), at `isolationLevel` (lease: default READ COMMITTED; row-lock: default
+   *   the server's own). Before COMMIT
    *   the fence checks, in that transaction, that the lock is still ours, and ends it in the same
    *   commit: if it was taken over, ROLLBACK and LockLostError (none of `fn`'s writes exist). If
    *   `fn` throws: ROLLBACK, the lock ends FAILED at once, and `fn`'s error is rethrown.

@@ -3,6 +3,8 @@ import type { HeldLock } from './held-lock.js';
 import type { LockTarget } from './lock-key.js';
 import type { LockMode } from './lock-mode.js';
 import { UNNAMED_LOCK } from './lock-request.js';
+import type { LockIsolationLevel } from './locked-call.options.js';
+import type { Waiter } from './wait-queue.js';
 
 /** What the call chain asks the runtime for. */
 export interface AcquireRequest {
@@ -20,6 +22,8 @@ export interface AcquireRequest {
   readonly onWaiting?: () => void;
   /** What metrics call the lock (`lock.name`). Default 'unnamed'. */
   readonly name?: string;
+  /** Isolation of the lock's own transaction, for strategies whose lock is one (the caller's, if it named one). */
+  readonly isolationLevel?: LockIsolationLevel;
 }
 
 /** What keeps granted locks alive: the watchdog, renewing the process lease. */
@@ -30,8 +34,11 @@ export interface LeaseKeeper {
   readonly size: number;
 }
 
+/** A waiter's state before a queue settles it. */
+export type FreshWaiter = Omit<Waiter<HeldLock>, 'resolve' | 'reject'>;
+
 /** A fresh waiter's state for `request`, started at `startedAt`. */
-export function newWaiter(request: AcquireRequest, startedAt: number) {
+export function newWaiter(request: AcquireRequest, startedAt: number): FreshWaiter {
   return {
     targets: request.targets,
     mode: request.mode,
@@ -41,6 +48,7 @@ export function newWaiter(request: AcquireRequest, startedAt: number) {
     internal: request.internal === true,
     name: request.name ?? UNNAMED_LOCK,
     strategy: request.strategy,
+    isolationLevel: request.isolationLevel,
     deadline: startedAt + request.timeoutMs,
     startedAt,
     tries: 0,

@@ -124,7 +124,7 @@ export class CallChain {
       handle = await this.acquire(keys, resolved.lock, {
         quietTimeout: resolved.onLocked === 'skip',
         join: FencedTransaction.current(),
-        isolationLevel: resolved.isolationLevel,
+        isolationLevel: resolved.isolationLevelGiven,
         early,
       });
     } catch (error) {

@@ -4,7 +4,8 @@ import { LockLostError } from '../errors/lock-lost.error.js';
 import { toTypedError } from '../errors/to-typed-error.js';
 import type { LockStrategy } from '../strategies/lock-strategy.js';
 import type { LockStrategyName } from '../strategies/lock-strategy-name.js';
-import { type AcquireRequest, type LeaseKeeper, newWaiter } from './acquire-request.js';
+import { type AcquireRequest, type FreshWaiter, type LeaseKeeper, newWaiter } from './acquire-request.js';
+import { firstTryInServer } from './first-try-in-server.js';
 import type { FencedTransaction } from './fenced-transaction.js';
 import type { HeldLock, HeldLockHost } from './held-lock.js';
 import { checkLease } from './lock-request.js';
@@ -27,6 +28,9 @@ export class LockRuntime implements HeldLockHost {
   /** Tries on the wire: shutdown waits for them before connections close. */
   private readonly inFlight = new Set<Promise<unknown>>();
   private closing = false;
+  /** Callers in their first try of a strategy that queues in the server (no local queue yet). */
+  private firstTries = 0;
+  private readonly drivers = new Map<LockStrategyName, QueueDriver>();
 
   constructor(
     private readonly strategies: ReadonlyMap<LockStrategyName, LockStrategy>,
@@ -43,7 +47,7 @@ export class LockRuntime implements HeldLockHost {
   }
 
   get waitingCount(): number {
-    return this.queues.size;
+    return this.queues.size + this.firstTries;
   }
 
   strategy(name: LockStrategyName): LockStrategy {
@@ -55,15 +59,19 @@ export class LockRuntime implements HeldLockHost {
   /** Waits for the keys within the request's budget; LockTimeoutError past it. */
   acquire(request: AcquireRequest): Promise<HeldLock> {
     if (this.closing) return Promise.reject(new DbLockError('The lock service is shutting down: no new locks are granted'));
-    const startedAt = performance.now();
-    const queue = this.queues.queueFor(
-      request.strategy,
-      request.targets,
-      () => this.driver(request.strategy),
-      this.strategy(request.strategy).capabilities.queuesInServer,
-    );
-    const waiter = newWaiter(request, startedAt);
+    const waiter = newWaiter(request, performance.now());
     const settled = this.observer.waitStarted(waiter);
+    if (!this.strategy(request.strategy).capabilities.queuesInServer) return this.queued(request, waiter, settled, false);
+    return firstTryInServer(request, waiter, settled, {
+      attempt: (w) => this.driver(request.strategy).attempt(w),
+      counted: (delta) => (this.firstTries += delta),
+      closing: () => this.closing,
+      queued: () => this.queued({ ...request, onWaiting: undefined }, waiter, settled, true),
+    });
+  }
+
+  private queued(request: AcquireRequest, waiter: FreshWaiter, settled: <T>(verdict: T) => T, ownQueue: boolean): Promise<HeldLock> {
+    const queue = this.queues.queueFor(request.strategy, request.targets, () => this.driver(request.strategy), ownQueue);
     return new Promise<HeldLock>((resolve, reject) =>
       queue.enqueue({ ...waiter, onWaiting: request.onWaiting, resolve: (lock) => resolve(settled(lock)), reject: (e) => reject(settled(e)) }),
     );
@@ -213,15 +221,20 @@ export class LockRuntime implements HeldLockHost {
 
   /** The wait queues' view of one strategy. */
   private driver(name: LockStrategyName): QueueDriver {
-    return queueDriver(this.strategy(name), {
-      localHolds: this.localHolds,
-      keeper: this.keeper,
-      observer: this.observer,
-      logger: this.logger,
-      inFlight: this.inFlight,
-      closing: () => this.closing,
-      release: (lock, failed) => this.release(lock, failed),
-    });
+    let driver = this.drivers.get(name);
+    if (!driver) {
+      driver = queueDriver(this.strategy(name), {
+        localHolds: this.localHolds,
+        keeper: this.keeper,
+        observer: this.observer,
+        logger: this.logger,
+        inFlight: this.inFlight,
+        closing: () => this.closing,
+        release: (lock, failed) => this.release(lock, failed),
+      });
+      this.drivers.set(name, driver);
+    }
+    return driver;
   }
 
   /** Drops a lock from local bookkeeping and wakes local waiters for its keys. */

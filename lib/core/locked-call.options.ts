@@ -36,7 +36,9 @@ export interface RunLockedOptions extends LockOptions {
   /** Default 'throw'. With 'skip', `timeoutMs` defaults to 0 (one try). */
   onLocked?: OnLockedPolicy;
   /**
-   * Isolation of the 'requires-new' transaction. Default 'READ COMMITTED': the watchdog's
+   * Isolation of the 'requires-new' transaction. Row-lock: default the server's own (REPEATABLE
+   * READ on MySQL and MariaDB; no statement sent to set it): the lock is its transaction's first
+   * statement, so the work reads after the previous holder's commit. Lease: default 'READ COMMITTED': the watchdog's
    * renewals write the very log row the fence writes before COMMIT; at REPEATABLE READ, with
    * MariaDB >= 11.6.2's `innodb_snapshot_isolation` (on by default there), that write fails with
    * error 1020 whenever a renewal landed after the transaction's first read, and a valid holder
@@ -56,6 +58,8 @@ export interface ResolvedRunLockedOptions {
   readonly transaction: LockTransactionMode;
   readonly onLocked: OnLockedPolicy;
   readonly isolationLevel: LockIsolationLevel;
+  /** The caller's own isolationLevel: a row-lock's transaction keeps the server's default without one. */
+  readonly isolationLevelGiven: LockIsolationLevel | undefined;
 }
 
 const KNOWN = new Set([...LOCK_OPTION_NAMES, 'transaction', 'onLocked', 'isolationLevel']);
@@ -97,5 +101,6 @@ export function resolveRunLockedOptions(options: unknown): ResolvedRunLockedOpti
     transaction: (input.transaction as LockTransactionMode | undefined) ?? DEFAULT_TRANSACTION_MODE,
     onLocked,
     isolationLevel: (input.isolationLevel as LockIsolationLevel | undefined) ?? DEFAULT_ISOLATION_LEVEL,
+    isolationLevelGiven: input.isolationLevel as LockIsolationLevel | undefined,
   });
 }

@@ -1,6 +1,7 @@
 import type { LockTarget } from './lock-key.js';
 import type { LockMode } from './lock-mode.js';
 import type { LockStrategyName } from '../strategies/lock-strategy-name.js';
+import type { LockIsolationLevel } from './locked-call.options.js';
 
 /** One caller waiting for a set of keys. Resolved or rejected exactly once. */
 export interface Waiter<T> {
@@ -20,6 +21,8 @@ export interface Waiter<T> {
   /** What metrics call the lock (`lock.name`), and its strategy. */
   readonly name: string;
   readonly strategy: LockStrategyName;
+  /** Isolation of the lock's own transaction, for strategies whose lock is one. */
+  readonly isolationLevel?: LockIsolationLevel;
   /** Tries made for this waiter (sent to the database, or answered from local knowledge). */
   tries: number;
   /** Tries the database answered "not granted". */

@@ -27,4 +27,8 @@ export class LockEntity {
   /** The limit this key's semaphore permits are in use with (set by each permit's grant); null for a key only ever locked. */
   @Column({ name: 'semaphore_limit', type: 'int', unsigned: true, nullable: true })
   semaphoreLimit!: number | null;
+
+  /** 1 while the key's latest grant was a row-lock writer's: no lease holder can be live (row-lock's one-UPDATE path). */
+  @Column({ name: 'no_lease_holders', type: 'tinyint', default: 0 })
+  noLeaseHolders!: number;
 }

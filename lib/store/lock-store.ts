@@ -109,7 +109,7 @@ export type RowLockTake =
   | { readonly taken: true; readonly tokens: ReadonlyMap<string, number> }
   | {
       readonly taken: false;
-      readonly why: 'missing-key-rows' | 'busy' | 'lease-holder';
+      readonly why: 'missing-key-rows' | 'busy' | 'lease-holder' | 'check-log';
       /** Busy because the wait was cut (bound, KILL QUERY, deadlock): the driver's error, for the caller's timeout. */
       readonly cause?: unknown;
     };
@@ -135,12 +135,23 @@ export interface RowLockStore {
   /**
    * Takes the keys in `runner`'s open transaction, in key order, waiting in the server at most
    * until `deadline` (Infinity: the server's own lock wait bound): writers bump each key's token,
-   * readers read it. 'busy' when the wait ran out; 'lease-holder' when a lease holder of a key is
-   * live in the log; 'missing-key-rows' on a key's first use.
+   * readers read it. One statement for a key only row-locks have used since its last row-lock
+   * writer; 'check-log' when a lease holder may be live (the caller then calls takeChecked);
+   * 'busy' when the wait ran out.
    */
   take(runner: QueryRunner, targets: readonly LockTarget[], deadline: number): Promise<RowLockTake>;
-  /** Rare path after 'lease-holder': with the rows locked, lease holders whose lease ran out are taken over, then the keys taken. */
-  takeOverExpired(runner: QueryRunner, targets: readonly LockTarget[], deadline: number, acquisitionId: string): Promise<RowLockTake>;
+  /**
+   * Rare path: the rows locked first, then the lease holders of the keys read where the caller's
+   * transaction cannot hide them (expired ones taken over), then the keys taken. 'lease-holder'
+   * when one is live; 'missing-key-rows' on a key's first use.
+   */
+  takeChecked(runner: QueryRunner, targets: readonly LockTarget[], deadline: number, acquisitionId: string): Promise<RowLockTake>;
+  /**
+   * Creates missing key rows inside `runner`'s transaction, for a take that joined a transaction
+   * it cannot roll back (whose locks, a gap lock at REPEATABLE READ among them, would keep a
+   * creation on another connection waiting).
+   */
+  createKeyRowsIn(runner: QueryRunner, keys: readonly Buffer[]): Promise<void>;
   /** The hold's audit rows, in the transaction that is about to commit. */
   recordInCommit(runner: QueryRunner, rows: readonly RowLockAuditRow[]): Promise<void>;
   /** Audit rows of holds that did not commit, on the library's own connections (retried briefly). */

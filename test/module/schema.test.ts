@@ -4,6 +4,7 @@ import { TestDatabase } from '../support/test-database.js';
 import { bootLockApp } from '../support/boot-app.js';
 import {
   AddProcessLeasesAndRowLocks1795392000000,
+  AddRowLockFastPath1796342400000,
   AddSemaphores1795996800000,
   CreateDbLockTables1763769600000,
   DbLockModule,
@@ -33,6 +34,7 @@ describe('missing lock tables', () => {
       assert.match(error.message, /CreateDbLockTables1763769600000/);
       assert.match(error.message, /AddProcessLeasesAndRowLocks1795392000000/);
       assert.match(error.message, /AddSemaphores1795996800000/);
+      assert.match(error.message, /AddRowLockFastPath1796342400000/);
       assert.ok(error.cause, 'the database error is kept as cause');
       return true;
     });
@@ -72,11 +74,18 @@ describe('missing lock tables', () => {
     await expectSchemaError();
   });
 
-  it("boots once the migrations ran (each one upgrades the previous one's tables in place)", async () => {
+  it('the first three migrations only (an upgrade without the row-lock fast-path migration)', async () => {
     const runner = { query: (sql: string, params?: unknown[]) => db.query(sql, params) } as never;
     await db.query(`INSERT INTO db_lock (lock_key, fencing_token) VALUES ('kept', 41)`);
     await new AddSemaphores1795996800000().up(runner);
     await new AddSemaphores1795996800000().up(runner); // idempotent: only what is missing
+    await expectSchemaError();
+  });
+
+  it("boots once the migrations ran (each one upgrades the previous one's tables in place)", async () => {
+    const runner = { query: (sql: string, params?: unknown[]) => db.query(sql, params) } as never;
+    await new AddRowLockFastPath1796342400000().up(runner);
+    await new AddRowLockFastPath1796342400000().up(runner); // idempotent: only what is missing
     const [mode] = await db.query<{ type: string }[]>(
       `SELECT COLUMN_TYPE AS type FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'db_lock_log' AND COLUMN_NAME = 'mode'`,
     );
@@ -89,8 +98,17 @@ describe('missing lock tables', () => {
       const permit = await locks.acquireSemaphore('kept', 2, { timeoutMs: 0 });
       assert.equal(permit.fencingToken, 42);
       await permit.release();
-      const [key] = await db.query<{ semaphore_limit: number }[]>(`SELECT semaphore_limit FROM db_lock WHERE lock_key = 'kept'`);
+      const [key] = await db.query<{ semaphore_limit: number; no_lease_holders: number }[]>(
+        `SELECT semaphore_limit, no_lease_holders FROM db_lock WHERE lock_key = 'kept'`,
+      );
       assert.equal(Number(key!.semaphore_limit), 2);
+      assert.equal(Number(key!.no_lease_holders), 0, 'a lease grant closes the row-lock one-UPDATE path');
+      // A row kept across the upgrade starts with 0: the first row-lock reads the log, then opens the path.
+      await locks.withLock('kept', () => undefined, { strategy: 'row-lock' });
+      const [after] = await db.query<{ fencing_token: string; no_lease_holders: number }[]>(
+        `SELECT fencing_token, no_lease_holders FROM db_lock WHERE lock_key = 'kept'`,
+      );
+      assert.deepEqual([Number(after!.fencing_token), Number(after!.no_lease_holders)], [43, 1]);
     } finally {
       await app.close();
     }

@@ -7,30 +7,26 @@ import { createLockApp } from '../support/lock-app.js';
 import { callerTrips } from '../support/round-trips.js';
 import { TestDatabase } from '../support/test-database.js';
 import { contractSuite } from '../support/contract-targets.js';
+import { spyOnDataSourceStatements } from '../support/statement-spy.js';
 
 /**
  * What one uncontended row-lock hold sends, statement by statement: its transaction's opening,
  * the locking UPDATE that bumps the token, the work, the audit row INSERT and COMMIT, all on the
- * business transaction's connection; nothing on the library's own pool. Counted from TypeORM's
- * query log of the DataSource and the library's caller round trips (the janitor is off; the
+ * business transaction's connection; nothing on the library's own pool. Counted from what mysql2
+ * sends on the DataSource's connections and the library's caller round trips (the janitor is off; the
  * watchdog holds nothing, so it sends nothing).
  */
 contractSuite('row-lock-statements', 'row-lock: statements per hold', () => {
   let db: TestDatabase;
   let app: INestApplicationContext;
   let locks: LockService;
-  const sent: string[] = [];
+  let sent: string[] = [];
   before(async () => {
     db = await TestDatabase.create();
     await db.query('CREATE TABLE counter (id INT PRIMARY KEY, v INT NOT NULL) ENGINE=InnoDB');
     await db.query('INSERT INTO counter VALUES (1, 0)');
     ({ app, locks } = await createLockApp(db.settings, { strategy: 'row-lock', janitor: false }));
-    const logger = app.get(DataSource).logger as unknown as { logQuery: (query: string, ...rest: unknown[]) => unknown };
-    const original = logger.logQuery.bind(logger);
-    logger.logQuery = (query: string, ...rest: unknown[]) => {
-      sent.push(query);
-      return original(query, ...rest);
-    };
+    ({ sent } = spyOnDataSourceStatements(app.get(DataSource)));
   });
   after(async () => {
     await app?.close();
@@ -51,10 +47,10 @@ contractSuite('row-lock-statements', 'row-lock: statements per hold', () => {
     };
   }
 
-  it('withLock with an empty fn: 5 statements, all on the business transaction', async () => {
+  it('withLock with an empty fn: 4 statements, all on the business transaction', async () => {
     await locks.withLock('hold', () => undefined); // first use creates the key row
     const { statements, libraryTrips } = await count(() => locks.withLock('hold', () => undefined));
-    assert.deepEqual(statements, ['SET TRANSACTION ISOLATION LEVEL READ COMMITTED', 'START', 'UPDATE', 'INSERT INTO db_lock_log', 'COMMIT']);
+    assert.deepEqual(statements, ['START', 'UPDATE', 'INSERT INTO db_lock_log', 'COMMIT']);
     assert.equal(libraryTrips, 0);
   });
 
@@ -65,15 +61,52 @@ contractSuite('row-lock-statements', 'row-lock: statements per hold', () => {
         await locks.manager.query('UPDATE counter SET v = v + 1 WHERE id = 1');
       }),
     );
-    assert.deepEqual(statements, [
-      'SET TRANSACTION ISOLATION LEVEL READ COMMITTED',
-      'START',
-      'UPDATE',
-      'UPDATE',
-      'INSERT INTO db_lock_log',
-      'COMMIT',
-    ]);
+    assert.deepEqual(statements, ['START', 'UPDATE', 'UPDATE', 'INSERT INTO db_lock_log', 'COMMIT']);
     assert.equal(libraryTrips, 0);
     assert.equal((await db.query<{ v: number }[]>('SELECT v FROM counter'))[0]!.v, 1);
+  });
+
+  it('an isolation level named by the caller costs the one statement that sets it', async () => {
+    await locks.runLocked('isolated', async () => undefined);
+    const { statements } = await count(() => locks.runLocked('isolated', async () => undefined, { isolationLevel: 'READ COMMITTED' }));
+    assert.deepEqual(statements, ['SET TRANSACTION ISOLATION LEVEL READ COMMITTED', 'START', 'UPDATE', 'INSERT INTO db_lock_log', 'COMMIT']);
+  });
+
+  it("after a lease grant on the key, one row-lock reads the log (rows locked first, then one round trip on the library's pool); the next is one UPDATE again", async () => {
+    await locks.withLock('mixed', () => undefined);
+    await locks.withLock('mixed', () => undefined, { strategy: 'lease' });
+    const checked = await count(() => locks.withLock('mixed', () => undefined));
+    assert.deepEqual(checked.statements, ['START', 'UPDATE', 'SELECT', 'UPDATE', 'INSERT INTO db_lock_log', 'COMMIT']);
+    assert.equal(checked.libraryTrips, 1);
+    const fast = await count(() => locks.withLock('mixed', () => undefined));
+    assert.deepEqual(fast.statements, ['START', 'UPDATE', 'INSERT INTO db_lock_log', 'COMMIT']);
+    assert.equal(fast.libraryTrips, 0);
+    assert.deepEqual(
+      (await db.logRows('mixed')).map((r) => [Number(r.fencing_token), r.strategy]),
+      [
+        [1, 'row-lock'],
+        [2, 'lease'],
+        [3, 'row-lock'],
+        [4, 'row-lock'],
+      ],
+    );
+  });
+
+  it('a nested row-lock on a new key inside an open row-lock transaction creates its row in that transaction', async () => {
+    // At REPEATABLE READ the outer transaction's miss holds a gap lock on the new key: a row created
+    // on another connection would wait for it (innodb_lock_wait_timeout) and fail.
+    const started = performance.now();
+    const tokens = await locks.runLocked('joined-outer', async () => {
+      const inner = await locks.runLocked('joined-new-key', async () => locks.currentLock!.fencingToken);
+      return [locks.currentLock!.fencingToken, inner];
+    });
+    assert.deepEqual(tokens, [1, 1]);
+    assert.ok(performance.now() - started < 900, `took ${Math.round(performance.now() - started)} ms: a wait on its own gap lock`);
+    const [row] = await db.query<{ fencing_token: string }[]>(`SELECT fencing_token FROM db_lock WHERE lock_key = 'joined-new-key'`);
+    assert.equal(Number(row!.fencing_token), 1);
+    assert.deepEqual(
+      (await db.logRows('joined-new-key')).map((r) => [Number(r.fencing_token), r.status]),
+      [[1, 'RELEASED']],
+    );
   });
 });

@@ -74,13 +74,15 @@ export class TestDatabase {
   }
 
   /**
-   * Sessions of this database (other databases on the shared server left out) with a statement on
-   * the `db_lock` key rows in flight: a row-lock waiter blocked in the server. (A waiting UPDATE is
-   * not always listed in INNODB_TRX on MariaDB, so the process list is what is read.)
+   * Sessions of this database (other databases on the shared server left out) with a locking
+   * statement on the `db_lock` key rows in flight (the UPDATE, or the locking read): a row-lock
+   * waiter blocked in the server. (A waiting UPDATE is not always listed in INNODB_TRX on
+   * MariaDB, so the process list is what is read.)
    */
   async lockWaits(): Promise<number> {
     const [row] = await this.query<{ n: number }[]>(
-      `SELECT COUNT(*) AS n FROM information_schema.PROCESSLIST WHERE DB = ? AND COMMAND = 'Query' AND ID <> CONNECTION_ID() AND INFO LIKE '%UPDATE db_lock l%'`,
+      `SELECT COUNT(*) AS n FROM information_schema.PROCESSLIST WHERE DB = ? AND COMMAND = 'Query' AND ID <> CONNECTION_ID() ` +
+        `AND (INFO LIKE '%UPDATE db_lock SET%' OR INFO LIKE '%FROM db_lock WHERE%FOR%')`,
       [this.name],
     );
     return Number(row!.n);

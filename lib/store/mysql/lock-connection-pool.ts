@@ -55,7 +55,8 @@ export class LockConnectionPool {
     }
   }
 
-  static readonly DEFAULT_SESSION_SETUP = "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED; SET SESSION innodb_lock_wait_timeout = 1; SET SESSION time_zone = '+00:00'";
+  static readonly DEFAULT_SESSION_SETUP =
+    "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED; SET SESSION innodb_lock_wait_timeout = 1; SET SESSION time_zone = '+00:00'";
 
   get totalRoundTrips(): number {
     return this.roundTrips.locks + this.roundTrips.renewals + this.roundTrips.janitor + this.roundTrips.admin;

@@ -4,8 +4,12 @@ import type { FenceStore, RowLockAuditRow, RowLockStore, RowLockTake } from '../
 import { classify } from './errno.js';
 import { endInCommitStatement, fenceKeptStatement } from './hold.sql.js';
 import type { MysqlLockLog } from './mysql-lock-log.js';
-import { insertAuditRows } from './row-lock.sql.js';
-import { takeKeys, takeOverExpired } from './row-lock-grant.js';
+import { createKeyRowsStatements } from './key-rows.sql.js';
+import { insertAuditRows, leaseHoldersCheck } from './row-lock.sql.js';
+import { takeKeys, takeKeysChecked } from './row-lock-grant.js';
+import { format, rowsOf } from './sql.js';
+import { type ResultHeader, sessionQuery } from './session-query.js';
+import { FENCING_FLOOR_KEY } from '../../core/internal-keys.js';
 import { cutSession, isNoWait } from './row-lock-session.js';
 
 /** The fence's writes, in the business transaction on the app's DataSource. */
@@ -15,9 +19,8 @@ export const mysqlFence: FenceStore = {
 };
 
 async function written(runner: QueryRunner, statement: { sql: string; parameters: unknown[] }): Promise<number> {
-  // TypeORM's structured result: `affected` is mysql2's affectedRows; every matched row changes, so
-  // CLIENT_FOUND_ROWS on or off gives the same count.
-  return Number((await runner.query(statement.sql, statement.parameters, true)).affected ?? 0);
+  // Every matched row changes, so CLIENT_FOUND_ROWS on or off gives the same count.
+  return Number((await sessionQuery<ResultHeader>(runner, format(statement.sql, statement.parameters))).affectedRows);
 }
 
 /** Row-lock sessions on MySQL/MariaDB: InnoDB locks on the keys' rows of db_lock (see row-lock.sql.ts). */
@@ -28,12 +31,21 @@ export class MysqlRowLockStore implements RowLockStore {
     return busyOnWait(() => takeKeys(runner, targets, deadline, this.log.flavor));
   }
 
-  takeOverExpired(runner: QueryRunner, targets: readonly LockTarget[], deadline: number, acquisitionId: string): Promise<RowLockTake> {
-    return busyOnWait(() => takeOverExpired(runner, targets, deadline, this.log.flavor, acquisitionId));
+  takeChecked(runner: QueryRunner, targets: readonly LockTarget[], deadline: number, acquisitionId: string): Promise<RowLockTake> {
+    const leaseHolders = async (): Promise<number> => {
+      const sql = leaseHoldersCheck(targets, acquisitionId);
+      const results = await this.log.withRetries('locks', () => this.log.pool.query<unknown[]>(sql, { purpose: 'locks' }));
+      return Number(rowsOf(results[1])[0]?.live ?? 0);
+    };
+    return busyOnWait(() => takeKeysChecked(runner, targets, deadline, this.log.flavor, leaseHolders));
+  }
+
+  async createKeyRowsIn(runner: QueryRunner, keys: readonly Buffer[]): Promise<void> {
+    for (const sql of createKeyRowsStatements(keys, FENCING_FLOOR_KEY, this.log.flavor.sharedLockClause)) await sessionQuery(runner, sql);
   }
 
   async recordInCommit(runner: QueryRunner, rows: readonly RowLockAuditRow[]): Promise<void> {
-    await runner.query(insertAuditRows(rows, this.log.holder));
+    await sessionQuery(runner, insertAuditRows(rows, this.log.holder));
   }
 
   async recordEnded(rows: readonly RowLockAuditRow[]): Promise<void> {

@@ -3,11 +3,18 @@ import type { LockTarget } from '../../core/lock-key.js';
 import type { RowLockTake as TakeResult } from '../lock-store.js';
 import type { ServerFlavor } from './server-flavor.js';
 import { keyText, rowsOf } from './sql.js';
-import { bounded, existingKeys, lockKeyRows, readTokens, takeoverStatement, takeReadKeys, takeWriteKeys } from './row-lock.sql.js';
+import { bounded, lockKeyRows, readTokens, takeWriteKeys } from './row-lock.sql.js';
+import { type ResultHeader, sessionQuery } from './session-query.js';
+
+interface KeyGroup {
+  readonly mode: LockTarget['mode'];
+  readonly keys: Buffer[];
+  readonly stored: string[];
+}
 
 /** Runs of same-mode keys, in the one global key order (targets come sorted), each one statement. */
-function groups(targets: readonly LockTarget[]): { mode: LockTarget['mode']; keys: Buffer[]; stored: string[] }[] {
-  const out: { mode: LockTarget['mode']; keys: Buffer[]; stored: string[] }[] = [];
+function groups(targets: readonly LockTarget[]): KeyGroup[] {
+  const out: KeyGroup[] = [];
   for (const target of targets) {
     const last = out[out.length - 1];
     if (last && last.mode === target.mode) {
@@ -18,70 +25,77 @@ function groups(targets: readonly LockTarget[]): { mode: LockTarget['mode']; key
   return out;
 }
 
-/**
- * Takes the keys in the business transaction `runner` has open, waiting in the server within
- * what is left of the caller's budget. The common case is one statement for a single key. Every
- * process takes keys in the same order whatever their modes, so two multi-key requests never
- * deadlock on each other.
- * @throws the driver's error when the wait bound ran out, the statement deadlocked, or the connection broke.
- */
-export async function takeKeys(
-  runner: QueryRunner,
-  targets: readonly LockTarget[],
-  deadline: number,
-  flavor: ServerFlavor,
-  boundedWait = true,
-): Promise<TakeResult> {
-  const tokens = new Map<string, number>();
-  let short: 'busy' | 'lease-holder' | undefined;
-  for (const group of groups(targets)) {
-    const waitMs = !boundedWait || deadline === Infinity ? Infinity : deadline - performance.now();
-    const lockFirst = () => (hint: string) => lockKeyRows(group.keys, group.mode, flavor, hint);
-    if (group.mode === 'write') {
-      const statements = bounded(takeWriteKeys(group.keys), waitMs, flavor, lockFirst);
-      let result: { affected?: number; raw?: { insertId?: number | string } } = {};
-      for (const sql of statements) result = await runner.query(sql, [], true);
-      if (Number(result.affected ?? 0) < group.keys.length) {
-        short = 'lease-holder';
-        continue;
-      }
-      if (group.keys.length === 1) tokens.set(group.stored[0]!, Number(result.raw?.insertId ?? 0));
-      else
-        for (const row of (await runner.query(readTokens(group.keys))) as Record<string, unknown>[])
-          tokens.set(keyText(row.lock_key), Number(row.fencing_token));
-    } else {
-      const statements = bounded(takeReadKeys(group.keys, flavor), waitMs, flavor, lockFirst);
-      let rows: Record<string, unknown>[] = [];
-      for (const sql of statements) rows = rowsOf(await runner.query(sql));
-      if (rows.length < group.keys.length || rows.some((row) => Number(row.busy) > 0)) short = 'lease-holder';
-      for (const row of rows) tokens.set(keyText(row.lock_key), Number(row.fencing_token));
-    }
-  }
-  if (!short) return { taken: true, tokens };
-  const present = rowsOf(await runner.query(existingKeys(targets.map((t) => t.bytes))));
-  if (present.length < targets.length) return { taken: false, why: 'missing-key-rows' };
-  return { taken: false, why: short };
+function waitLeft(deadline: number): number {
+  return deadline === Infinity ? Infinity : deadline - performance.now();
+}
+
+/** The rows' locks, waited for within the budget (one statement on MariaDB and on MySQL). */
+async function lockRows(runner: QueryRunner, group: KeyGroup, deadline: number, flavor: ServerFlavor): Promise<Record<string, unknown>[]> {
+  const read = (hint: string) => lockKeyRows(group.keys, group.mode, flavor, hint);
+  // On MySQL the bounded form is [bounded read, the read again]: the first alone is the lock.
+  const [sql] = bounded(read(''), waitLeft(deadline), flavor, () => read);
+  return rowsOf(await sessionQuery(runner, sql!));
+}
+
+/** Writers' new tokens: in the OK packet for one key, read back (our own rows) for several. */
+async function bumped(runner: QueryRunner, group: KeyGroup, result: ResultHeader, tokens: Map<string, number>) {
+  if (group.keys.length === 1) tokens.set(group.stored[0]!, Number(result.insertId));
+  else for (const row of rowsOf(await sessionQuery(runner, readTokens(group.keys)))) tokens.set(keyText(row.lock_key), Number(row.fencing_token));
 }
 
 /**
- * Rare path: a lease holder of a key was live in the log. With the rows locked (waited for within
- * the budget), holders whose lease ran out are taken over; the keys are then taken again, without
- * a wait (the rows are ours). Still short: a lease holder is alive, the key is busy.
+ * Takes the keys in the business transaction `runner` has open, waiting in the server within
+ * what is left of the caller's budget: for a single key, one statement. Every process takes keys
+ * in the same order whatever their modes, so two multi-key requests never deadlock on each other.
+ * 'check-log' when a key's row says a lease holder may be live (or is missing): the caller goes
+ * on to takeKeysChecked.
+ * @throws the driver's error when the wait bound ran out, the statement deadlocked, or the connection broke.
  */
-export async function takeOverExpired(
+export async function takeKeys(runner: QueryRunner, targets: readonly LockTarget[], deadline: number, flavor: ServerFlavor): Promise<TakeResult> {
+  const tokens = new Map<string, number>();
+  for (const group of groups(targets)) {
+    if (group.mode === 'write') {
+      const statements = bounded(
+        takeWriteKeys(group.keys),
+        waitLeft(deadline),
+        flavor,
+        () => (hint) => lockKeyRows(group.keys, 'write', flavor, hint),
+      );
+      let result: ResultHeader = { affectedRows: 0, insertId: 0 };
+      for (const sql of statements) result = await sessionQuery<ResultHeader>(runner, sql);
+      if (Number(result.affectedRows) < group.keys.length) return { taken: false, why: 'check-log' };
+      await bumped(runner, group, result, tokens);
+    } else {
+      const rows = await lockRows(runner, group, deadline, flavor);
+      if (rows.length < group.keys.length || rows.some((row) => Number(row.no_lease_holders) !== 1)) return { taken: false, why: 'check-log' };
+      for (const row of rows) tokens.set(keyText(row.lock_key), Number(row.fencing_token));
+    }
+  }
+  return { taken: true, tokens };
+}
+
+/**
+ * Rare path (a key a lease used since its last row-lock writer, or its first use): the rows are
+ * locked first, then `leaseHolders` reads the log fresh elsewhere (a lease grant of these keys
+ * cannot commit meanwhile: it needs these rows), and only then are the keys taken. Writers reopen
+ * the one-statement path for the holders after them.
+ */
+export async function takeKeysChecked(
   runner: QueryRunner,
   targets: readonly LockTarget[],
   deadline: number,
   flavor: ServerFlavor,
-  acquisitionId: string,
+  leaseHolders: () => Promise<number>,
 ): Promise<TakeResult> {
+  const current = new Map<string, number>();
+  for (const group of groups(targets))
+    for (const row of await lockRows(runner, group, deadline, flavor)) current.set(keyText(row.lock_key), Number(row.fencing_token));
+  if (current.size < targets.length) return { taken: false, why: 'missing-key-rows' };
+  if ((await leaseHolders()) > 0) return { taken: false, why: 'lease-holder' };
+  const tokens = new Map<string, number>();
   for (const group of groups(targets)) {
-    const waitMs = deadline === Infinity ? Infinity : deadline - performance.now();
-    const lock = (hint: string) => lockKeyRows(group.keys, group.mode, flavor, hint);
-    const sql = waitMs === Infinity ? lock('') : bounded(lock(''), waitMs, flavor, () => lock)[0]!;
-    await runner.query(sql);
+    if (group.mode === 'read') for (const stored of group.stored) tokens.set(stored, current.get(stored)!);
+    else await bumped(runner, group, await sessionQuery<ResultHeader>(runner, takeWriteKeys(group.keys, true)), tokens);
   }
-  await runner.query(takeoverStatement(targets, acquisitionId));
-  const again = await takeKeys(runner, targets, deadline, flavor, false);
-  return again.taken ? again : { taken: false, why: 'busy' };
+  return { taken: true, tokens };
 }

@@ -1,7 +1,7 @@
 import type { LockTarget } from '../../core/lock-key.js';
 import type { RowLockAuditRow } from '../lock-store.js';
 import type { ServerFlavor } from './server-flavor.js';
-import { format, LIVE_STATUSES_SQL, LOCK_LOG_TABLE, LOCK_TABLE, LockStatus, NOW, PROCESS_TABLE, msSince } from './sql.js';
+import { EFFECTIVE_EXPIRY, format, LIVE_STATUSES_SQL, LOCK_LOG_TABLE, LOCK_TABLE, LockStatus, NOW, PROCESS_TABLE, msSince } from './sql.js';
 
 /**
  * The row-lock's statements, all sent on the business transaction's own connection. The lock is
@@ -9,30 +9,28 @@ import { format, LIVE_STATUSES_SQL, LOCK_LOG_TABLE, LOCK_TABLE, LockStatus, NOW,
  * decides: a row-lock holder therefore keeps lease grants of its key waiting for as long as its
  * transaction is open, and the strategies exclude each other with no log row committed first.
  *
- * A live row in the log is a lease holder (row-lock audit rows are written terminal, in the
- * commit): the locking statement takes the key only if none conflicts. Its subquery runs after the
- * row lock is granted (a fresh READ COMMITTED view), so a lease grant that committed while we
- * waited for its row lock is seen.
+ * Whether a lease holder of the key may be live is written on the key row itself
+ * (`no_lease_holders`: every lease grant sets 0 in its commit, a row-lock writer that checked the
+ * log sets 1), and the locking statement reads it from the row it locks, the row's latest
+ * committed version whatever the isolation level. So a key row-locks alone takes one statement
+ * that never reads the log; a key a lease used since takes the rare path (takeKeysChecked).
  */
 
 /** Waiting bound of one locking statement: 0 one try, Infinity the session's own innodb_lock_wait_timeout. */
 export type WaitBound = number;
 
-/** A live lease holder the caller conflicts with (a writer conflicts with all, a reader with writers). */
-function conflictingHolder(mode: LockTarget['mode']): string {
-  const writers = mode === 'read' ? ` AND g.mode = 'write'` : '';
-  return `EXISTS (SELECT 1 FROM ${LOCK_LOG_TABLE} g WHERE g.lock_key = l.lock_key AND g.status IN ${LIVE_STATUSES_SQL}${writers})`;
-}
-
 /**
- * Writers: one UPDATE locks the key rows, bumps each token and stamps the grant. For a single key
- * `LAST_INSERT_ID(token + 1)` returns the new token in the OK packet (no read-back). Affected rows
- * fewer than the keys: a row is missing or a lease holder is live (see `takeoverStatement`).
+ * Writers: one UPDATE locks the key rows, bumps each token and stamps the grant, where no lease
+ * holder can be live. For a single key `LAST_INSERT_ID(token + 1)` returns the new token in the OK
+ * packet (no read-back). Affected rows fewer than the keys: a row is missing or the log must be read.
+ * `checked`: the log was read with the rows locked, so the rows are taken whatever they say, and
+ * the one-statement path opens again for the next holder.
  */
-export function takeWriteKeys(keys: readonly Buffer[]): string {
+export function takeWriteKeys(keys: readonly Buffer[], checked = false): string {
   const bump = keys.length === 1 ? 'LAST_INSERT_ID(fencing_token + 1)' : 'fencing_token + 1';
   return format(
-    `UPDATE ${LOCK_TABLE} l SET fencing_token = ${bump}, last_granted_at = ${NOW} WHERE l.lock_key IN (?) AND NOT ${conflictingHolder('write')}`,
+    `UPDATE ${LOCK_TABLE} SET fencing_token = ${bump}, last_granted_at = ${NOW}${checked ? ', no_lease_holders = 1' : ''} ` +
+      `WHERE lock_key IN (?)${checked ? '' : ' AND no_lease_holders = 1'}`,
     [keys],
   );
 }
@@ -40,13 +38,13 @@ export function takeWriteKeys(keys: readonly Buffer[]): string {
 /**
  * Readers share the key, so they cannot bump a token (that needs an exclusive lock): a shared
  * lock on the rows, and each reader's token is the key's current one, the token of the last
- * writer it reads after.
+ * writer it reads after. The same read is the rare path's locking read for both modes.
  */
-export function takeReadKeys(keys: readonly Buffer[], flavor: ServerFlavor): string {
-  return format(
-    `SELECT l.lock_key, l.fencing_token, ${conflictingHolder('read')} AS busy FROM ${LOCK_TABLE} l WHERE l.lock_key IN (?) ORDER BY l.lock_key ${flavor.sharedLockClause}`,
-    [keys],
-  );
+export function lockKeyRows(keys: readonly Buffer[], mode: LockTarget['mode'], flavor: ServerFlavor, hint = ''): string {
+  const clause = mode === 'write' ? 'FOR UPDATE' : flavor.sharedLockClause;
+  return format(`SELECT ${hint}lock_key, fencing_token, no_lease_holders FROM ${LOCK_TABLE} WHERE lock_key IN (?) ORDER BY lock_key ${clause}`, [
+    keys,
+  ]);
 }
 
 /** Tokens of write keys taken by a multi-key UPDATE (our own uncommitted values). */
@@ -54,15 +52,36 @@ export function readTokens(keys: readonly Buffer[]): string {
   return format(`SELECT lock_key, fencing_token FROM ${LOCK_TABLE} WHERE lock_key IN (?)`, [keys]);
 }
 
-/** Which of these key rows exist (a plain read: never waits for a holder). */
-export function existingKeys(keys: readonly Buffer[]): string {
-  return format(`SELECT lock_key FROM ${LOCK_TABLE} WHERE lock_key IN (?)`, [keys]);
-}
-
-/** The rows' locks alone, waited for within a bound (MySQL: UPDATE takes no sub-second bound, this read does). */
-export function lockKeyRows(keys: readonly Buffer[], mode: LockTarget['mode'], flavor: ServerFlavor, hint: string): string {
-  const clause = mode === 'write' ? 'FOR UPDATE' : flavor.sharedLockClause;
-  return format(`SELECT ${hint}lock_key FROM ${LOCK_TABLE} WHERE lock_key IN (?) ORDER BY lock_key ${clause}`, [keys]);
+/**
+ * Rare path, sent on the library's pool (a fresh read in its own autocommit transaction) while the
+ * caller's transaction holds the key rows: lease holders of the keys whose lease (own or process)
+ * ran out are ended EXPIRED and their processes told (ended_count), as a lease takeover does, so
+ * their fences refuse; then the live ones the caller conflicts with are counted (a writer
+ * conflicts with all, a reader with writers and permits). No lease grant of these keys can commit
+ * in between: it would need the rows the caller holds.
+ */
+export function leaseHoldersCheck(targets: readonly LockTarget[], acquisitionId: string): string {
+  const write = targets.filter((t) => t.mode === 'write').map((t) => t.bytes);
+  const read = targets.filter((t) => t.mode === 'read').map((t) => t.bytes);
+  const parts: string[] = [];
+  const values: unknown[] = [];
+  if (write.length > 0) {
+    parts.push('g.lock_key IN (?)');
+    values.push(write);
+  }
+  if (read.length > 0) {
+    parts.push(`(g.lock_key IN (?) AND g.mode <> 'read')`);
+    values.push(read);
+  }
+  const conflicting = `(${parts.join(' OR ')}) AND g.status IN ${LIVE_STATUSES_SQL}`;
+  return (
+    format(
+      `UPDATE ${LOCK_LOG_TABLE} g LEFT JOIN ${PROCESS_TABLE} p ON p.id = g.process_id ` +
+        `SET g.status = '${LockStatus.EXPIRED}', g.ended_at = ${NOW}, g.hold_ms = ${msSince('g.acquired_at')}, g.note = ?, p.ended_count = p.ended_count + 1 ` +
+        `WHERE ${conflicting} AND ${EFFECTIVE_EXPIRY} <= ${NOW};\n`,
+      [`taken over by row-lock ${acquisitionId}`, ...values],
+    ) + format(`SELECT COUNT(*) AS live FROM ${LOCK_LOG_TABLE} g WHERE ${conflicting}`, values)
+  );
 }
 
 /**
@@ -81,33 +100,6 @@ export function bounded(statement: string, waitMs: WaitBound, flavor: ServerFlav
   const lock = lockFirst();
   const first = waitMs <= 0 ? `${lock('')} NOWAIT` : lock(`/*+ MAX_EXECUTION_TIME(${Math.max(1, Math.ceil(waitMs))}) */ `);
   return [first, statement];
-}
-
-/**
- * Rare path, with the key rows locked: lease holders of the keys whose lease (own or process)
- * ran out are ended EXPIRED and their processes told (ended_count), as a lease takeover does,
- * so their fences refuse. Live ones are left alone: the caller then finds the key busy.
- */
-export function takeoverStatement(targets: readonly LockTarget[], acquisitionId: string): string {
-  const write = targets.filter((t) => t.mode === 'write').map((t) => t.bytes);
-  const read = targets.filter((t) => t.mode === 'read').map((t) => t.bytes);
-  const parts: string[] = [];
-  const values: unknown[] = [`taken over by row-lock ${acquisitionId}`];
-  if (write.length > 0) {
-    parts.push('g.lock_key IN (?)');
-    values.push(write);
-  }
-  if (read.length > 0) {
-    parts.push(`(g.lock_key IN (?) AND g.mode = 'write')`);
-    values.push(read);
-  }
-  const expiry = `GREATEST(g.expires_at, COALESCE(p.renewed_at + INTERVAL g.lease_ms * 1000 MICROSECOND, g.expires_at))`;
-  return format(
-    `UPDATE ${LOCK_LOG_TABLE} g LEFT JOIN ${PROCESS_TABLE} p ON p.id = g.process_id ` +
-      `SET g.status = '${LockStatus.EXPIRED}', g.ended_at = ${NOW}, g.hold_ms = ${msSince('g.acquired_at')}, g.note = ?, p.ended_count = p.ended_count + 1 ` +
-      `WHERE (${parts.join(' OR ')}) AND g.status IN ${LIVE_STATUSES_SQL} AND ${expiry} <= ${NOW}`,
-    values,
-  );
 }
 
 /**

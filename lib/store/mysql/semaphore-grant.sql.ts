@@ -2,6 +2,7 @@ import type { GrantInput } from './grant.sql.js';
 import { bound } from './grant-statements.sql.js';
 import {
   EFFECTIVE_EXPIRY,
+  LEASE_GRANTED,
   format,
   LIVE_STATUSES_SQL,
   LOCK_LOG_TABLE,
@@ -61,7 +62,7 @@ export function semaphoreGrantPlan(input: GrantInput, limit: number, takeover: b
       [limit, limit, key],
     ),
     format(
-      `UPDATE ${LOCK_TABLE} SET fencing_token = LAST_INSERT_ID(fencing_token + 1), last_granted_at = ${NOW}, semaphore_limit = ? WHERE lock_key = ? AND @dbl_granted`,
+      `UPDATE ${LOCK_TABLE} SET fencing_token = LAST_INSERT_ID(fencing_token + 1), last_granted_at = ${NOW}, ${LEASE_GRANTED}, semaphore_limit = ? WHERE lock_key = ? AND @dbl_granted`,
       [limit, key],
     ),
     format(

@@ -1,6 +1,6 @@
 import type { GrantInput, GrantOutcome } from './grant.sql.js';
 import { bound } from './grant-statements.sql.js';
-import { affectedRowsOf, format, LIVE_STATUSES_SQL, LOCK_LOG_TABLE, LOCK_TABLE, LockStatus, NOW, parseDate, rowsOf } from './sql.js';
+import { LEASE_GRANTED, affectedRowsOf, format, LIVE_STATUSES_SQL, LOCK_LOG_TABLE, LOCK_TABLE, LockStatus, NOW, parseDate, rowsOf } from './sql.js';
 import type { StatementPlan } from './statement-plan.js';
 
 /**
@@ -41,7 +41,7 @@ export function decisionUpdate(input: GrantInput): string {
   // A reader waits for writers and for a semaphore's permits (a key is a lock or a semaphore, never both at once).
   const live = `FROM ${LOCK_LOG_TABLE} g WHERE g.lock_key = ? AND g.status IN ${LIVE_STATUSES_SQL}${write ? '' : ` AND g.mode <> 'read'`}`;
   return format(
-    `UPDATE ${LOCK_TABLE} SET fencing_token = LAST_INSERT_ID(fencing_token + 1), last_granted_at = ${NOW}${write ? ', writer_waiting_until = NULL' : ''} ` +
+    `UPDATE ${LOCK_TABLE} SET fencing_token = LAST_INSERT_ID(fencing_token + 1), last_granted_at = ${NOW}, ${LEASE_GRANTED}${write ? ', writer_waiting_until = NULL' : ''} ` +
       `WHERE lock_key = ? AND NOT EXISTS (SELECT 1 ${live} AND g.lock_key = ${LOCK_TABLE}.lock_key)` +
       conditions.map((c) => ` AND ${c}`).join(''),
     [target.bytes, target.bytes, ...values],

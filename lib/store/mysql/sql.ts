@@ -22,6 +22,12 @@ export { type EndStatus, LockStatus } from '../../core/lock-status.js';
 /** SQL list of the live statuses. */
 export const LIVE_STATUSES_SQL = `('${LockStatus.ACQUIRED}', '${LockStatus.COMPLETED}')`;
 
+/**
+ * Part of every lease grant's UPDATE of a key row: a lease holder of the key may now be live, so a
+ * row-lock must read the log before it takes the key (the one-UPDATE path is closed; see row-lock.sql.ts).
+ */
+export const LEASE_GRANTED = 'no_lease_holders = 0';
+
 /** Column values of `db_lock_log.strategy`. */
 export type StrategyColumn = LockStrategyName;
 

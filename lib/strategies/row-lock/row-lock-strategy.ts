@@ -89,7 +89,9 @@ export class RowLockStrategy implements LockStrategy {
     let holding = false;
     try {
       await runner.connect();
-      await runner.startTransaction(attempt.isolationLevel ?? 'READ COMMITTED');
+      // The server's default isolation unless the caller names one: no round trip to set it. The
+      // locking statement is the transaction's first, so the work's view begins after the lock.
+      await runner.startTransaction(attempt.isolationLevel);
       const result = await this.take(runner, attempt, true);
       if (!result.lock) return result;
       holding = true;
@@ -168,29 +170,40 @@ export class RowLockStrategy implements LockStrategy {
   /** The keys taken in `runner`'s transaction, with the rare paths (first use, lease holders) when met. */
   private async take(runner: QueryRunner, attempt: GrantAttempt, ownTransaction: boolean): Promise<AttemptResult> {
     const acquisitionId = randomUUID();
-    for (let round = 0; ; round++) {
-      let result: RowLockTake = await this.store.take(runner, attempt.targets, attempt.deadline);
-      if (!result.taken && result.why === 'lease-holder') {
+    let result: RowLockTake = await this.store.take(runner, attempt.targets, attempt.deadline);
+    for (let round = 0; !result.taken && (result.why === 'check-log' || result.why === 'missing-key-rows'); round++) {
+      if (result.why === 'missing-key-rows') {
+        if (round > 2) return {};
+        await this.createKeyRows(runner, attempt, ownTransaction);
+      } else if (ownTransaction && attempt.targets.length > 1) {
         // Rows a partial UPDATE bumped are rolled back first, so committed tokens never skip.
-        if (ownTransaction) await this.restart(runner, attempt);
-        result = await this.store.takeOverExpired(runner, attempt.targets, attempt.deadline, acquisitionId);
+        await this.restart(runner, attempt);
       }
-      // Lease holders taken over are told through their process lease; the count is not reported here.
-      if (result.taken) return { lock: this.grantOf(attempt, acquisitionId, result.tokens), reclaimed: 0 };
-      // A wait cut short is a failed try: a timeout then keeps its driver error as cause.
-      if (result.why === 'busy' && result.cause !== undefined) return { failure: LockStatementError.from(result.cause) };
-      if (result.why !== 'missing-key-rows' || round > 2) return {};
-      // First use of a key (or reaped): its row is created in its own committed statement on the
-      // library's pool, never on the path of a key that exists.
-      if (ownTransaction) await runner.rollbackTransaction();
-      await this.log.createKeyRows(attempt.targets.map((t) => t.bytes));
-      if (ownTransaction) await runner.startTransaction(attempt.isolationLevel ?? 'READ COMMITTED');
+      result = await this.store.takeChecked(runner, attempt.targets, attempt.deadline, acquisitionId);
     }
+    // Lease holders taken over are told through their process lease; the count is not reported here.
+    if (result.taken) return { lock: this.grantOf(attempt, acquisitionId, result.tokens), reclaimed: 0 };
+    // A wait cut short is a failed try: a timeout then keeps its driver error as cause.
+    if (result.why === 'busy' && result.cause !== undefined) return { failure: LockStatementError.from(result.cause) };
+    return {};
+  }
+
+  /**
+   * First use of a key (or reaped). Its own transaction: the row is created in its own committed
+   * statement on the library's pool, after a rollback that drops any gap lock of ours the insert
+   * would wait for. A joined transaction cannot be rolled back: the row is created inside it.
+   */
+  private async createKeyRows(runner: QueryRunner, attempt: GrantAttempt, ownTransaction: boolean): Promise<void> {
+    const keys = attempt.targets.map((t) => t.bytes);
+    if (!ownTransaction) return this.store.createKeyRowsIn(runner, keys);
+    await runner.rollbackTransaction();
+    await this.log.createKeyRows(keys);
+    await runner.startTransaction(attempt.isolationLevel);
   }
 
   private async restart(runner: QueryRunner, attempt: GrantAttempt): Promise<void> {
     await runner.rollbackTransaction();
-    await runner.startTransaction(attempt.isolationLevel ?? 'READ COMMITTED');
+    await runner.startTransaction(attempt.isolationLevel);
   }
 
   private grantOf(attempt: GrantAttempt, acquisitionId: string, tokens: ReadonlyMap<string, number>): HeldLock {

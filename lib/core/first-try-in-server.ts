@@ -1,0 +1,46 @@
+import { DbLockError } from '../errors/db-lock.error.js';
+import type { AcquireRequest, FreshWaiter } from './acquire-request.js';
+import type { HeldLock } from './held-lock.js';
+import type { Waiter } from './wait-queue.js';
+
+/** What the first try needs from the runtime. */
+export interface FirstTryHost {
+  /** One try, tracked while on the wire (the queue driver's). */
+  attempt(waiter: Waiter<HeldLock>): Promise<HeldLock | undefined>;
+  /** Counts callers in a first try as waiting (`stats().waiting`). */
+  counted(delta: 1 | -1): void;
+  closing(): boolean;
+  /** The local wait queue that takes over after a try that did not grant. */
+  queued(): Promise<HeldLock>;
+}
+
+/**
+ * A strategy that queues its callers in the server (row-lock: the locking statement itself waits
+ * there, so asking is waiting) makes a caller's first try straight away. Building a local wait
+ * queue for it first (one per such caller, with its poller and timer) costs client work on every
+ * acquisition; the queue is built only when that try did not grant, and takes over with the try
+ * counted (its back-off, maxAttempts and deadline apply as for any waiter).
+ */
+export async function firstTryInServer(
+  request: AcquireRequest,
+  waiter: FreshWaiter,
+  settled: <T>(verdict: T) => T,
+  host: FirstTryHost,
+): Promise<HeldLock> {
+  host.counted(1);
+  let granted: HeldLock | undefined;
+  try {
+    // A try reads the waiter's state only; a queue settles waiters, never a try.
+    granted = await host.attempt(waiter as Waiter<HeldLock>);
+  } catch (error) {
+    throw settled(error);
+  } finally {
+    host.counted(-1);
+  }
+  if (granted) return settled(granted);
+  waiter.tries++;
+  if (waiter.lastFailure === undefined) waiter.refusals++;
+  request.onWaiting?.();
+  if (host.closing()) throw settled(new DbLockError('The lock service shut down while this caller was waiting'));
+  return host.queued();
+}
