@@ -195,7 +195,7 @@ export function uncontendedItems(deps: UncontendedDeps): UncontendedItem[] {
       countsRoundTrips: true,
       label: 'row-lock: `withLock` with an empty fn',
       kind: 'library',
-      roundTrips: '5 + 1',
+      roundTrips: '4',
       op: design('row-lock', 'bench:u:row-lock'),
     },
     {
@@ -203,24 +203,38 @@ export function uncontendedItems(deps: UncontendedDeps): UncontendedItem[] {
       countsRoundTrips: true,
       label: "row-lock: `@WriteLock(…, { strategy: 'row-lock' })` method running the same UPDATE",
       kind: 'library',
-      roundTrips: '6 + 1',
+      roundTrips: '5',
       op: () => work.rowLock('bench:u:dec-row', oneUpdate, times()),
     },
     {
       id: 'row-lock-floor',
       label:
-        "a row-lock hold's writes by hand on the DataSource: TypeORM `startTransaction('READ COMMITTED')`; UPDATE key row; INSERT audit row; COMMIT",
+        "a row-lock hold's writes by hand on the DataSource: TypeORM `startTransaction()` (the server's default isolation, as the row-lock's); UPDATE key row; INSERT audit row; COMMIT",
       kind: 'floor',
-      roundTrips: '5',
+      roundTrips: '4',
       op: async () => {
         const runner = dataSource.createQueryRunner('master');
         try {
-          await runner.startTransaction('READ COMMITTED');
+          await runner.startTransaction();
           for (const sql of ROW_LOCK_WRITES) await runner.query(sql);
           await runner.commitTransaction();
         } finally {
           await runner.release();
         }
+      },
+    },
+    {
+      id: 'row-lock-decorated-floor',
+      label:
+        "row-lock decorator path's floor: the plain TypeORM transaction with the same UPDATE, plus the hold's two writes inside it (START; UPDATE key row; the UPDATE; INSERT audit row; COMMIT)",
+      kind: 'floor',
+      roundTrips: '5',
+      op: async () => {
+        await dataSource.transaction(async (manager) => {
+          await manager.query(ROW_LOCK_WRITES[0]!);
+          await manager.query(UPDATE);
+          await manager.query(ROW_LOCK_WRITES[1]!);
+        });
       },
     },
     {

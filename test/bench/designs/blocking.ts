@@ -42,6 +42,52 @@ export function forUpdateDesign(deps: DesignDeps): LockDesign {
   };
 }
 
+/**
+ * A row-lock hold's own statements sent by hand on a plain connection, the floor of the row-lock
+ * strategy under contention: the key's row of db_lock locked and its token bumped, the critical
+ * section, the audit row, COMMIT (which hands the row over).
+ */
+export function rowLockByHandDesign(deps: DesignDeps): LockDesign {
+  const counter = { sent: 0 };
+  return {
+    id: 'row-lock-hand',
+    usefulStatements: 4 + 2, // START TRANSACTION, the locking UPDATE, INSERT audit row, COMMIT + critical section
+    usefulRedisCommands: 0,
+    handoffRoundTrips: 0,
+    gaveUp: 0,
+    async prepare(key) {
+      const query = countedQuery(await deps.slots.get(0), { sent: 0 });
+      await query('INSERT IGNORE INTO db_lock (lock_key) VALUES (?)', [Buffer.from(key)]);
+    },
+    async hold(key, slot, body) {
+      const query = countedQuery(await deps.slots.get(slot), counter);
+      const bytes = Buffer.from(key);
+      await query('START TRANSACTION');
+      try {
+        await query('UPDATE db_lock SET fencing_token = LAST_INSERT_ID(fencing_token + 1), last_granted_at = UTC_TIMESTAMP(6) WHERE lock_key = ?', [
+          bytes,
+        ]);
+        const acquiredAt = hostNow();
+        await body(query);
+        const releasingAt = hostNow();
+        await query(
+          'INSERT INTO db_lock_log (lock_key, mode, owner, holder, strategy, fencing_token, status, lease_ms, acquired_at, expires_at, ended_at, wait_ms, hold_ms) ' +
+            "VALUES (?, 'write', UUID(), 'bench:hand', 'row-lock', LAST_INSERT_ID(), 'RELEASED', 0, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), 0, 0)",
+          [bytes],
+        );
+        await query('COMMIT');
+        return { acquiredAt, releasingAt };
+      } catch (error) {
+        await query('ROLLBACK').catch(() => undefined);
+        throw error;
+      }
+    },
+    roundTrips: () => counter.sent,
+    redisCommands: () => 0,
+    async close() {},
+  };
+}
+
 export function getLockDesign(deps: DesignDeps): LockDesign {
   const counter = { sent: 0 };
   return {

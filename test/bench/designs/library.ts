@@ -31,6 +31,8 @@ export function grantStatements(strategy: 'lease'): number {
 
 /** TypeORM's statements around a fenced 'requires-new' transaction: SET TRANSACTION ISOLATION LEVEL, START TRANSACTION, COMMIT. */
 const TRANSACTION_STATEMENTS = 3;
+/** The row-lock's own transaction: START TRANSACTION and COMMIT (the server's default isolation, nothing sent to set it). */
+const ROW_LOCK_TRANSACTION_STATEMENTS = 2;
 /** The fence: one UPDATE of the holder's log row inside the transaction. */
 const FENCE_STATEMENTS = 1;
 /** Doorbell: GET_LOCK while waiting, RELEASE_LOCK after the release; useful statements of a handoff, one each per hold. */
@@ -100,7 +102,7 @@ export function rowLockDesign(deps: DesignDeps): LockDesign {
   return {
     id: 'row-lock',
     // the transaction + the locking UPDATE (token bump) + the audit row INSERT in the commit + critical section
-    usefulStatements: TRANSACTION_STATEMENTS + 1 + 1 + CRITICAL_SECTION,
+    usefulStatements: ROW_LOCK_TRANSACTION_STATEMENTS + 1 + 1 + CRITICAL_SECTION,
     usefulRedisCommands: 0,
     handoffRoundTrips: 0,
     gaveUp: 0,

@@ -36,27 +36,23 @@ export function decisionTable(r: BenchResults): string[] {
         [
           'crash release',
           "the key frees when the holder's lease runs out (its own lease or its process's latest renewal plus the lease; 30 s by default)",
-          "the moment the holder's connection closes (the server rolls back and hands the row lock over); the next holder marks the dead holder's log row EXPIRED",
+          "the moment the holder's connection closes (the server rolls back and hands the row lock over); the dead holder's audit row rolled back with its work",
         ],
         [
           'handoff',
           `the release commits, rings the doorbell, and the next waiter (first come, first served, any process) commits its grant: two durable commits in series${handoff[0]}`,
-          `the server hands the row lock over at COMMIT, then the new holder commits its grant record${handoff[1]}`,
+          `the server hands the row lock over at COMMIT; the lock statements ride the business transaction, so there is no commit of its own${handoff[1]}`,
         ],
         [
           'long holds',
           'cheap: no connection or transaction stays open; one renewal UPDATE per process per tick whatever the number of locks',
           'an open transaction for the whole hold: a connection, row locks, and undo history the server cannot purge meanwhile',
         ],
-        [
-          'hot keys',
-          `bounded by the two durable commits per handoff${hot[0]}`,
-          `the server's queue, plus one durable commit per acquisition${hot[1]}`,
-        ],
+        ['hot keys', `bounded by the two durable commits per handoff${hot[0]}`, `the server's queue, plus the audit row inside each hold${hot[1]}`],
         [
           'cluster (Galera)',
           'works: one statement per round trip, grants confirmed after COMMIT, doorbells off (named locks are local to a node)',
-          "row locks are local to one node: waiters on other nodes do not queue behind the holder; exclusion comes from the certified log rows, and a dead holder's row is freed by its lease",
+          "row locks are local to one node: waiters on other nodes do not queue behind the holder; exclusion comes from certification (every writer writes the key's row)",
         ],
         [
           'where the work runs',

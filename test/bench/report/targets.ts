@@ -70,6 +70,7 @@ function uncontendedChecks(r: BenchResults): TargetCheck[] {
     });
   }
   const decoratedFloor = u('decorated-floor');
+  const rowLockDecoratedFloor = u('row-lock-decorated-floor');
   const plainTx = u('plain-tx');
   checks.push(
     ratioCheck(
@@ -89,14 +90,18 @@ function uncontendedChecks(r: BenchResults): TargetCheck[] {
       'Row-lock',
       "decorator path: `@WriteLock(…, { strategy: 'row-lock' })` running one UPDATE ≤ 1.5× the same UPDATE in a plain TypeORM transaction",
       u('row-lock-decorated'),
-      u('plain-tx'),
+      plainTx,
       1.5,
       true,
       'ms',
+      rowLockDecoratedFloor && plainTx
+        ? `; floor (the plain transaction with the hold's two writes in it, by hand) ${fmt(rowLockDecoratedFloor.median, 3)} ms = ${fmtRatio(rowLockDecoratedFloor.median / plainTx.median)}; ` +
+            `START, the locking UPDATE, the UPDATE, the audit row INSERT, COMMIT on the DataSource`
+        : '',
     ),
     ratioCheck(
       'Row-lock',
-      "uncontended `withLock` (row-lock) with an empty fn ≤ 1.25× the same writes sent by hand on the DataSource (TypeORM `startTransaction('READ COMMITTED')`; UPDATE key row; INSERT audit row; COMMIT)",
+      'uncontended `withLock` (row-lock) with an empty fn ≤ 1.25× the same writes sent by hand on the DataSource (TypeORM `startTransaction()`; UPDATE key row; INSERT audit row; COMMIT)',
       u('row-lock-empty'),
       u('row-lock-floor'),
       1.25,
@@ -111,7 +116,7 @@ function uncontendedChecks(r: BenchResults): TargetCheck[] {
       ? {
           group: 'Row-lock',
           target:
-            'uncontended `withLock` (row-lock) with an empty fn, vs the same writes on a plain mysql2 connection (BEGIN; UPDATE; INSERT; COMMIT: no isolation-level round trip)',
+            'uncontended `withLock` (row-lock) with an empty fn, vs the same writes on a plain mysql2 connection (BEGIN; UPDATE; INSERT; COMMIT: no TypeORM runner)',
           measured: `${fmtRatio(rowLock.median / raw.median)} (${fmt(rowLock.median, 3)} vs ${fmt(raw.median, 3)} ms)`,
           verdict: 'reported',
         }
@@ -141,6 +146,7 @@ function variantChecks(r: BenchResults, v: ContentionVariant): TargetCheck[] {
   const lease = d('lease');
   const rowLock = d('row-lock');
   const forUpdate = d('for-update');
+  const byHand = d('row-lock-hand');
   const redlock = d('redlock');
   const checks: TargetCheck[] = [
     ratioCheck('Lease', `hot key, wait p99 ≤ 0.25× node-redlock's${name}`, lease?.waitP99, redlock?.waitP99, 0.25, true, 'ms'),
@@ -194,8 +200,20 @@ function variantChecks(r: BenchResults, v: ContentionVariant): TargetCheck[] {
       0.9,
       false,
       'ops/s',
+      byHand && forUpdate && rowLock
+        ? `; floor (the hold's statements by hand) ${fmt(byHand.throughput.median)} ops/s = ${fmtRatio(byHand.throughput.median / forUpdate.throughput.median)}, row-lock = ${fmtRatio(rowLock!.throughput.median / byHand.throughput.median)} of it`
+        : '',
     ),
-    ratioCheck('Row-lock', `contention, wait p99 ≤ 2× a bare \`FOR UPDATE\` lock's${name}`, rowLock?.waitP99, forUpdate?.waitP99, 2, true, 'ms'),
+    ratioCheck(
+      'Row-lock',
+      `contention, wait p99 ≤ 2× a bare \`FOR UPDATE\` lock's${name}`,
+      rowLock?.waitP99,
+      forUpdate?.waitP99,
+      2,
+      true,
+      'ms',
+      byHand && forUpdate ? `; floor (by hand) ${fmt(byHand.waitP99.median)} ms = ${fmtRatio(byHand.waitP99.median / forUpdate.waitP99.median)}` : '',
+    ),
   );
   if (rowLock)
     checks.push({

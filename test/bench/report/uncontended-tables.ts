@@ -42,7 +42,7 @@ export function uncontendedSection(r: BenchResults): string[] {
   out.push(
     `Decorator paths: \`@WriteLock\` running one UPDATE costs ${fmtRatio(u('lease-decorated').median / plain)} a plain TypeORM transaction with the same UPDATE (lease: the grant, then the ` +
       `fenced 'requires-new' transaction in whose commit the lock ends) and ${fmtRatio(u('row-lock-decorated').median / plain)} with \`strategy: 'row-lock'\` ` +
-      '(the locking transaction, the durable grant record on the library pool, the UPDATE, the fence, COMMIT).',
+      '(the locking transaction: START, the locking UPDATE, the UPDATE, the audit row INSERT, COMMIT).',
     '',
   );
   const ids = [
@@ -60,6 +60,7 @@ export function uncontendedSection(r: BenchResults): string[] {
     'row-lock-empty',
     'row-lock-decorated',
     'row-lock-floor',
+    'row-lock-decorated-floor',
   ];
   const labels = [
     'SELECT 1',
@@ -76,6 +77,7 @@ export function uncontendedSection(r: BenchResults): string[] {
     'row-lock',
     'row-lock @WriteLock',
     'row-lock writes by hand',
+    'row-lock @WriteLock floor',
   ];
   out.push(
     ...chart(
