@@ -50,7 +50,7 @@ export class DataSourceTransactions implements BusinessTransactions {
   ) {}
 
   early(isolationLevel: LockIsolationLevel): EarlyBusinessTransaction {
-    return new EarlyBusinessTransaction(this.dataSource, isolationLevel);
+    return new EarlyBusinessTransaction(this.dataSource, this.fence, isolationLevel);
   }
 
   async run<T>(
@@ -63,7 +63,7 @@ export class DataSourceTransactions implements BusinessTransactions {
   ): Promise<T> {
     let opened: LockTransaction;
     try {
-      opened = await (early?.take() ?? openBusinessTransaction(this.dataSource, isolationLevel));
+      opened = await (early?.take() ?? openBusinessTransaction(this.dataSource, this.fence, isolationLevel));
     } catch (error) {
       for (const lock of locks.own) await lock.releaseAs(true).catch(() => undefined);
       throw toTypedError(error, 'Could not open the fenced transaction');
@@ -80,10 +80,15 @@ export class DataSourceTransactions implements BusinessTransactions {
  * A new transaction on the app's DataSource (a second connection while the caller may hold one:
  * REQUIRES_NEW), for a fenced call whose lock does not bring its own transaction.
  */
-export async function openBusinessTransaction(dataSource: DataSource, isolationLevel: LockIsolationLevel): Promise<LockTransaction> {
+export async function openBusinessTransaction(
+  dataSource: DataSource,
+  fence: FenceStore,
+  isolationLevel: LockIsolationLevel,
+): Promise<LockTransaction> {
   const runner = dataSource.createQueryRunner('master');
   try {
-    await runner.startTransaction(isolationLevel);
+    await runner.connect();
+    await fence.begin(runner, isolationLevel);
   } catch (error) {
     await runner.release().catch(() => undefined);
     throw error;
@@ -108,13 +113,14 @@ export class EarlyBusinessTransaction {
 
   constructor(
     private readonly dataSource: DataSource,
+    private readonly fence: FenceStore,
     private readonly isolationLevel: LockIsolationLevel,
   ) {}
 
   /** Starts opening (once). */
   open(): void {
     if (this.opening) return;
-    this.opening = openBusinessTransaction(this.dataSource, this.isolationLevel);
+    this.opening = openBusinessTransaction(this.dataSource, this.fence, this.isolationLevel);
     this.opening.catch(() => undefined); // a failure is reported by take(), or nowhere if dropped
   }
 

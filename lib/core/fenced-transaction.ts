@@ -161,7 +161,7 @@ export class FencedTransaction {
         (runner, lock) => this.store.fenceKept(runner, lock.rowIds, lock.acquisitionId),
       );
       try {
-        await this.opened.runner.commitTransaction();
+        await this.store.commit(this.opened.runner);
       } catch (error) {
         // A Galera certification failure at COMMIT: a conflicting write to our rows (a takeover)
         // committed on another node first. Anything else: the commit's outcome is not known.

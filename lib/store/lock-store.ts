@@ -97,7 +97,17 @@ export interface ProcessLeaseStore {
 }
 
 /** Writes of the fence, inside the business transaction just before COMMIT; each returns the rows it wrote. */
-export interface FenceStore {
+/**
+ * Transaction control of the library's own transactions on the app's DataSource (row-lock holds,
+ * fenced calls): as TypeORM's startTransaction() and commitTransaction(), at less client cost.
+ */
+export interface SessionTransactions {
+  /** Opens a transaction on `runner` at `isolationLevel` (else the DataSource's, else the server's default). */
+  begin(runner: QueryRunner, isolationLevel?: string): Promise<void>;
+  commit(runner: QueryRunner): Promise<void>;
+}
+
+export interface FenceStore extends SessionTransactions {
   /** The lock ends with this commit: its live rows become RELEASED. */
   endInCommit(runner: QueryRunner, rowIds: readonly string[], owner: string): Promise<number>;
   /** The lock outlives the commit: its live rows are written (COMPLETED), so a takeover is ordered against us. */
@@ -131,7 +141,7 @@ export interface RowLockAuditRow {
  * The row-lock strategy's statements: the lock is the business transaction itself, an open
  * transaction of the app's DataSource that holds the keys' row locks until it ends.
  */
-export interface RowLockStore {
+export interface RowLockStore extends SessionTransactions {
   /**
    * Takes the keys in `runner`'s open transaction, in key order, waiting in the server at most
    * until `deadline` (Infinity: the server's own lock wait bound): writers bump each key's token,

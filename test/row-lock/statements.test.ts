@@ -109,4 +109,21 @@ contractSuite('row-lock-statements', 'row-lock: statements per hold', () => {
       [[1, 'RELEASED']],
     );
   });
+
+  it("a TypeORM subscriber on the DataSource hears the hold's transaction start and commit (then TypeORM opens and commits it)", async () => {
+    const dataSource = app.get(DataSource);
+    const heard: string[] = [];
+    const subscriber = {
+      afterTransactionStart: () => void heard.push('start'),
+      afterTransactionCommit: () => void heard.push('commit'),
+    };
+    dataSource.subscribers.push(subscriber);
+    try {
+      const { statements } = await count(() => locks.withLock('hold', () => undefined));
+      assert.deepEqual(heard, ['start', 'commit']);
+      assert.deepEqual(statements, ['START', 'UPDATE', 'INSERT INTO db_lock_log', 'COMMIT']);
+    } finally {
+      dataSource.subscribers.splice(dataSource.subscribers.indexOf(subscriber), 1);
+    }
+  });
 });

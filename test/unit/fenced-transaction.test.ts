@@ -1,4 +1,3 @@
-import { mysqlFence } from '../../lib/store/mysql/mysql-session-store.js';
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Logger } from '@nestjs/common';
@@ -7,8 +6,9 @@ import { resolveTargets } from '../../lib/core/lock-key.js';
 import { LockContext } from '../../lib/core/lock-context.js';
 import { FencedTransaction, type FenceHost } from '../../lib/core/fenced-transaction.js';
 import { LockLostError } from '../../lib/index.js';
+import type { FenceStore } from '../../lib/store/lock-store.js';
 
-/** What the transaction did, in order, with a fake TypeORM query runner answering the fence statements. */
+/** What the transaction did, in order, with a fake store answering the fence statements and COMMIT. */
 function fakes(answers: { ended?: number; kept?: number; commitError?: unknown }) {
   const trace: string[] = [];
   const warnings: string[] = [];
@@ -20,25 +20,28 @@ function fakes(answers: { ended?: number; kept?: number; commitError?: unknown }
     get isTransactionActive() {
       return active;
     },
-    async query(sql: string, parameters: unknown[], structured?: boolean) {
-      assert.equal(structured, true, 'the fence reads the structured result');
-      fencesSeen = own.fencesInProgress;
-      const ids = (parameters[0] as string[]).join(',');
-      if (sql.includes("status = 'RELEASED'")) {
-        trace.push(`end ${ids}`);
-        return { affected: answers.ended ?? 2 };
-      }
-      trace.push(`fence kept ${ids}`);
-      return { affected: answers.kept ?? 1 };
+    async rollbackTransaction() {
+      trace.push('rollback');
+      active = false;
     },
-    async commitTransaction() {
+  };
+  /** The store's fence writes and COMMIT, answered as the test says. */
+  const store: FenceStore = {
+    begin: async () => undefined,
+    async commit() {
       if (answers.commitError) throw answers.commitError;
       trace.push('commit');
       active = false;
     },
-    async rollbackTransaction() {
-      trace.push('rollback');
-      active = false;
+    async endInCommit(_runner, rowIds) {
+      fencesSeen = own.fencesInProgress;
+      trace.push(`end ${rowIds.join(',')}`);
+      return answers.ended ?? 2;
+    },
+    async fenceKept(_runner, rowIds) {
+      fencesSeen = own.fencesInProgress;
+      trace.push(`fence kept ${rowIds.join(',')}`);
+      return answers.kept ?? 1;
     },
   };
   const transaction: LockTransaction = {
@@ -73,7 +76,8 @@ function fakes(answers: { ended?: number; kept?: number; commitError?: unknown }
   const outer = make(['c'], 10);
   const byKey = new Map([...own.targets.map((t) => [t.storedKey, own] as const), ...outer.targets.map((t) => [t.storedKey, outer] as const)]);
   const logger = { warn: (m: string) => warnings.push(m) } as unknown as Logger;
-  const run = <T>(fn: () => T, locks = { own: [own], kept: [outer], byKey }) => FencedTransaction.run({ host, logger, store: mysqlFence }, transaction, own, locks, fn);
+  const run = <T>(fn: () => T, locks = { own: [own], kept: [outer], byKey }) =>
+    FencedTransaction.run({ host, logger, store }, transaction, own, locks, fn);
   return { trace, warnings, own, outer, manager, run, fencesDuringFence: () => fencesSeen };
 }
 
@@ -92,13 +96,19 @@ describe('FencedTransaction', () => {
 
   it('fewer own rows ended than held: rollback, LockLostError, the lock ends FAILED', async () => {
     const f = fakes({ ended: 1 });
-    await assert.rejects(f.run(() => 1), LockLostError);
+    await assert.rejects(
+      f.run(() => 1),
+      LockLostError,
+    );
     assert.deepEqual(f.trace, ['end 1,2', 'rollback', 'finish rolled back', 'release a+b FAILED']);
   });
 
   it("the outer lock's row no longer live: rollback and LockLostError", async () => {
     const f = fakes({ kept: 0 });
-    await assert.rejects(f.run(() => 1), LockLostError);
+    await assert.rejects(
+      f.run(() => 1),
+      LockLostError,
+    );
     assert.deepEqual(f.trace, ['end 1,2', 'fence kept 10', 'rollback', 'finish rolled back', 'release a+b FAILED']);
   });
 
@@ -128,12 +138,18 @@ describe('FencedTransaction', () => {
   it('a certification failure at COMMIT (errno 1213 on a cluster) is LockLostError with the driver error as cause', async () => {
     const certification = Object.assign(new Error('Deadlock found when trying to get lock'), { errno: 1213, code: 'ER_LOCK_DEADLOCK' });
     const f = fakes({ commitError: certification });
-    await assert.rejects(f.run(() => 1), (e: unknown) => e instanceof LockLostError && e.cause === certification);
+    await assert.rejects(
+      f.run(() => 1),
+      (e: unknown) => e instanceof LockLostError && e.cause === certification,
+    );
   });
 
   it('a connection lost at COMMIT is a typed error naming the unknown outcome, with the driver error as cause', async () => {
     const reset = Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET', fatal: true });
     const f = fakes({ commitError: reset });
-    await assert.rejects(f.run(() => 1), (e: unknown) => (e as Error).name === 'DbLockConnectionError' && (e as Error).cause === reset);
+    await assert.rejects(
+      f.run(() => 1),
+      (e: unknown) => (e as Error).name === 'DbLockConnectionError' && (e as Error).cause === reset,
+    );
   });
 });

@@ -10,6 +10,7 @@ import { MysqlLockLog } from './mysql-lock-log.js';
 import { mysqlFence, MysqlRowLockStore } from './mysql-session-store.js';
 import { lockPoolOptions } from './pool-options.js';
 import { detectServerFlavor } from './server-flavor.js';
+import { MysqlSessionTransactions } from './session-transaction.js';
 
 /** What the MySQL/MariaDB store is opened with. */
 export interface MysqlStoreSettings {
@@ -36,11 +37,12 @@ export async function openMysqlStore(dataSource: DataSource, settings: MysqlStor
       flavor.cluster === 'none' && settings.poolSize > 2
         ? new Doorbells(pool, String(connection.database ?? ''), settings.doorbellIdleMs, settings.poolSize - 2)
         : undefined;
+    const transactions = new MysqlSessionTransactions(dataSource);
     return {
       log,
       processLease: log,
-      fence: mysqlFence,
-      rowLocks: new MysqlRowLockStore(log),
+      fence: mysqlFence(transactions),
+      rowLocks: new MysqlRowLockStore(log, transactions),
       doorbells,
       janitor: new MysqlJanitorStore(log),
       admin: mysqlAdmin(log),

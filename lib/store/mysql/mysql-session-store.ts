@@ -9,14 +9,19 @@ import { insertAuditRows, leaseHoldersCheck } from './row-lock.sql.js';
 import { takeKeys, takeKeysChecked } from './row-lock-grant.js';
 import { format, rowsOf } from './sql.js';
 import { type ResultHeader, sessionQuery } from './session-query.js';
+import type { MysqlSessionTransactions } from './session-transaction.js';
 import { FENCING_FLOOR_KEY } from '../../core/internal-keys.js';
 import { cutSession, isNoWait } from './row-lock-session.js';
 
 /** The fence's writes, in the business transaction on the app's DataSource. */
-export const mysqlFence: FenceStore = {
-  endInCommit: (runner, rowIds, owner) => written(runner, endInCommitStatement(rowIds, owner)),
-  fenceKept: (runner, rowIds, owner) => written(runner, fenceKeptStatement(rowIds, owner)),
-};
+export function mysqlFence(transactions: MysqlSessionTransactions): FenceStore {
+  return {
+    begin: (runner, isolationLevel) => transactions.begin(runner, isolationLevel),
+    commit: (runner) => transactions.commit(runner),
+    endInCommit: (runner, rowIds, owner) => written(runner, endInCommitStatement(rowIds, owner)),
+    fenceKept: (runner, rowIds, owner) => written(runner, fenceKeptStatement(rowIds, owner)),
+  };
+}
 
 async function written(runner: QueryRunner, statement: { sql: string; parameters: unknown[] }): Promise<number> {
   // Every matched row changes, so CLIENT_FOUND_ROWS on or off gives the same count.
@@ -25,7 +30,18 @@ async function written(runner: QueryRunner, statement: { sql: string; parameters
 
 /** Row-lock sessions on MySQL/MariaDB: InnoDB locks on the keys' rows of db_lock (see row-lock.sql.ts). */
 export class MysqlRowLockStore implements RowLockStore {
-  constructor(private readonly log: MysqlLockLog) {}
+  constructor(
+    private readonly log: MysqlLockLog,
+    private readonly transactions: MysqlSessionTransactions,
+  ) {}
+
+  begin(runner: QueryRunner, isolationLevel?: string): Promise<void> {
+    return this.transactions.begin(runner, isolationLevel);
+  }
+
+  commit(runner: QueryRunner): Promise<void> {
+    return this.transactions.commit(runner);
+  }
 
   take(runner: QueryRunner, targets: readonly LockTarget[], deadline: number): Promise<RowLockTake> {
     return busyOnWait(() => takeKeys(runner, targets, deadline, this.log.flavor));

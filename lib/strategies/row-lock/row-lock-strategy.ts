@@ -91,7 +91,7 @@ export class RowLockStrategy implements LockStrategy {
       await runner.connect();
       // The server's default isolation unless the caller names one: no round trip to set it. The
       // locking statement is the transaction's first, so the work's view begins after the lock.
-      await runner.startTransaction(attempt.isolationLevel);
+      await this.store.begin(runner, attempt.isolationLevel);
       const result = await this.take(runner, attempt, true);
       if (!result.lock) return result;
       holding = true;
@@ -128,7 +128,7 @@ export class RowLockStrategy implements LockStrategy {
       // A plain release commits the lock's own transaction, its audit rows in it.
       try {
         await lock.commitRecord!(transaction.runner);
-        await transaction.runner.commitTransaction();
+        await this.store.commit(transaction.runner);
       } catch (error) {
         await transaction.finish(false);
         this.recordEnd(lock, LockStatus.FAILED, 'its commit failed; rolled back');
@@ -198,12 +198,12 @@ export class RowLockStrategy implements LockStrategy {
     if (!ownTransaction) return this.store.createKeyRowsIn(runner, keys);
     await runner.rollbackTransaction();
     await this.log.createKeyRows(keys);
-    await runner.startTransaction(attempt.isolationLevel);
+    await this.store.begin(runner, attempt.isolationLevel);
   }
 
   private async restart(runner: QueryRunner, attempt: GrantAttempt): Promise<void> {
     await runner.rollbackTransaction();
-    await runner.startTransaction(attempt.isolationLevel);
+    await this.store.begin(runner, attempt.isolationLevel);
   }
 
   private grantOf(attempt: GrantAttempt, acquisitionId: string, tokens: ReadonlyMap<string, number>): HeldLock {

@@ -1,0 +1,46 @@
+import type { DataSource, QueryRunner } from 'typeorm';
+import type { SessionTransactions } from '../lock-store.js';
+import { sessionQuery } from './session-query.js';
+
+/** TypeORM's own bookkeeping of a runner's transaction (BaseQueryRunner). */
+interface RunnerState {
+  isTransactionActive: boolean;
+  transactionDepth?: number;
+}
+
+/**
+ * Opens and commits the library's own transactions on the app's DataSource (a row-lock hold, a
+ * fenced call) as TypeORM's startTransaction() and commitTransaction() do: the isolation level
+ * (the caller's, else the DataSource's), START TRANSACTION, COMMIT, and the runner marked as
+ * TypeORM marks it, so a ROLLBACK or a nested call through TypeORM finds it in the same state.
+ * While the DataSource has no subscriber, nobody can hear TypeORM's transaction events, and the
+ * statements go straight to mysql2 (see sessionQuery); with subscribers, through TypeORM.
+ */
+export class MysqlSessionTransactions implements SessionTransactions {
+  constructor(private readonly dataSource: DataSource) {}
+
+  async begin(runner: QueryRunner, isolationLevel?: string): Promise<void> {
+    const state = runner as unknown as RunnerState;
+    if (this.observed() || state.isTransactionActive || state.transactionDepth !== 0) {
+      await runner.startTransaction(isolationLevel as Parameters<QueryRunner['startTransaction']>[0]);
+      return;
+    }
+    const level = isolationLevel ?? (this.dataSource.options as { isolationLevel?: string }).isolationLevel;
+    if (level) await sessionQuery(runner, `SET TRANSACTION ISOLATION LEVEL ${level}`);
+    await sessionQuery(runner, 'START TRANSACTION');
+    state.isTransactionActive = true;
+    state.transactionDepth = 1;
+  }
+
+  async commit(runner: QueryRunner): Promise<void> {
+    const state = runner as unknown as RunnerState;
+    if (this.observed() || !state.isTransactionActive || state.transactionDepth !== 1) return runner.commitTransaction();
+    await sessionQuery(runner, 'COMMIT');
+    state.isTransactionActive = false;
+    state.transactionDepth = 0;
+  }
+
+  private observed(): boolean {
+    return this.dataSource.subscribers.length > 0;
+  }
+}
