@@ -139,4 +139,26 @@ contractSuite('mixed-strategies', 'mixed strategies on one key', () => {
       ['EXPIRED', 'RELEASED'],
     );
   });
+
+  it('after row-lock writers, every kind of lease grant (one key, several keys, a read lock, a semaphore permit) keeps row-lock callers out while held', async () => {
+    const grants: [string, (key: string) => Promise<{ release(): Promise<void> }>][] = [
+      ['one key', (key) => lease.locks.acquire(key, { leaseMs: 30_000 })],
+      ['several keys', (key) => lease.locks.acquire([key, `${key}:other`], { leaseMs: 30_000 })],
+      ['a read lock', (key) => lease.locks.acquire(key, { mode: 'read', leaseMs: 30_000 })],
+      ['a semaphore permit', (key) => lease.locks.acquireSemaphore(key, 2, { leaseMs: 30_000 })],
+    ];
+    for (const [what, grant] of grants) {
+      const key = `mixed:after-row-lock:${what}`;
+      // Two row-lock writers: the first reads the log (first use), the second takes the one-UPDATE path.
+      await rowLock.locks.withLock(key, () => undefined);
+      await rowLock.locks.withLock(key, () => undefined);
+      const held = await grant(key);
+      assert.equal(await rowLock.locks.tryAcquire(key), null, `${what}: a row-lock writer got in beside the lease holder`);
+      await held.release();
+      const lock = await rowLock.locks.tryAcquire(key);
+      assert.ok(lock, `${what}: the key is free once the lease holder released`);
+      assert.equal(lock.fencingToken, 4, `${what}: tokens grow across strategies`);
+      await lock.release();
+    }
+  });
 });
