@@ -47,6 +47,11 @@ const ROW_LOCK_WRITES = [
 ];
 const UPDATE = 'UPDATE bench_counter SET v = v + 1 WHERE id = 3';
 const noop: Body = async () => {};
+/** A statement on a transaction's own (callback) mysql2 connection, past TypeORM's wrapper. */
+const rawQuery = (connection: unknown, sql: string): Promise<unknown> =>
+  new Promise((resolve, reject) =>
+    (connection as { query(sql: string, cb: (e: unknown, r: unknown) => void): void }).query(sql, (e, r) => (e ? reject(e) : resolve(r))),
+  );
 const oneUpdate: Body = async (query) => void (await query(UPDATE));
 
 /** Round trip 1 of the physical floor: a durable grant with its audit row (db_lock_log and its indexes) and its counter. */
@@ -226,14 +231,16 @@ export function uncontendedItems(deps: UncontendedDeps): UncontendedItem[] {
     {
       id: 'row-lock-decorated-floor',
       label:
-        "row-lock decorator path's floor: the plain TypeORM transaction with the same UPDATE, plus the hold's two writes inside it (START; UPDATE key row; the UPDATE; INSERT audit row; COMMIT)",
+        "row-lock decorator path's floor: the plain TypeORM transaction with the same UPDATE, plus the hold's two writes inside it sent straight to its connection (START; UPDATE key row; the UPDATE; INSERT audit row; COMMIT)",
       kind: 'floor',
       roundTrips: '5',
       op: async () => {
         await dataSource.transaction(async (manager) => {
-          await manager.query(ROW_LOCK_WRITES[0]!);
+          // The two writes go straight to the transaction's mysql2 connection, as the library sends them.
+          const connection = (manager.queryRunner as unknown as { databaseConnection: unknown }).databaseConnection;
+          await rawQuery(connection, ROW_LOCK_WRITES[0]!);
           await manager.query(UPDATE);
-          await manager.query(ROW_LOCK_WRITES[1]!);
+          await rawQuery(connection, ROW_LOCK_WRITES[1]!);
         });
       },
     },
