@@ -85,4 +85,32 @@ contractSuite('lease-mechanics', 'the fast single-key grant', (target) => {
     await lock.release();
     assert.equal(await openTransactions(), 0);
   });
+
+  it('a writer queued on the doorbell while the key stays held: refused without writing (each try after a bell wait goes at the floor shape), granted right after the release', async () => {
+    const held = await holder.acquire('fast:bell', { leaseMs: 20_000 });
+    const waiting = other.acquire('fast:bell', { timeoutMs: 10_000 });
+    // Refused at once, then tries after doorbell waits (up to 1 s each) that find the key still held.
+    await sleep(2_300);
+    assert.deepEqual(
+      (await logRows('fast:bell')).map((r) => [Number(r.fencing_token), r.status]),
+      [[held.fencingToken, 'ACQUIRED']],
+      'the refused tries wrote nothing',
+    );
+    const releasedAt = performance.now();
+    await held.release();
+    const lock = await waiting;
+    const afterRelease = performance.now() - releasedAt;
+    assert.equal(lock.fencingToken, held.fencingToken + 1);
+    // Rung by the release: the next in line goes at once (about a millisecond; 1 s is the bell's own wait bound).
+    assert.ok(afterRelease < 900, `granted ${Math.round(afterRelease)} ms after the release`);
+    await lock.release();
+    assert.deepEqual(
+      (await logRows('fast:bell')).map((r) => [Number(r.fencing_token), r.status]),
+      [
+        [held.fencingToken, 'RELEASED'],
+        [lock.fencingToken, 'RELEASED'],
+      ],
+    );
+    assert.equal(await openTransactions(), 0, 'no refused batch left a transaction open');
+  });
 });

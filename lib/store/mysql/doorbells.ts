@@ -62,7 +62,11 @@ export class Doorbells implements DoorbellStore {
     // NOW(6) is fixed when the statement starts, SYSDATE(6) is read after the wait (both UTC: the pool sets
     // time_zone, so no DST change skews it): their difference is the wait (--sysdate-is-now: 0, conservative).
     const wait = format(`SELECT GET_LOCK(?, ?) AS got, TIMESTAMPDIFF(MICROSECOND, NOW(6), SYSDATE(6)) AS waited_us`, [name, waitMs / 1000]);
-    return new BellRequest(storedKey, name, connection, wait);
+    const waitInto = format(`SELECT GET_LOCK(?, ?), TIMESTAMPDIFF(MICROSECOND, NOW(6), SYSDATE(6)) INTO @dbl_bell_got, @dbl_bell_waited_us`, [
+      name,
+      waitMs / 1000,
+    ]);
+    return new BellRequest(storedKey, name, connection, wait, waitInto);
   }
 
   settle(request: BellWait, waitResult: unknown): Bell | undefined {
@@ -99,7 +103,12 @@ export class BellRequest implements BellWait {
     readonly name: string,
     readonly connection: DedicatedConnection,
     readonly waitStatement: string,
+    /** The same wait with its result kept in session variables (read back by `waitResultStatement`): for a batch an error may stop. */
+    readonly waitIntoStatement: string,
   ) {}
+
+  /** The result of `waitIntoStatement`, in the shape of `waitStatement`'s. */
+  readonly waitResultStatement = 'SELECT @dbl_bell_got AS got, @dbl_bell_waited_us AS waited_us';
 
   /** How long the wait lasted on the server, in ms, from the wait's result. */
   waitedMs(waitResult: unknown): number {

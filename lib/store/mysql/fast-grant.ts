@@ -31,6 +31,11 @@ export class FastGrant {
     return refusedAt === undefined || performance.now() - refusedAt > CONTENDED_FOR_MS;
   }
 
+  /** After a doorbell wait: for one key, not a semaphore, whatever was refused lately (the bell says the holder let go). */
+  afterBell(input: GrantInput): { readonly fits: boolean; readonly serverNow: () => number } {
+    return { fits: input.targets.length === 1 && input.targets[0]!.semaphoreLimit === undefined, serverNow: () => Date.now() + this.serverOffsetMs };
+  }
+
   noteRefused(input: GrantInput): void {
     if (this.contended.size >= CONTENDED_KEYS_MAX) this.contended.clear();
     for (const target of input.targets) this.contended.set(target.storedKey, performance.now());
@@ -38,7 +43,7 @@ export class FastGrant {
 
   /** Granted, or undefined when refused (nothing was written; the full plan decides again and says why). */
   async tryGrant(input: GrantInput, deadline: number): Promise<GrantOutcome | undefined> {
-    const plan = fastSingleKeyGrantPlan(input, () => Date.now() + this.serverOffsetMs);
+    const plan = fastSingleKeyGrantPlan(input, this.afterBell(input).serverNow);
     try {
       return await runPlan(this.pool, plan, { purpose: 'locks', deadline, oneByOne: false });
     } catch (error) {

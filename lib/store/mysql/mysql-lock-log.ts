@@ -8,6 +8,7 @@ import type { ServerFlavor } from './server-flavor.js';
 import type { Bell as BellView, BellWait } from '../doorbell-store.js';
 import type { GrantAnswer, GrantRequest, LockLogStore, ProcessLeaseStore } from '../lock-store.js';
 import type { Bell, BellRequest } from './doorbells.js';
+import { grantAfterBell } from './bell-grant.js';
 import { type EndStatus, LockStatus, NOW, parseDate, ROW_LOCK_TABLE } from './sql.js';
 import { runOn, runPlan, runPlanThen, type StatementPlan } from './statement-plan.js';
 import { FastGrant } from './fast-grant.js';
@@ -99,7 +100,7 @@ export class MysqlLockLog implements LockLogStore, ProcessLeaseStore {
     const firstPlan = () => semaphorePlan(full, false) ?? (request.targets.length === 1 ? singleKeyGrantPlan(full) : leanGrantPlan(full));
     // No doorbell, one server: the grant at the floor's shape first, unless the key was refused lately; the full plan only when sent.
     const fast = via === undefined && !this.clustered && this.fast.applies(full);
-    let plan: StatementPlan<GrantOutcome> | undefined = fast ? undefined : firstPlan();
+    let plan: StatementPlan<GrantOutcome> | undefined;
     let before: unknown;
     const firstSentAt = performance.now();
     for (let attempt = 0; ; attempt++) {
@@ -110,12 +111,8 @@ export class MysqlLockLog implements LockLogStore, ProcessLeaseStore {
           const granted = await this.fast.tryGrant(full, deadline);
           if (granted === undefined) continue; // refused: the full plan decides again and says why
           outcome = granted;
-        } else if (via && wait && attempt === 0) {
-          // One round trip: the doorbell wait, then the grant.
-          const current = (plan ??= firstPlan());
-          const first = await runOn(via, { statements: [wait.waitStatement, ...current.statements], parse: (r) => r }, deadline);
-          before = first[0];
-          outcome = current.parse(first.slice(1));
+        } else if (wait && attempt === 0) {
+          ({ outcome, before } = await grantAfterBell(full, wait, () => (plan ??= firstPlan()), this.fast.afterBell(full), deadline));
         } else outcome = await this.sendGrant((plan ??= firstPlan()), request.acquisitionId, deadline, via);
       } catch (error) {
         const failure = LockStatementError.from(error);

@@ -1,0 +1,42 @@
+import type { GrantInput, GrantOutcome } from './grant.sql.js';
+import type { BellRequest } from './doorbells.js';
+import { fastSingleKeyGrantPlan, isFastGrantRefusal } from './fast-grant.sql.js';
+import { runOn, type StatementPlan } from './statement-plan.js';
+
+/**
+ * A grant after a doorbell wait, in one round trip on the bell's connection: the wait, then the
+ * grant. The holder that rang has let go, so the next in line is usually granted, and a single
+ * key goes at the floor's shape (see fastSingleKeyGrantPlan) rather than the full plan. A refusal
+ * stops that batch before any result comes back, so the wait's result is kept in session
+ * variables; the follow-up (one more round trip) rolls back the empty transaction, reads them and
+ * sends the full plan, which decides again and says why.
+ * @returns the outcome, and the wait's result (`before`) in the shape of the plain wait statement's.
+ */
+export async function grantAfterBell(
+  input: GrantInput,
+  wait: BellRequest,
+  plan: () => StatementPlan<GrantOutcome>,
+  fast: { readonly fits: boolean; readonly serverNow: () => number },
+  deadline: number,
+): Promise<{ outcome: GrantOutcome; before: unknown }> {
+  if (fast.fits) {
+    const floorShape = fastSingleKeyGrantPlan(input, fast.serverNow);
+    try {
+      const statements = [wait.waitIntoStatement, ...floorShape.statements, wait.waitResultStatement];
+      const results = await runOn(wait.connection, { statements, parse: (r) => r }, deadline);
+      return { outcome: floorShape.parse(results.slice(1, 1 + floorShape.statements.length)), before: results[results.length - 1] };
+    } catch (error) {
+      if (!isFastGrantRefusal(error)) throw error;
+    }
+    const full = plan();
+    const results = await runOn(
+      wait.connection,
+      { statements: ['ROLLBACK', wait.waitResultStatement, ...full.statements], parse: (r) => r },
+      deadline,
+    );
+    return { outcome: full.parse(results.slice(2)), before: results[1] };
+  }
+  const full = plan();
+  const results = await runOn(wait.connection, { statements: [wait.waitStatement, ...full.statements], parse: (r) => r }, deadline);
+  return { outcome: full.parse(results.slice(1)), before: results[0] };
+}
