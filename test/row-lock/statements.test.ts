@@ -110,7 +110,7 @@ contractSuite('row-lock-statements', 'row-lock: statements per hold', () => {
     );
   });
 
-  it("a TypeORM subscriber on the DataSource hears the hold's transaction start and commit (then TypeORM opens and commits it)", async () => {
+  it("a TypeORM subscriber to transaction events hears the hold's transaction start and commit (then TypeORM opens and commits it)", async () => {
     const dataSource = app.get(DataSource);
     const heard: string[] = [];
     const subscriber = {
@@ -124,6 +124,23 @@ contractSuite('row-lock-statements', 'row-lock: statements per hold', () => {
       assert.deepEqual(statements, ['START', 'UPDATE', 'INSERT INTO db_lock_log', 'COMMIT']);
     } finally {
       dataSource.subscribers.splice(dataSource.subscribers.indexOf(subscriber), 1);
+    }
+  });
+
+  it("with no subscriber to transaction events (the library's escaped-write guard listens to queries only), the hold's statements go past TypeORM's query wrapper", async () => {
+    const logger = app.get(DataSource).logger as unknown as { logQuery: (query: string, ...rest: unknown[]) => unknown };
+    const original = logger.logQuery;
+    const logged: string[] = [];
+    logger.logQuery = (query: string, ...rest: unknown[]) => {
+      logged.push(query);
+      return original.call(logger, query, ...rest);
+    };
+    try {
+      const { statements } = await count(() => locks.withLock('hold', () => undefined));
+      assert.deepEqual(statements, ['START', 'UPDATE', 'INSERT INTO db_lock_log', 'COMMIT']);
+      assert.deepEqual(logged, [], 'TypeORM logged none of them');
+    } finally {
+      logger.logQuery = original;
     }
   });
 });

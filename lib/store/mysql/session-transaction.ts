@@ -2,6 +2,16 @@ import type { DataSource, QueryRunner } from 'typeorm';
 import type { SessionTransactions } from '../lock-store.js';
 import { sessionQuery } from './session-query.js';
 
+/** The subscriber hooks TypeORM calls around a transaction. */
+const TRANSACTION_EVENTS = [
+  'beforeTransactionStart',
+  'afterTransactionStart',
+  'beforeTransactionCommit',
+  'afterTransactionCommit',
+  'beforeTransactionRollback',
+  'afterTransactionRollback',
+] as const;
+
 /** TypeORM's own bookkeeping of a runner's transaction (BaseQueryRunner). */
 interface RunnerState {
   isTransactionActive: boolean;
@@ -13,8 +23,9 @@ interface RunnerState {
  * fenced call) as TypeORM's startTransaction() and commitTransaction() do: the isolation level
  * (the caller's, else the DataSource's), START TRANSACTION, COMMIT, and the runner marked as
  * TypeORM marks it, so a ROLLBACK or a nested call through TypeORM finds it in the same state.
- * While the DataSource has no subscriber, nobody can hear TypeORM's transaction events, and the
- * statements go straight to mysql2 (see sessionQuery); with subscribers, through TypeORM.
+ * While no subscriber of the DataSource listens to transaction events, nobody can hear them, and
+ * the statements go straight to mysql2 (see sessionQuery); otherwise through TypeORM. (Query
+ * events do not count: like the lock's own statements, START and COMMIT are then sent past them.)
  */
 export class MysqlSessionTransactions implements SessionTransactions {
   constructor(private readonly dataSource: DataSource) {}
@@ -41,6 +52,8 @@ export class MysqlSessionTransactions implements SessionTransactions {
   }
 
   private observed(): boolean {
-    return this.dataSource.subscribers.length > 0;
+    return this.dataSource.subscribers.some((subscriber) =>
+      TRANSACTION_EVENTS.some((event) => typeof (subscriber as Record<string, unknown>)[event] === 'function'),
+    );
   }
 }
