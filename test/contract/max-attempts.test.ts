@@ -48,8 +48,9 @@ contractSuite('bounded-attempts', 'maxAttempts', (target) => {
         const started = performance.now();
         await assert.rejects(waiter.acquire('busy', { maxAttempts, timeoutMs: 60_000 }), LockTimeoutError);
         const trips = callerTrips(waiter) - before;
-        // Each try is one grant round trip, plus at most one doorbell round trip ringing it at the end.
-        assert.ok(trips >= maxAttempts && trips <= maxAttempts + 1, `${maxAttempts} tries took ${trips} round trips`);
+        // Each try is one or two round trips (a refused floor-shaped grant, then the full plan that
+        // says why), plus at most one doorbell round trip ringing it at the end.
+        assert.ok(trips >= maxAttempts && trips <= 2 * maxAttempts + 1, `${maxAttempts} tries took ${trips} round trips`);
         assert.ok(performance.now() - started < 5_000, 'gave up on tries, not on the 60 s budget');
       }
     } finally {
