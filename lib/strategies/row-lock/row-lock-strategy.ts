@@ -11,7 +11,7 @@ import { LockStatementError } from '../../store/lock-statement.error.js';
 import type { AttemptResult, GrantAttempt, LockStrategy, StrategyCapabilities } from '../lock-strategy.js';
 import { ConnectionSlots } from './connection-slots.js';
 import { endQuietly, keepOpen } from './open-transaction.js';
-import { TerminalRows } from './terminal-rows.js';
+import { auditRowsOf, TerminalRows } from './terminal-rows.js';
 
 export interface RowLockSettings {
   readonly retryMinDelayMs: number;
@@ -226,7 +226,7 @@ export class RowLockStrategy implements LockStrategy {
       grantedAt - attempt.startedAt,
       attempt.internal,
     );
-    lock.commitRecord = (runner) => this.store.recordInCommit(runner, this.auditRows(lock, LockStatus.RELEASED, null));
+    lock.commitRecord = (runner) => this.store.recordInCommit(runner, auditRowsOf(lock, LockStatus.RELEASED, null));
     return lock;
   }
 
@@ -234,20 +234,6 @@ export class RowLockStrategy implements LockStrategy {
   private recordEnd(lock: HeldLock, status: RowLockAuditRow['status'], note: string | null): void {
     if (this.recorded.has(lock)) return;
     this.recorded.add(lock);
-    this.terminal.add(this.auditRows(lock, status, note));
-  }
-
-  private auditRows(lock: HeldLock, status: RowLockAuditRow['status'], note: string | null): RowLockAuditRow[] {
-    const holdMs = performance.now() - lock.grantedAt;
-    return lock.targets.map((t) => ({
-      key: t.bytes,
-      mode: t.mode,
-      owner: lock.acquisitionId,
-      fencingToken: lock.fencingTokens[t.key] ?? 0,
-      status,
-      waitedMs: lock.waitedMs,
-      holdMs,
-      note: note === null ? null : note.slice(0, 255),
-    }));
+    this.terminal.add(auditRowsOf(lock, status, note));
   }
 }

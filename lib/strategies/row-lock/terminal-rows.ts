@@ -1,4 +1,5 @@
 import type { Logger } from '@nestjs/common';
+import type { HeldLock } from '../../core/held-lock.js';
 import type { RowLockAuditRow as AuditRow } from '../../store/lock-store.js';
 
 /** Most rows one insert carries. */
@@ -42,4 +43,19 @@ export class TerminalRows {
       this.flushing = undefined;
     }
   }
+}
+
+/** A hold's audit rows, one per key, ended now with `status` (hold time measured by the holder). */
+export function auditRowsOf(lock: HeldLock, status: AuditRow['status'], note: string | null): AuditRow[] {
+  const holdMs = performance.now() - lock.grantedAt;
+  return lock.targets.map((t) => ({
+    key: t.bytes,
+    mode: t.mode,
+    owner: lock.acquisitionId,
+    fencingToken: lock.fencingTokens[t.key] ?? 0,
+    status,
+    waitedMs: lock.waitedMs,
+    holdMs,
+    note: note === null ? null : note.slice(0, 255),
+  }));
 }
