@@ -3,7 +3,7 @@ import type { DataSource } from 'typeorm';
 import { type FenceHost, type FenceScope, FencedTransaction } from './fenced-transaction.js';
 import type { HeldLock, LockTransaction } from './held-lock.js';
 import type { LockHandle } from './lock-handle.js';
-import type { LockIsolationLevel } from './locked-call.options.js';
+import { DEFAULT_ISOLATION_LEVEL, type LockIsolationLevel } from './locked-call.options.js';
 import { toTypedError } from '../errors/to-typed-error.js';
 import type { FenceStore } from '../store/lock-store.js';
 
@@ -28,14 +28,14 @@ export interface FenceSettings {
  */
 export interface BusinessTransactions {
   /** A transaction to open while the grant is asked for (see EarlyBusinessTransaction), if opening one early helps. */
-  early(isolationLevel: LockIsolationLevel): EarlyBusinessTransaction | undefined;
+  early(isolationLevel: LockIsolationLevel | undefined): EarlyBusinessTransaction | undefined;
   /** Runs `fn` fenced: commits only while every lock is still held, and ends `locks.own` with it. */
   run<T>(
     settings: FenceSettings,
     handle: LockHandle,
     locks: FencedLocks,
     fn: () => Promise<T> | T,
-    isolationLevel: LockIsolationLevel,
+    isolationLevel: LockIsolationLevel | undefined,
     early?: EarlyBusinessTransaction,
   ): Promise<T>;
   /** Runs `fn` fenced in `opened`, the transaction the lock lives in. */
@@ -49,7 +49,7 @@ export class DataSourceTransactions implements BusinessTransactions {
     private readonly fence: FenceStore,
   ) {}
 
-  early(isolationLevel: LockIsolationLevel): EarlyBusinessTransaction {
+  early(isolationLevel: LockIsolationLevel | undefined): EarlyBusinessTransaction {
     return new EarlyBusinessTransaction(this.dataSource, this.fence, isolationLevel);
   }
 
@@ -58,7 +58,7 @@ export class DataSourceTransactions implements BusinessTransactions {
     handle: LockHandle,
     locks: FencedLocks,
     fn: () => Promise<T> | T,
-    isolationLevel: LockIsolationLevel,
+    isolationLevel: LockIsolationLevel | undefined,
     early?: EarlyBusinessTransaction,
   ): Promise<T> {
     let opened: LockTransaction;
@@ -83,12 +83,12 @@ export class DataSourceTransactions implements BusinessTransactions {
 export async function openBusinessTransaction(
   dataSource: DataSource,
   fence: FenceStore,
-  isolationLevel: LockIsolationLevel,
+  isolationLevel: LockIsolationLevel | undefined,
 ): Promise<LockTransaction> {
   const runner = dataSource.createQueryRunner('master');
   try {
     await runner.connect();
-    await fence.begin(runner, isolationLevel);
+    await fence.begin(runner, isolationLevel ?? DEFAULT_ISOLATION_LEVEL);
   } catch (error) {
     await runner.release().catch(() => undefined);
     throw error;
@@ -114,7 +114,7 @@ export class EarlyBusinessTransaction {
   constructor(
     private readonly dataSource: DataSource,
     private readonly fence: FenceStore,
-    private readonly isolationLevel: LockIsolationLevel,
+    private readonly isolationLevel: LockIsolationLevel | undefined,
   ) {}
 
   /** Starts opening (once). */

@@ -9,7 +9,7 @@ import { HeldLock } from './held-lock.js';
 import { LockLostError } from '../errors/lock-lost.error.js';
 import { LockContext } from './lock-context.js';
 import type { LockHandle } from './lock-handle.js';
-import { type LockKeys, type LockTarget, resolveTargets } from './lock-key.js';
+import { type LockKeys, type LockTarget } from './lock-key.js';
 import type { LockObserver } from './lock-observer.js';
 import { type LockOptions, resolveLockOptions, UNNAMED_LOCK } from './lock-request.js';
 import type { LockRuntime } from './lock-runtime.js';
@@ -124,7 +124,7 @@ export class CallChain {
       handle = await this.acquire(keys, resolved.lock, {
         quietTimeout: resolved.onLocked === 'skip',
         join: FencedTransaction.current(),
-        isolationLevel: resolved.isolationLevelGiven,
+        isolationLevel: resolved.isolationLevel,
         early,
       });
     } catch (error) {
@@ -150,7 +150,7 @@ export class CallChain {
    */
   async runHolding<T>(handle: LockHandle, fn: (lock: LockHandle) => Promise<T> | T): Promise<T> {
     const own = ownLock(handle);
-    if (own?.transaction || own?.endsWithTransaction) return this.runFenced(handle, fn, 'READ COMMITTED');
+    if (own?.transaction || own?.endsWithTransaction) return this.runFenced(handle, fn, undefined);
     const leave = this.running.enter();
     try {
       let result: T;
@@ -175,7 +175,7 @@ export class CallChain {
   private async runFenced<T>(
     handle: LockHandle,
     fn: (lock: LockHandle) => Promise<T> | T,
-    isolationLevel: LockIsolationLevel,
+    isolationLevel: LockIsolationLevel | undefined,
     early?: EarlyBusinessTransaction,
   ): Promise<T> {
     const own = ownLock(handle);

@@ -9,8 +9,6 @@ import { firstTryInServer } from './first-try-in-server.js';
 import type { FencedTransaction } from './fenced-transaction.js';
 import type { HeldLock, HeldLockHost } from './held-lock.js';
 import { checkLease } from './lock-request.js';
-import type { LockTarget } from './lock-key.js';
-import type { LockMode } from './lock-mode.js';
 import type { LockObserver } from './lock-observer.js';
 import { LocalHolds } from './local-holds.js';
 import { LockStatus } from './lock-status.js';

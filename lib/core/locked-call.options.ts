@@ -57,9 +57,8 @@ export interface ResolvedRunLockedOptions {
   readonly lock: LockOptions;
   readonly transaction: LockTransactionMode;
   readonly onLocked: OnLockedPolicy;
-  readonly isolationLevel: LockIsolationLevel;
-  /** The caller's own isolationLevel: a row-lock's transaction keeps the server's default without one. */
-  readonly isolationLevelGiven: LockIsolationLevel | undefined;
+  /** The caller's own; undefined: the transaction's default (lease DEFAULT_ISOLATION_LEVEL, row-lock the server's). */
+  readonly isolationLevel: LockIsolationLevel | undefined;
 }
 
 const KNOWN = new Set([...LOCK_OPTION_NAMES, 'transaction', 'onLocked', 'isolationLevel']);
@@ -100,7 +99,6 @@ export function resolveRunLockedOptions(options: unknown): ResolvedRunLockedOpti
     lock: Object.freeze(lock),
     transaction: (input.transaction as LockTransactionMode | undefined) ?? DEFAULT_TRANSACTION_MODE,
     onLocked,
-    isolationLevel: (input.isolationLevel as LockIsolationLevel | undefined) ?? DEFAULT_ISOLATION_LEVEL,
-    isolationLevelGiven: input.isolationLevel as LockIsolationLevel | undefined,
+    isolationLevel: input.isolationLevel as LockIsolationLevel | undefined,
   });
 }

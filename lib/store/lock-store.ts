@@ -96,7 +96,6 @@ export interface ProcessLeaseStore {
   endedAmong(rowIds: readonly string[]): Promise<Set<string>>;
 }
 
-/** Writes of the fence, inside the business transaction just before COMMIT; each returns the rows it wrote. */
 /**
  * Transaction control of the library's own transactions on the app's DataSource (row-lock holds,
  * fenced calls): as TypeORM's startTransaction() and commitTransaction(), at less client cost.
@@ -107,6 +106,7 @@ export interface SessionTransactions {
   commit(runner: QueryRunner): Promise<void>;
 }
 
+/** Writes of the fence, inside the business transaction just before COMMIT; each returns the rows it wrote. */
 export interface FenceStore extends SessionTransactions {
   /** The lock ends with this commit: its live rows become RELEASED. */
   endInCommit(runner: QueryRunner, rowIds: readonly string[], owner: string): Promise<number>;

@@ -16,6 +16,7 @@ import {
   parseDate,
   PROCESS_TABLE,
   rowsOf,
+  endHoldersStatement,
 } from './sql.js';
 import { INTERNAL_KEY_BYTE } from '../../core/internal-keys.js';
 import type { MysqlLockLog } from './mysql-lock-log.js';
@@ -132,12 +133,7 @@ async function forceRelease(log: MysqlLockLog, key: Buffer, fullNote: string): P
       {
         statements: [
           'START TRANSACTION',
-          format(
-            `UPDATE ${LOCK_LOG_TABLE} g LEFT JOIN ${PROCESS_TABLE} p ON p.id = g.process_id SET g.status = '${LockStatus.RELEASED}', g.ended_at = ${NOW}, ` +
-              `g.hold_ms = ${msSince('g.acquired_at')}, g.note = ?, p.ended_count = p.ended_count + 1 ` +
-              `WHERE g.status IN ${LIVE_STATUSES_SQL} AND g.owner IN (?)`,
-            [note, owners],
-          ),
+          format(endHoldersStatement(LockStatus.RELEASED, `g.status IN ${LIVE_STATUSES_SQL} AND g.owner IN (?)`), [note, owners]),
           format(`SELECT DISTINCT owner FROM ${LOCK_LOG_TABLE} WHERE owner IN (?) AND status = '${LockStatus.RELEASED}' AND note = ?`, [
             owners,
             note,

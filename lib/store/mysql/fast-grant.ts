@@ -33,8 +33,11 @@ export class FastGrant {
 
   /** After a doorbell wait: for one key, not a semaphore, whatever was refused lately (the bell says the holder let go). */
   afterBell(input: GrantInput): { readonly fits: boolean; readonly serverNow: () => number } {
-    return { fits: input.targets.length === 1 && input.targets[0]!.semaphoreLimit === undefined, serverNow: () => Date.now() + this.serverOffsetMs };
+    return { fits: input.targets.length === 1 && input.targets[0]!.semaphoreLimit === undefined, serverNow: this.serverNow };
   }
+
+  /** The server clock's estimate, in ms since the epoch. */
+  private readonly serverNow = (): number => Date.now() + this.serverOffsetMs;
 
   noteRefused(input: GrantInput): void {
     if (this.contended.size >= CONTENDED_KEYS_MAX) this.contended.clear();
@@ -43,7 +46,7 @@ export class FastGrant {
 
   /** Granted, or undefined when refused (nothing was written; the full plan decides again and says why). */
   async tryGrant(input: GrantInput, deadline: number): Promise<GrantOutcome | undefined> {
-    const plan = fastSingleKeyGrantPlan(input, this.afterBell(input).serverNow);
+    const plan = fastSingleKeyGrantPlan(input, this.serverNow);
     try {
       return await runPlan(this.pool, plan, { purpose: 'locks', deadline, oneByOne: false });
     } catch (error) {

@@ -1,4 +1,5 @@
 import type { GrantedRow } from '../../core/held-lock.js';
+import type { LockTarget } from '../../core/lock-key.js';
 import type { GrantInput } from './grant.sql.js';
 import { LEASE_GRANTED, format, keyText, LOCK_LOG_TABLE, LOCK_TABLE, LockStatus, NOW, parseDate } from './sql.js';
 
@@ -33,8 +34,17 @@ export function waitedMs(summary: Record<string, unknown>): number {
 
 export function shape(input: GrantInput) {
   const keys = input.targets.map((t) => t.bytes);
-  const writeKeys = input.targets.filter((t) => t.mode === 'write').map((t) => t.bytes);
-  const readKeys = input.targets.filter((t) => t.mode === 'read').map((t) => t.bytes);
+  return { keys, n: keys.length, conflict: conflictingHolders(input.targets) };
+}
+
+/**
+ * The condition on a log row `g` that it is a holder the targets conflict with (its status left
+ * to the caller): a writer conflicts with every holder of its key, a reader with writers and with
+ * a semaphore's permits (a key is a lock or a semaphore, never both at once).
+ */
+export function conflictingHolders(targets: readonly LockTarget[]): { sql: string; values: unknown[] } {
+  const writeKeys = targets.filter((t) => t.mode === 'write').map((t) => t.bytes);
+  const readKeys = targets.filter((t) => t.mode === 'read').map((t) => t.bytes);
   const parts: string[] = [];
   const values: unknown[] = [];
   if (writeKeys.length > 0) {
@@ -45,8 +55,7 @@ export function shape(input: GrantInput) {
     parts.push(`(g.lock_key IN (?) AND g.mode <> 'read')`);
     values.push(readKeys);
   }
-  // A reader conflicts with writers and with a semaphore's permits (a key is a lock or a semaphore, never both at once).
-  return { keys, n: keys.length, conflict: { sql: parts.join(' OR '), values } };
+  return { sql: parts.join(' OR '), values };
 }
 
 export function grantWrites(input: GrantInput, granted: string): string[] {

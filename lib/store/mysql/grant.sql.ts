@@ -4,15 +4,13 @@ import {
   format,
   LIVE_STATUSES_SQL,
   LOCK_LOG_TABLE,
-  LOCK_TABLE,
   LockStatus,
-  msSince,
   NOW,
   PROCESS_TABLE,
   parseDate,
-  keyText,
   rowsOf,
   type StrategyColumn,
+  endHoldersStatement,
 } from './sql.js';
 import type { StatementPlan } from './statement-plan.js';
 import {
@@ -26,7 +24,6 @@ import {
   waitedMs,
   writerMark,
 } from './grant-statements.sql.js';
-import type { GrantedRow } from '../../core/held-lock.js';
 import type { GrantOutcome } from '../lock-store.js';
 
 export interface GrantInput {
@@ -138,10 +135,10 @@ export function takeoverGrantPlan(input: GrantInput): StatementPlan<GrantOutcome
     ),
     // Locking reads of both tables: a renewal of the holder's process in flight is waited for and seen.
     format(
-      `UPDATE ${LOCK_LOG_TABLE} g LEFT JOIN ${PROCESS_TABLE} p ON p.id = g.process_id ` +
-        `SET g.status = '${LockStatus.EXPIRED}', g.ended_at = ${NOW}, g.hold_ms = ${msSince('g.acquired_at')}, g.note = ?, p.ended_count = p.ended_count + 1 ` +
-        `WHERE @dbl_busy = 0 AND @dbl_ww = 0 AND g.lock_key IN (?) AND g.status IN ${LIVE_STATUSES_SQL} AND (${conflict.sql}) ` +
-        `AND ${EFFECTIVE_EXPIRY} <= ${NOW}`,
+      endHoldersStatement(
+        LockStatus.EXPIRED,
+        `@dbl_busy = 0 AND @dbl_ww = 0 AND g.lock_key IN (?) AND g.status IN ${LIVE_STATUSES_SQL} AND (${conflict.sql}) AND ${EFFECTIVE_EXPIRY} <= ${NOW}`,
+      ),
       [note, keys, ...conflict.values],
     ),
     format(`SELECT COUNT(*) INTO @dbl_reclaimed FROM ${LOCK_LOG_TABLE} WHERE lock_key IN (?) AND status = '${LockStatus.EXPIRED}' AND note = ?`, [

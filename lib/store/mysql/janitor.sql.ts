@@ -7,11 +7,11 @@ import {
   LOCK_LOG_TABLE,
   LOCK_TABLE,
   LockStatus,
-  msSince,
   NOW,
   PROCESS_TABLE,
   ROW_LOCK_TABLE,
   rowsOf,
+  endHoldersStatement,
 } from './sql.js';
 import type { StatementPlan } from './statement-plan.js';
 import { FENCING_FLOOR_KEY, INTERNAL_KEY_BYTE } from '../../core/internal-keys.js';
@@ -35,12 +35,10 @@ export function reclaimBatchPlan(candidateIds: readonly string[]): StatementPlan
   return {
     statements: [
       'START TRANSACTION',
-      format(
-        `UPDATE ${LOCK_LOG_TABLE} g LEFT JOIN ${PROCESS_TABLE} p ON p.id = g.process_id ` +
-          `SET g.status = '${LockStatus.EXPIRED}', g.ended_at = ${NOW}, g.hold_ms = ${msSince('g.acquired_at')}, g.note = ?, p.ended_count = p.ended_count + 1 ` +
-          `WHERE g.id IN (?) AND g.status IN ${LIVE_STATUSES_SQL} AND ${EFFECTIVE_EXPIRY} <= ${NOW}`,
-        [JANITOR_RECLAIM_NOTE, candidateIds],
-      ),
+      format(endHoldersStatement(LockStatus.EXPIRED, `g.id IN (?) AND g.status IN ${LIVE_STATUSES_SQL} AND ${EFFECTIVE_EXPIRY} <= ${NOW}`), [
+        JANITOR_RECLAIM_NOTE,
+        candidateIds,
+      ]),
       format(`SELECT lock_key FROM ${LOCK_LOG_TABLE} WHERE id IN (?) AND status = '${LockStatus.EXPIRED}' AND note = ?`, [
         candidateIds,
         JANITOR_RECLAIM_NOTE,

@@ -3,7 +3,7 @@ import type { LockTarget } from '../../core/lock-key.js';
 import type { RowLockTake as TakeResult } from '../lock-store.js';
 import type { ServerFlavor } from './server-flavor.js';
 import { keyText, rowsOf } from './sql.js';
-import { bounded, lockKeyRows, readTokens, takeWriteKeys } from './row-lock.sql.js';
+import { lockKeyRowsBounded, readTokens, takeWriteKeys, takeWriteKeysBounded } from './row-lock.sql.js';
 import { type ResultHeader, sessionQuery } from './session-query.js';
 
 interface KeyGroup {
@@ -29,12 +29,14 @@ function waitLeft(deadline: number): number {
   return deadline === Infinity ? Infinity : deadline - performance.now();
 }
 
-/** The rows' locks, waited for within the budget (one statement on MariaDB and on MySQL). */
+/** The rows' locks, waited for within the budget: their keys, tokens and lease markers. */
 async function lockRows(runner: QueryRunner, group: KeyGroup, deadline: number, flavor: ServerFlavor): Promise<Record<string, unknown>[]> {
-  const read = (hint: string) => lockKeyRows(group.keys, group.mode, flavor, hint);
-  // On MySQL the bounded form is [bounded read, the read again]: the first alone is the lock.
-  const [sql] = bounded(read(''), waitLeft(deadline), flavor, () => read);
-  return rowsOf(await sessionQuery(runner, sql!));
+  return rowsOf(await sessionQuery(runner, lockKeyRowsBounded(group.keys, group.mode, flavor, waitLeft(deadline))));
+}
+
+/** Every row is there and says no lease holder can be live. */
+function takeable(rows: readonly Record<string, unknown>[], group: KeyGroup): boolean {
+  return rows.length === group.keys.length && rows.every((row) => Number(row.no_lease_holders) === 1);
 }
 
 /** Writers' new tokens: in the OK packet for one key, read back (our own rows) for several. */
@@ -55,19 +57,15 @@ export async function takeKeys(runner: QueryRunner, targets: readonly LockTarget
   const tokens = new Map<string, number>();
   for (const group of groups(targets)) {
     if (group.mode === 'write') {
-      const statements = bounded(
-        takeWriteKeys(group.keys),
-        waitLeft(deadline),
-        flavor,
-        () => (hint) => lockKeyRows(group.keys, 'write', flavor, hint),
-      );
-      let result: ResultHeader = { affectedRows: 0, insertId: 0 };
-      for (const sql of statements) result = await sessionQuery<ResultHeader>(runner, sql);
+      const { lockFirst, update } = takeWriteKeysBounded(group.keys, flavor, waitLeft(deadline));
+      // MySQL: the bounded read already says whether the UPDATE can take the rows.
+      if (lockFirst !== undefined && !takeable(rowsOf(await sessionQuery(runner, lockFirst)), group)) return { taken: false, why: 'check-log' };
+      const result = await sessionQuery<ResultHeader>(runner, update);
       if (Number(result.affectedRows) < group.keys.length) return { taken: false, why: 'check-log' };
       await bumped(runner, group, result, tokens);
     } else {
       const rows = await lockRows(runner, group, deadline, flavor);
-      if (rows.length < group.keys.length || rows.some((row) => Number(row.no_lease_holders) !== 1)) return { taken: false, why: 'check-log' };
+      if (!takeable(rows, group)) return { taken: false, why: 'check-log' };
       for (const row of rows) tokens.set(keyText(row.lock_key), Number(row.fencing_token));
     }
   }

@@ -1,7 +1,8 @@
 import type { LockTarget } from '../../core/lock-key.js';
 import type { RowLockAuditRow } from '../lock-store.js';
+import { conflictingHolders } from './grant-statements.sql.js';
 import type { ServerFlavor } from './server-flavor.js';
-import { EFFECTIVE_EXPIRY, format, LIVE_STATUSES_SQL, LOCK_LOG_TABLE, LOCK_TABLE, LockStatus, NOW, PROCESS_TABLE, msSince } from './sql.js';
+import { EFFECTIVE_EXPIRY, format, LIVE_STATUSES_SQL, LOCK_LOG_TABLE, LOCK_TABLE, LockStatus, NOW, endHoldersStatement } from './sql.js';
 
 /**
  * The row-lock's statements, all sent on the business transaction's own connection. The lock is
@@ -56,50 +57,48 @@ export function readTokens(keys: readonly Buffer[]): string {
  * Rare path, sent on the library's pool (a fresh read in its own autocommit transaction) while the
  * caller's transaction holds the key rows: lease holders of the keys whose lease (own or process)
  * ran out are ended EXPIRED and their processes told (ended_count), as a lease takeover does, so
- * their fences refuse; then the live ones the caller conflicts with are counted (a writer
- * conflicts with all, a reader with writers and permits). No lease grant of these keys can commit
- * in between: it would need the rows the caller holds.
+ * their fences refuse; then the live ones the caller conflicts with are counted
+ * (`conflictingHolders`). No lease grant of these keys can commit in between: it would need the
+ * rows the caller holds.
  */
 export function leaseHoldersCheck(targets: readonly LockTarget[], acquisitionId: string): string {
-  const write = targets.filter((t) => t.mode === 'write').map((t) => t.bytes);
-  const read = targets.filter((t) => t.mode === 'read').map((t) => t.bytes);
-  const parts: string[] = [];
-  const values: unknown[] = [];
-  if (write.length > 0) {
-    parts.push('g.lock_key IN (?)');
-    values.push(write);
-  }
-  if (read.length > 0) {
-    parts.push(`(g.lock_key IN (?) AND g.mode <> 'read')`);
-    values.push(read);
-  }
-  const conflicting = `(${parts.join(' OR ')}) AND g.status IN ${LIVE_STATUSES_SQL}`;
+  const conflict = conflictingHolders(targets);
+  const conflicting = `(${conflict.sql}) AND g.status IN ${LIVE_STATUSES_SQL}`;
   return (
-    format(
-      `UPDATE ${LOCK_LOG_TABLE} g LEFT JOIN ${PROCESS_TABLE} p ON p.id = g.process_id ` +
-        `SET g.status = '${LockStatus.EXPIRED}', g.ended_at = ${NOW}, g.hold_ms = ${msSince('g.acquired_at')}, g.note = ?, p.ended_count = p.ended_count + 1 ` +
-        `WHERE ${conflicting} AND ${EFFECTIVE_EXPIRY} <= ${NOW};\n`,
-      [`taken over by row-lock ${acquisitionId}`, ...values],
-    ) + format(`SELECT COUNT(*) AS live FROM ${LOCK_LOG_TABLE} g WHERE ${conflicting}`, values)
+    format(`${endHoldersStatement(LockStatus.EXPIRED, `${conflicting} AND ${EFFECTIVE_EXPIRY} <= ${NOW}`)};\n`, [
+      `taken over by row-lock ${acquisitionId}`,
+      ...conflict.values,
+    ]) + format(`SELECT COUNT(*) AS live FROM ${LOCK_LOG_TABLE} g WHERE ${conflicting}`, conflict.values)
   );
 }
 
 /**
- * Bounds a locking statement by what is left of the caller's budget, on the server (never by
+ * A locking statement bounded by what is left of the caller's budget, on the server (never by
  * killing a thread id, which behind a proxy may be someone else's). MariaDB bounds any statement
  * (`SET STATEMENT`, fractional seconds, so sub-second budgets hold; a zero lock wait for one try).
- * MySQL has no sub-second bound for an UPDATE: the wait happens first in a locking read bounded by
- * NOWAIT or `MAX_EXECUTION_TIME`, and the statement then finds the rows already locked.
+ * MySQL bounds only a read (NOWAIT, `MAX_EXECUTION_TIME`), so a writer first waits in the bounded
+ * locking read (`lockKeyRowsBounded`) and its UPDATE then finds the rows already locked.
  */
-export function bounded(statement: string, waitMs: WaitBound, flavor: ServerFlavor, lockFirst: () => (hint: string) => string): string[] {
-  if (waitMs === Infinity) return [statement];
-  if (flavor.statementTimeLimit) {
-    if (waitMs <= 0) return [`SET STATEMENT innodb_lock_wait_timeout = 0 FOR ${statement}`];
-    return [`SET STATEMENT max_statement_time = ${(Math.max(1, Math.ceil(waitMs)) / 1000).toFixed(3)} FOR ${statement}`];
-  }
-  const lock = lockFirst();
-  const first = waitMs <= 0 ? `${lock('')} NOWAIT` : lock(`/*+ MAX_EXECUTION_TIME(${Math.max(1, Math.ceil(waitMs))}) */ `);
-  return [first, statement];
+function boundOnMariadb(statement: string, waitMs: WaitBound): string {
+  if (waitMs <= 0) return `SET STATEMENT innodb_lock_wait_timeout = 0 FOR ${statement}`;
+  return `SET STATEMENT max_statement_time = ${(Math.max(1, Math.ceil(waitMs)) / 1000).toFixed(3)} FOR ${statement}`;
+}
+
+/** The rows' locking read (`lockKeyRows`), bounded: one statement on both servers. */
+export function lockKeyRowsBounded(keys: readonly Buffer[], mode: LockTarget['mode'], flavor: ServerFlavor, waitMs: WaitBound): string {
+  if (waitMs === Infinity) return lockKeyRows(keys, mode, flavor);
+  if (flavor.statementTimeLimit) return boundOnMariadb(lockKeyRows(keys, mode, flavor), waitMs);
+  return waitMs <= 0
+    ? `${lockKeyRows(keys, mode, flavor)} NOWAIT`
+    : lockKeyRows(keys, mode, flavor, `/*+ MAX_EXECUTION_TIME(${Math.max(1, Math.ceil(waitMs))}) */ `);
+}
+
+/** The writers' UPDATE (`takeWriteKeys`), bounded: in the statement on MariaDB; on MySQL the bounded locking read goes first. */
+export function takeWriteKeysBounded(keys: readonly Buffer[], flavor: ServerFlavor, waitMs: WaitBound): { lockFirst?: string; update: string } {
+  const update = takeWriteKeys(keys);
+  if (waitMs === Infinity) return { update };
+  if (flavor.statementTimeLimit) return { update: boundOnMariadb(update, waitMs) };
+  return { lockFirst: lockKeyRowsBounded(keys, 'write', flavor, waitMs), update };
 }
 
 /**

@@ -8,11 +8,10 @@ import {
   LOCK_LOG_TABLE,
   LOCK_TABLE,
   LockStatus,
-  msSince,
   NOW,
   parseDate,
-  PROCESS_TABLE,
   rowsOf,
+  endHoldersStatement,
 } from './sql.js';
 import type { StatementPlan } from './statement-plan.js';
 import type { GrantOutcome } from '../lock-store.js';
@@ -43,12 +42,10 @@ export function semaphoreGrantPlan(input: GrantInput, limit: number, takeover: b
     ]),
     ...(takeover
       ? [
-          format(
-            `UPDATE ${LOCK_LOG_TABLE} g LEFT JOIN ${PROCESS_TABLE} p ON p.id = g.process_id ` +
-              `SET g.status = '${LockStatus.EXPIRED}', g.ended_at = ${NOW}, g.hold_ms = ${msSince('g.acquired_at')}, g.note = ?, p.ended_count = p.ended_count + 1 ` +
-              `WHERE g.lock_key = ? AND g.status IN ${LIVE_STATUSES_SQL} AND ${EFFECTIVE_EXPIRY} <= ${NOW}`,
-            [note, key],
-          ),
+          format(endHoldersStatement(LockStatus.EXPIRED, `g.lock_key = ? AND g.status IN ${LIVE_STATUSES_SQL} AND ${EFFECTIVE_EXPIRY} <= ${NOW}`), [
+            note,
+            key,
+          ]),
           format(`SELECT COUNT(*) INTO @dbl_reclaimed FROM ${LOCK_LOG_TABLE} WHERE lock_key = ? AND status = '${LockStatus.EXPIRED}' AND note = ?`, [
             key,
             note,

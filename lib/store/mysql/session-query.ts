@@ -15,8 +15,8 @@ interface CallbackConnection {
  * locking statement and audit rows, the fence), sent straight to mysql2's callback API. TypeORM's
  * wrapper around a statement (its logger, query events, a copy of the result and, through mysql2's
  * promise API, a captured stack trace) costs about 35 µs of client work per statement: a tenth of
- * a row-lock hold. Transaction control (START, COMMIT, ROLLBACK) still goes through TypeORM, so
- * its transaction events fire as for any transaction. A released runner refuses as TypeORM does.
+ * a row-lock hold. START and COMMIT go this way too unless someone listens to TypeORM's
+ * transaction events (see MysqlSessionTransactions). A released runner refuses as TypeORM does.
  */
 export function sessionQuery<T = unknown>(runner: QueryRunner, sql: string): Promise<T> {
   const connection = (runner as unknown as { databaseConnection?: CallbackConnection }).databaseConnection;

@@ -1,5 +1,6 @@
 import mysql from 'mysql2';
 import { LockStatus } from '../../core/lock-status.js';
+import { LOCK_LOG_TABLE, PROCESS_TABLE } from '../tables.js';
 import type { LockStrategyName } from '../../strategies/lock-strategy-name.js';
 
 /**
@@ -36,6 +37,19 @@ export type StrategyColumn = LockStrategyName;
  * process's latest renewal plus its lease, whichever is later.
  */
 export const EFFECTIVE_EXPIRY = `GREATEST(g.expires_at, COALESCE(p.renewed_at + INTERVAL g.lease_ms * 1000 MICROSECOND, g.expires_at))`;
+
+/**
+ * Ends the live log rows `g` that `where` picks as `status`, its first parameter their note, and
+ * tells each holder's process (`ended_count`), which its next renewal reads: the one statement of
+ * every takeover (grants, row-lock, janitor) and of a forced release.
+ */
+export function endHoldersStatement(status: LockStatus, where: string): string {
+  return (
+    `UPDATE ${LOCK_LOG_TABLE} g LEFT JOIN ${PROCESS_TABLE} p ON p.id = g.process_id ` +
+    `SET g.status = '${status}', g.ended_at = ${NOW}, g.hold_ms = ${msSince('g.acquired_at')}, g.note = ?, p.ended_count = p.ended_count + 1 ` +
+    `WHERE ${where}`
+  );
+}
 
 /** Key bytes as read back (VARBINARY) to the stored key text. */
 export function keyText(value: unknown): string {

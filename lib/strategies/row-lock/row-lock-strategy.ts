@@ -196,13 +196,13 @@ export class RowLockStrategy implements LockStrategy {
   private async createKeyRows(runner: QueryRunner, attempt: GrantAttempt, ownTransaction: boolean): Promise<void> {
     const keys = attempt.targets.map((t) => t.bytes);
     if (!ownTransaction) return this.store.createKeyRowsIn(runner, keys);
-    await runner.rollbackTransaction();
-    await this.log.createKeyRows(keys);
-    await this.store.begin(runner, attempt.isolationLevel);
+    await this.restart(runner, attempt, () => this.log.createKeyRows(keys));
   }
 
-  private async restart(runner: QueryRunner, attempt: GrantAttempt): Promise<void> {
+  /** A new transaction in place of the open one (its bumps and locks rolled back); `between` runs outside any. */
+  private async restart(runner: QueryRunner, attempt: GrantAttempt, between?: () => Promise<void>): Promise<void> {
     await runner.rollbackTransaction();
+    await between?.();
     await this.store.begin(runner, attempt.isolationLevel);
   }
 

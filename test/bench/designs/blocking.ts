@@ -6,29 +6,42 @@
  * contention figures are compared with.
  */
 import { hostNow } from '../stats.js';
-import { countedQuery, type DesignDeps, type LockDesign } from './types.js';
+import { countedQuery, type DesignDeps, type DesignId, type LockDesign, type Query } from './types.js';
 
-export function forUpdateDesign(deps: DesignDeps): LockDesign {
+/**
+ * A hold as one transaction on the caller's own connection, as such code is written: `take` locks
+ * the row, the critical section runs in the transaction, `beforeCommit` writes what the hold
+ * leaves behind, and COMMIT hands the row over.
+ */
+function transactionDesign(
+  deps: DesignDeps,
+  id: DesignId,
+  usefulStatements: number,
+  design: {
+    prepare(query: Query, key: string): Promise<unknown>;
+    take(query: Query, key: string): Promise<unknown>;
+    beforeCommit?(query: Query, key: string): Promise<unknown>;
+  },
+): LockDesign {
   const counter = { sent: 0 };
   return {
-    id: 'for-update',
-    usefulStatements: 3 + 2, // START TRANSACTION, SELECT … FOR UPDATE, COMMIT + critical section
+    id,
+    usefulStatements,
     usefulRedisCommands: 0,
     handoffRoundTrips: 0,
     gaveUp: 0,
     async prepare(key) {
-      const query = countedQuery(await deps.slots.get(0), { sent: 0 });
-      await query('INSERT IGNORE INTO bench_row_lock (k) VALUES (?)', [key]);
+      await design.prepare(countedQuery(await deps.slots.get(0), { sent: 0 }), key);
     },
     async hold(key, slot, body) {
       const query = countedQuery(await deps.slots.get(slot), counter);
       await query('START TRANSACTION');
       try {
-        const rows = await query('SELECT k FROM bench_row_lock WHERE k = ? FOR UPDATE', [key]);
-        if (rows.length !== 1) throw new Error(`bench_row_lock has no row '${key}'`);
+        await design.take(query, key);
         const acquiredAt = hostNow();
         await body(query);
         const releasingAt = hostNow();
+        await design.beforeCommit?.(query, key);
         await query('COMMIT');
         return { acquiredAt, releasingAt };
       } catch (error) {
@@ -42,50 +55,37 @@ export function forUpdateDesign(deps: DesignDeps): LockDesign {
   };
 }
 
+export function forUpdateDesign(deps: DesignDeps): LockDesign {
+  // START TRANSACTION, SELECT … FOR UPDATE, COMMIT + critical section
+  return transactionDesign(deps, 'for-update', 3 + 2, {
+    prepare: (query, key) => query('INSERT IGNORE INTO bench_row_lock (k) VALUES (?)', [key]),
+    async take(query, key) {
+      const rows = await query('SELECT k FROM bench_row_lock WHERE k = ? FOR UPDATE', [key]);
+      if (rows.length !== 1) throw new Error(`bench_row_lock has no row '${key}'`);
+    },
+  });
+}
+
 /**
  * A row-lock hold's own statements sent by hand on a plain connection, the floor of the row-lock
  * strategy under contention: the key's row of db_lock locked and its token bumped, the critical
  * section, the audit row, COMMIT (which hands the row over).
  */
 export function rowLockByHandDesign(deps: DesignDeps): LockDesign {
-  const counter = { sent: 0 };
-  return {
-    id: 'row-lock-hand',
-    usefulStatements: 4 + 2, // START TRANSACTION, the locking UPDATE, INSERT audit row, COMMIT + critical section
-    usefulRedisCommands: 0,
-    handoffRoundTrips: 0,
-    gaveUp: 0,
-    async prepare(key) {
-      const query = countedQuery(await deps.slots.get(0), { sent: 0 });
-      await query('INSERT IGNORE INTO db_lock (lock_key) VALUES (?)', [Buffer.from(key)]);
-    },
-    async hold(key, slot, body) {
-      const query = countedQuery(await deps.slots.get(slot), counter);
-      const bytes = Buffer.from(key);
-      await query('START TRANSACTION');
-      try {
-        await query('UPDATE db_lock SET fencing_token = LAST_INSERT_ID(fencing_token + 1), last_granted_at = UTC_TIMESTAMP(6) WHERE lock_key = ?', [
-          bytes,
-        ]);
-        const acquiredAt = hostNow();
-        await body(query);
-        const releasingAt = hostNow();
-        await query(
-          'INSERT INTO db_lock_log (lock_key, mode, owner, holder, strategy, fencing_token, status, lease_ms, acquired_at, expires_at, ended_at, wait_ms, hold_ms) ' +
-            "VALUES (?, 'write', UUID(), 'bench:hand', 'row-lock', LAST_INSERT_ID(), 'RELEASED', 0, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), 0, 0)",
-          [bytes],
-        );
-        await query('COMMIT');
-        return { acquiredAt, releasingAt };
-      } catch (error) {
-        await query('ROLLBACK').catch(() => undefined);
-        throw error;
-      }
-    },
-    roundTrips: () => counter.sent,
-    redisCommands: () => 0,
-    async close() {},
-  };
+  // START TRANSACTION, the locking UPDATE, INSERT audit row, COMMIT + critical section
+  return transactionDesign(deps, 'row-lock-hand', 4 + 2, {
+    prepare: (query, key) => query('INSERT IGNORE INTO db_lock (lock_key) VALUES (?)', [Buffer.from(key)]),
+    take: (query, key) =>
+      query('UPDATE db_lock SET fencing_token = LAST_INSERT_ID(fencing_token + 1), last_granted_at = UTC_TIMESTAMP(6) WHERE lock_key = ?', [
+        Buffer.from(key),
+      ]),
+    beforeCommit: (query, key) =>
+      query(
+        'INSERT INTO db_lock_log (lock_key, mode, owner, holder, strategy, fencing_token, status, lease_ms, acquired_at, expires_at, ended_at, wait_ms, hold_ms) ' +
+          "VALUES (?, 'write', UUID(), 'bench:hand', 'row-lock', LAST_INSERT_ID(), 'RELEASED', 0, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), 0, 0)",
+        [Buffer.from(key)],
+      ),
+  });
 }
 
 export function getLockDesign(deps: DesignDeps): LockDesign {
