@@ -56,8 +56,8 @@ export class LeaseWatchdog {
   }
 
   remove(lock: HeldLock): void {
+    // Timers stay: one that finds no lock lets itself lapse, and the next acquisition (often at once) reuses them.
     this.locks.delete(lock);
-    if (this.locks.size === 0) this.clearTimers();
   }
 
   /** False while the process acts as if its event loop were stopped: no renewal, no deadline abort (a test's subclass overrides it). */
@@ -176,7 +176,8 @@ export class LeaseWatchdog {
       next = Math.min(next, lock.localDeadline);
       if (this.settings.maxHoldMs !== Infinity) next = Math.min(next, lock.grantedAt + this.settings.maxHoldMs);
     }
-    if (next === this.deadlineAt && this.deadlineTimer) return;
+    // A timer due no later is kept: when it fires it looks again (re-arming one per acquisition costs every grant).
+    if (this.deadlineTimer && this.deadlineAt <= next) return;
     this.clearDeadline();
     this.deadlineAt = next;
     this.deadlineTimer = setTimeout(

@@ -5,7 +5,7 @@ import { toTypedError } from '../errors/to-typed-error.js';
 import type { LockStrategy } from '../strategies/lock-strategy.js';
 import type { LockStrategyName } from '../strategies/lock-strategy-name.js';
 import { type AcquireRequest, type FreshWaiter, type LeaseKeeper, newWaiter } from './acquire-request.js';
-import { firstTryInServer } from './first-try-in-server.js';
+import { firstTryBeforeQueue } from './first-try.js';
 import type { FencedTransaction } from './fenced-transaction.js';
 import type { HeldLock, HeldLockHost } from './held-lock.js';
 import { checkLease } from './lock-request.js';
@@ -59,12 +59,15 @@ export class LockRuntime implements HeldLockHost {
     if (this.closing) return Promise.reject(new DbLockError('The lock service is shutting down: no new locks are granted'));
     const waiter = newWaiter(request, performance.now());
     const settled = this.observer.waitStarted(waiter);
-    if (!this.strategy(request.strategy).capabilities.queuesInServer) return this.queued(request, waiter, settled, false);
-    return firstTryInServer(request, waiter, settled, {
+    const inServer = this.strategy(request.strategy).capabilities.queuesInServer;
+    // Behind a local caller or holder a try would jump the queue or surely fail: wait in turn.
+    if (!inServer && (this.queues.waitsOn(request.targets) || this.driver(request.strategy).blockedLocally(waiter as Waiter<HeldLock>)))
+      return this.queued(request, waiter, settled, false);
+    return firstTryBeforeQueue(request, waiter, settled, {
       attempt: (w) => this.driver(request.strategy).attempt(w),
       counted: (delta) => (this.firstTries += delta),
       closing: () => this.closing,
-      queued: () => this.queued({ ...request, onWaiting: undefined }, waiter, settled, true),
+      queued: () => this.queued({ ...request, onWaiting: undefined }, waiter, settled, inServer),
     });
   }
 

@@ -42,6 +42,11 @@ export class WaitQueues {
     return created;
   }
 
+  /** True if a caller of this process already waits on any of `targets`' keys. */
+  waitsOn(targets: readonly LockTarget[]): boolean {
+    return targets.some((t) => this.byKey.has(t.storedKey));
+  }
+
   /** Wakes the queues waiting on any of `targets`' keys. */
   wake(targets: readonly LockTarget[]): void {
     const woken = new Set<WaitQueue<HeldLock>>();

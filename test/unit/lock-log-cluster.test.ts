@@ -44,12 +44,12 @@ describe('lock log: ends owed after an outage', () => {
     sent.length = 0;
     await assert.rejects(log.renew(performance.now() + 1000), LockStatementError);
     assert.equal(sent.length, 1);
-    assert.match(sent[0]!, /^UPDATE db_lock_log SET status = 'EXPIRED'.* WHERE id IN \('41', '42'\)/);
+    assert.match(sent[0]!, /^UPDATE db_lock_log FORCE INDEX \(PRIMARY\) SET status = 'EXPIRED'.* WHERE id IN \(41, 42\)/);
     // Back: first the owed end, then the renewal; settled once, not again.
     state.down = false;
     sent.length = 0;
     await log.renew(performance.now() + 1000);
-    assert.match(sent[0]!, /^UPDATE db_lock_log SET status = 'EXPIRED'/);
+    assert.match(sent[0]!, /^UPDATE db_lock_log FORCE INDEX \(PRIMARY\) SET status = 'EXPIRED'/);
     assert.match(sent[1]!, /^INSERT INTO db_lock_process .* ON DUPLICATE KEY UPDATE renewed_at/);
     sent.length = 0;
     await log.renew(performance.now() + 1000);
@@ -84,7 +84,7 @@ describe('lock log: a grant that answers after its lease', () => {
     sent.length = 0;
     const late = await log.grant({ ...input, acquisitionId: 'a-2' }, Infinity);
     assert.deepEqual(late, { granted: false, reason: 'busy' });
-    assert.match(sent[1]!, /^UPDATE db_lock_log SET status = 'RELEASED'.* WHERE id IN \('9'\)/);
+    assert.match(sent[1]!, /^UPDATE db_lock_log FORCE INDEX \(PRIMARY\) SET status = 'RELEASED'.* WHERE id IN \(9\)/);
   });
 });
 

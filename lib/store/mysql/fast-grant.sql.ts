@@ -24,10 +24,10 @@ export const ER_BAD_NULL_ERROR = 1048;
  * token and the row id come in the OK packets, and the lease end is the server clock's estimate
  * (the row holds the exact value).
  */
-export function fastSingleKeyGrantPlan(input: GrantInput, estimatedServerNow: () => number): StatementPlan<GrantOutcome> {
+export function fastSingleKeyGrantPlan(input: GrantInput, estimatedServerNow: () => number, freeAtToken?: number): StatementPlan<GrantOutcome> {
   const target = input.targets[0]!;
   const row = logRowValues(input, 'IF(ROW_COUNT() = 1, LAST_INSERT_ID(), NULL)');
-  const [decision] = bound(input, [decisionUpdate(input)]);
+  const [decision] = bound(input, [decisionUpdate(input, freeAtToken)]);
   const statements = ['START TRANSACTION', decision!, `INSERT INTO ${LOCK_LOG_TABLE} (${row.columns}) VALUES (${row.values})`, 'COMMIT'];
   return {
     statements,

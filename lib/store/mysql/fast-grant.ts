@@ -1,6 +1,7 @@
 import type { LockConnectionPool } from './lock-connection-pool.js';
 import type { GrantInput, GrantOutcome } from './grant.sql.js';
 import { fastSingleKeyGrantPlan, isFastGrantRefusal } from './fast-grant.sql.js';
+import type { KnownFreeKeys } from './known-free-keys.js';
 import { runPlan } from './statement-plan.js';
 
 /** A key refused this recently goes straight to the full plan: a contended key's refused fast try would cost a round trip more. */
@@ -15,9 +16,14 @@ const CONTENDED_KEYS_MAX = 10_000;
  */
 export class FastGrant {
   private readonly contended = new Map<string, number>();
+
   private serverOffsetMs = 0;
 
-  constructor(private readonly pool: LockConnectionPool) {}
+  constructor(
+    private readonly pool: LockConnectionPool,
+    /** Keys whose grant needs no log search: told of every grant and of every durable end (release or fenced commit). */
+    readonly knownFree: KnownFreeKeys,
+  ) {}
 
   /** A reading of the server clock taken between two local wall-clock times. */
   observeServerClock(serverNow: Date, sentAt: number, receivedAt: number): void {
@@ -46,11 +52,13 @@ export class FastGrant {
 
   /** Granted, or undefined when refused (nothing was written; the full plan decides again and says why). */
   async tryGrant(input: GrantInput, deadline: number): Promise<GrantOutcome | undefined> {
-    const plan = fastSingleKeyGrantPlan(input, this.serverNow);
+    const key = input.targets[0]!.storedKey;
+    const plan = fastSingleKeyGrantPlan(input, this.serverNow, this.knownFree.tokenOf(key));
     try {
       return await runPlan(this.pool, plan, { purpose: 'locks', deadline, oneByOne: false });
     } catch (error) {
       if (!isFastGrantRefusal(error)) throw error;
+      this.knownFree.forget(key);
       return undefined; // the full plan follows, and notes the key if it refuses too
     }
   }

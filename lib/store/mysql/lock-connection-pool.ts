@@ -37,6 +37,14 @@ export class LockConnectionPool {
   private readonly pool: Pool;
   private readonly reserved: Pool;
   private closed = false;
+  /**
+   * Connections this class took from a mysql2 pool and keeps between statements, last in first out:
+   * taking one back is synchronous, while mysql2 hands out even a free connection on a later tick,
+   * behind whatever else the caller started meanwhile (a grant would go on the wire after it).
+   */
+  private readonly idle = new Map<Pool, PoolConnection[]>();
+  /** Checkouts waiting for mysql2 (its pool was exhausted): connections go back to it then, so none waits forever. */
+  private waitingForPool = 0;
   /** Round trips sent to the server since the pool was created, by purpose. */
   readonly roundTrips: Record<RoundTripPurpose, number> = { locks: 0, renewals: 0, janitor: 0, admin: 0 };
 
@@ -70,10 +78,13 @@ export class LockConnectionPool {
    */
   async query<T = unknown>(sql: string, options: QueryOptions): Promise<T> {
     const deadline = options.deadline ?? Infinity;
-    const connection = await this.checkout(options.lane === 'reserved' ? this.reserved : this.pool, deadline);
+    const pool = options.lane === 'reserved' ? this.reserved : this.pool;
+    const taken = this.take(pool, deadline);
+    // Not awaited when kept: the statement leaves in this very call.
+    const connection = taken instanceof Promise ? await taken : taken;
     try {
       const result = await this.send<T>(connection, sql, deadline, options.purpose);
-      connection.release();
+      this.keep(pool, connection);
       return result;
     } catch (error) {
       await this.recover(connection, error, /\bSTART TRANSACTION\b/.test(sql));
@@ -84,7 +95,7 @@ export class LockConnectionPool {
   /** Runs `fn` with one connection for several dependent round trips; it goes back to the pool after. */
   async session<T>(options: QueryOptions, fn: (session: LockSession) => Promise<T>): Promise<T> {
     const deadline = options.deadline ?? Infinity;
-    const connection = await this.checkout(options.lane === 'reserved' ? this.reserved : this.pool, deadline);
+    const connection = await this.take(options.lane === 'reserved' ? this.reserved : this.pool, deadline);
     let inTransaction = false;
     const session: LockSession = {
       threadId: Number(connection.threadId),
@@ -110,18 +121,32 @@ export class LockConnectionPool {
    * a hold). The caller must call `release()` or `destroy()` exactly once.
    */
   async acquireDedicated(purpose: RoundTripPurpose, deadline = Infinity, onDone?: () => void): Promise<DedicatedConnection> {
-    const connection = await this.checkout(this.pool, deadline);
+    const connection = await this.take(this.pool, deadline);
     return new DedicatedConnection(connection, (sql, until) => this.send(connection, sql, until, purpose), onDone);
   }
 
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    for (const kept of this.idle.values()) for (const connection of kept.splice(0)) connection.release();
     await Promise.all([this.pool, this.reserved].map((pool) => new Promise<void>((resolve) => pool.end(() => resolve()))));
   }
 
   get isClosed(): boolean {
     return this.closed;
+  }
+
+  /** After a clean round trip: kept for the next statement, or given back to mysql2 if someone waits there. */
+  private keep(pool: Pool, connection: PoolConnection): void {
+    if (this.closed || this.waitingForPool > 0) return connection.release();
+    let kept = this.idle.get(pool);
+    if (!kept) this.idle.set(pool, (kept = []));
+    kept.push(connection);
+  }
+
+  /** A kept connection at once (no tick: the caller's statement goes out before anything else runs), else one from mysql2. */
+  private take(pool: Pool, deadline: number): PoolConnection | Promise<PoolConnection> {
+    return this.idle.get(pool)?.pop() ?? this.checkout(pool, deadline);
   }
 
   private checkout(pool: Pool, deadline: number): Promise<PoolConnection> {
@@ -144,7 +169,9 @@ export class LockConnectionPool {
           clampTimer(deadline - performance.now()),
         );
       }
+      this.waitingForPool++;
       pool.getConnection((error, connection) => {
+        this.waitingForPool--;
         if (timer) clearTimeout(timer);
         if (gaveUp) {
           if (!error) connection.release();

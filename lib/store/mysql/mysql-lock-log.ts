@@ -12,6 +12,7 @@ import { grantAfterBell } from './bell-grant.js';
 import { type EndStatus, LockStatus, NOW, parseDate, ROW_LOCK_TABLE } from './sql.js';
 import { runOn, runPlan, runPlanThen, type StatementPlan } from './statement-plan.js';
 import { FastGrant } from './fast-grant.js';
+import { KnownFreeKeys } from './known-free-keys.js';
 import { confirmOnSession } from './grant-confirmation.js';
 import { type GrantInput, type GrantOutcome, leanGrantPlan, takeoverGrantPlan } from './grant.sql.js';
 import { semaphorePlan } from './semaphore-grant.sql.js';
@@ -53,8 +54,9 @@ export class MysqlLockLog implements LockLogStore, ProcessLeaseStore {
     readonly flavor: ServerFlavor,
     /** host:pid, written on every row for people reading the tables. */
     readonly holder: string,
+    knownFree = new KnownFreeKeys(),
   ) {
-    this.fast = new FastGrant(pool);
+    this.fast = new FastGrant(pool, knownFree);
   }
 
   get processId(): string {
@@ -124,7 +126,9 @@ export class MysqlLockLog implements LockLogStore, ProcessLeaseStore {
         throw failure;
       }
       // After a doorbell wait the caller adds the wait to the first send time and checks the lease.
-      if (!outcome.granted) this.fast.noteRefused(full);
+      // Only a live holder or a waiting writer says the key is contended: a first use or a takeover does not.
+      if (!outcome.granted && (outcome.reason === 'busy' || outcome.reason === 'writer-waiting')) this.fast.noteRefused(full);
+      this.fast.knownFree.granted(full, outcome);
       if (outcome.granted) return before === undefined ? this.inTime(request, outcome, sentAt) : { ...outcome, sentAt: firstSentAt, before };
       if (outcome.reason === 'missing-key-rows' && attempt < 4) {
         // First use of a key (or after the janitor reaped it): its rows in their own transaction, then the grant, one round trip.
@@ -148,13 +152,13 @@ export class MysqlLockLog implements LockLogStore, ProcessLeaseStore {
       try {
         const ended = await runOn(held.connection, { statements: [...plan.statements, held.ringStatement], parse: (r) => plan.parse(r) });
         held.rungWith(true);
-        return ended;
+        return this.fast.knownFree.ended(rowIds, ended);
       } catch {
         held.rungWith(false); // the session is closed: its named lock is freed with it
       }
     } else if (held) await held.ring();
     try {
-      return await this.withRetries('locks', () => this.run(plan, 'locks'));
+      return this.fast.knownFree.ended(rowIds, await this.withRetries('locks', () => this.run(plan, 'locks')));
     } catch (error) {
       this.unended.owe(`rows ${rowIds.join(',')}`, plan);
       throw error;
@@ -218,12 +222,7 @@ export class MysqlLockLog implements LockLogStore, ProcessLeaseStore {
    * One grant plan: on a doorbell's connection, as one batch (single server), or one statement per
    * round trip and read back after COMMIT on its own connection (multi-primary cluster).
    */
-  private sendGrant(
-    plan: StatementPlan<GrantOutcome>,
-    acquisitionId: string,
-    deadline: number,
-    via: DedicatedConnection | undefined,
-  ): Promise<GrantOutcome> {
+  private sendGrant(plan: StatementPlan<GrantOutcome>, acquisitionId: string, deadline: number, via?: DedicatedConnection): Promise<GrantOutcome> {
     if (via) return runOn(via, plan, deadline);
     if (!this.clustered) return this.run(plan, 'locks', deadline);
     return runPlanThen(this.pool, plan, { purpose: 'locks', deadline }, (result, session) =>

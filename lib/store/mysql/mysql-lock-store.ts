@@ -4,6 +4,7 @@ import type { LockStore, RoundTripPurpose } from '../lock-store.js';
 import { mysqlAdmin } from './admin.sql.js';
 import { businessPoolSize } from './business-pool.js';
 import { Doorbells } from './doorbells.js';
+import { KnownFreeKeys } from './known-free-keys.js';
 import { LockConnectionPool } from './lock-connection-pool.js';
 import { MysqlJanitorStore } from './mysql-janitor-store.js';
 import { MysqlLockLog } from './mysql-lock-log.js';
@@ -30,7 +31,8 @@ export async function openMysqlStore(dataSource: DataSource, settings: MysqlStor
   const pool = new LockConnectionPool(connection);
   try {
     const flavor = await detectServerFlavor(pool);
-    const log = new MysqlLockLog(pool, flavor, `${hostname()}:${process.pid}`);
+    const knownFree = new KnownFreeKeys();
+    const log = new MysqlLockLog(pool, flavor, `${hostname()}:${process.pid}`, knownFree);
     await log.start();
     // Doorbells borrow from the shared connections, keeping one for grants and releases.
     const doorbells =
@@ -41,7 +43,7 @@ export async function openMysqlStore(dataSource: DataSource, settings: MysqlStor
     return {
       log,
       processLease: log,
-      fence: mysqlFence(transactions),
+      fence: mysqlFence(transactions, knownFree),
       rowLocks: new MysqlRowLockStore(log, transactions),
       doorbells,
       janitor: new MysqlJanitorStore(log),

@@ -3,6 +3,7 @@ import type { LockTarget } from '../../core/lock-key.js';
 import type { FenceStore, RowLockAuditRow, RowLockStore, RowLockTake } from '../lock-store.js';
 import { classify } from './errno.js';
 import { endInCommitStatement, fenceKeptStatement } from './hold.sql.js';
+import type { KnownFreeKeys } from './known-free-keys.js';
 import type { MysqlLockLog } from './mysql-lock-log.js';
 import { createKeyRowsStatements } from './key-rows.sql.js';
 import { insertAuditRows, leaseHoldersCheck } from './row-lock.sql.js';
@@ -13,12 +14,28 @@ import type { MysqlSessionTransactions } from './session-transaction.js';
 import { FENCING_FLOOR_KEY } from '../../core/internal-keys.js';
 import { cutSession, isNoWait } from './row-lock-session.js';
 
-/** The fence's writes, in the business transaction on the app's DataSource. */
-export function mysqlFence(transactions: MysqlSessionTransactions): FenceStore {
+/**
+ * The fence's writes, in the business transaction on the app's DataSource. Rows a commit ended are
+ * durably ended once it succeeds: `knownFree` learns of them then.
+ */
+export function mysqlFence(transactions: MysqlSessionTransactions, knownFree: KnownFreeKeys): FenceStore {
+  const endingWith = new WeakMap<QueryRunner, string[]>();
   return {
-    begin: (runner, isolationLevel) => transactions.begin(runner, isolationLevel),
-    commit: (runner) => transactions.commit(runner),
-    endInCommit: (runner, rowIds, owner) => written(runner, endInCommitStatement(rowIds, owner)),
+    begin: (runner, isolationLevel) => {
+      endingWith.delete(runner);
+      return transactions.begin(runner, isolationLevel);
+    },
+    commit: async (runner) => {
+      await transactions.commit(runner);
+      const ended = endingWith.get(runner);
+      endingWith.delete(runner);
+      if (ended) knownFree.ended(ended, ended.length);
+    },
+    endInCommit: async (runner, rowIds, owner) => {
+      const ended = await written(runner, endInCommitStatement(rowIds, owner));
+      if (ended === rowIds.length) endingWith.set(runner, [...(endingWith.get(runner) ?? []), ...rowIds]);
+      return ended;
+    },
     fenceKept: (runner, rowIds, owner) => written(runner, fenceKeptStatement(rowIds, owner)),
   };
 }

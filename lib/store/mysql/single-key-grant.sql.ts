@@ -1,6 +1,19 @@
 import type { GrantInput, GrantOutcome } from './grant.sql.js';
 import { bound } from './grant-statements.sql.js';
-import { LEASE_GRANTED, affectedRowsOf, format, LIVE_STATUSES_SQL, LOCK_LOG_TABLE, LOCK_TABLE, LockStatus, NOW, parseDate, rowsOf } from './sql.js';
+import {
+  LEASE_GRANTED,
+  affectedRowsOf,
+  escape,
+  format,
+  keyLiteral,
+  LIVE_STATUSES_SQL,
+  LOCK_LOG_TABLE,
+  LOCK_TABLE,
+  LockStatus,
+  NOW,
+  parseDate,
+  rowsOf,
+} from './sql.js';
 import type { StatementPlan } from './statement-plan.js';
 
 /**
@@ -25,45 +38,40 @@ import type { StatementPlan } from './statement-plan.js';
  */
 /**
  * Step 1 of every single-key grant: the conditional UPDATE of the key's row that decides and
- * writes (see singleKeyGrantPlan).
+ * writes (see singleKeyGrantPlan). With `freeAtToken` (see KnownFreeKeys) the key's own token
+ * stands in for the log search: still that token means no grant since a release known to be
+ * durable, hence no live holder.
  */
-export function decisionUpdate(input: GrantInput): string {
+export function decisionUpdate(input: GrantInput, freeAtToken?: number): string {
+  // Built by hand, not by format(): this is the per-acquisition hot path, and every value is a key
+  // literal, a number or a doorbell name escaped here.
   const target = input.targets[0]!;
   const write = target.mode === 'write';
-  const conditions: string[] = [];
-  const values: unknown[] = [];
-  if (!write && input.writerPreference) conditions.push(`(writer_waiting_until IS NULL OR writer_waiting_until <= ${NOW})`);
-  if (input.doorbell) {
-    // While another session holds the key's doorbell, a waiter queued first has the next turn.
-    conditions.push('(IS_USED_LOCK(?) IS NULL OR IS_USED_LOCK(?) = CONNECTION_ID())');
-    values.push(input.doorbell, input.doorbell);
-  }
+  const key = keyLiteral(target.bytes);
+  let conditions = '';
+  if (!write && input.writerPreference) conditions += ` AND (writer_waiting_until IS NULL OR writer_waiting_until <= ${NOW})`;
+  // While another session holds the key's doorbell, a waiter queued first has the next turn.
+  if (input.doorbell) conditions += ` AND COALESCE(IS_USED_LOCK(${escape(input.doorbell)}), CONNECTION_ID()) = CONNECTION_ID()`;
   // A reader waits for writers and for a semaphore's permits (a key is a lock or a semaphore, never both at once).
-  const live = `FROM ${LOCK_LOG_TABLE} g WHERE g.lock_key = ? AND g.status IN ${LIVE_STATUSES_SQL}${write ? '' : ` AND g.mode <> 'read'`}`;
-  return format(
+  const free =
+    freeAtToken === undefined
+      ? `NOT EXISTS (SELECT 1 FROM ${LOCK_LOG_TABLE} g WHERE g.lock_key = ${key} AND g.status IN ${LIVE_STATUSES_SQL}${write ? '' : ` AND g.mode <> 'read'`} AND g.lock_key = ${LOCK_TABLE}.lock_key)`
+      : `fencing_token = ${Number(freeAtToken)}`;
+  return (
     `UPDATE ${LOCK_TABLE} SET fencing_token = LAST_INSERT_ID(fencing_token + 1), last_granted_at = ${NOW}, ${LEASE_GRANTED}${write ? ', writer_waiting_until = NULL' : ''} ` +
-      `WHERE lock_key = ? AND NOT EXISTS (SELECT 1 ${live} AND g.lock_key = ${LOCK_TABLE}.lock_key)` +
-      conditions.map((c) => ` AND ${c}`).join(''),
-    [target.bytes, target.bytes, ...values],
+    `WHERE lock_key = ${key} AND ${free}${conditions}`
   );
 }
 
 /** The log row's columns and values for a single-key grant, its token given as an SQL expression. */
 export function logRowValues(input: GrantInput, token: string): { columns: string; values: string } {
   const target = input.targets[0]!;
+  const leaseMs = Number(input.leaseMs);
   return {
     columns: 'lock_key, mode, owner, holder, process_id, strategy, fencing_token, status, lease_ms, acquired_at, expires_at, wait_ms',
-    values: format(`?, ?, ?, ?, ?, ?, ${token}, '${LockStatus.ACQUIRED}', ?, ${NOW}, ${NOW} + INTERVAL ? MICROSECOND, ?`, [
-      target.bytes,
-      target.mode,
-      input.acquisitionId,
-      input.holder,
-      input.processId,
-      input.strategy,
-      input.leaseMs,
-      input.leaseMs * 1000,
-      Math.round(input.waitedMs),
-    ]),
+    values:
+      `${keyLiteral(target.bytes)}, ${escape(target.mode)}, ${escape(input.acquisitionId)}, ${escape(input.holder)}, ${escape(input.processId)}, ` +
+      `${escape(input.strategy)}, ${token}, '${LockStatus.ACQUIRED}', ${leaseMs}, ${NOW}, ${NOW} + INTERVAL ${leaseMs * 1000} MICROSECOND, ${Math.round(input.waitedMs)}`,
   };
 }
 

@@ -11,6 +11,12 @@ import type { LockStrategyName } from '../../strategies/lock-strategy-name.js';
  */
 export const format = (sql: string, values: readonly unknown[]): string => mysql.format(sql, values as Parameters<typeof mysql.format>[1]);
 
+/** One value as an SQL literal (strings escaped), for statements built by hand on hot paths. */
+export const escape = (value: string | number): string => mysql.escape(value);
+
+/** A key's bytes as an SQL literal (as format() writes a Buffer). */
+export const keyLiteral = (bytes: Buffer): string => `X'${bytes.toString('hex')}'`;
+
 /** The server's clock, immune to the session's `time_zone`. Fixed per statement by the server. */
 export const NOW = 'UTC_TIMESTAMP(6)';
 

@@ -56,7 +56,9 @@ export class LeaseStrategy implements LockStrategy {
   }
 
   async tryGrant(attempt: GrantAttempt): Promise<AttemptResult> {
-    const asked = await this.bellFor(attempt);
+    // No await before the grant when no bell is involved: the grant goes on the wire first, ahead of
+    // whatever the caller starts meanwhile (a decorated call opens its business transaction).
+    const asked = this.ringsBell(attempt) ? await this.doorbells!.prepare(attempt.targets[0]!.storedKey, attempt.deadline) : undefined;
     const wait = asked?.kind === 'wait' ? asked : undefined;
     let bell = asked?.kind === 'bell' ? asked : undefined;
     const acquisitionId = randomUUID();
@@ -156,10 +158,8 @@ export class LeaseStrategy implements LockStrategy {
   }
 
   /** A writer the database refused waits on the key's bell before its next try; so does one whose key's bell a local holder has. */
-  private async bellFor(attempt: GrantAttempt): Promise<Bell | BellWait | undefined> {
-    if (!this.doorbells || this.bellNameFor(attempt) === undefined) return undefined;
-    const key = attempt.targets[0]!.storedKey;
-    if (attempt.refusals === 0 && this.doorbells.current(key)?.state !== 'holding') return undefined;
-    return this.doorbells.prepare(key, attempt.deadline);
+  private ringsBell(attempt: GrantAttempt): boolean {
+    if (!this.doorbells || this.bellNameFor(attempt) === undefined) return false;
+    return attempt.refusals > 0 || this.doorbells.current(attempt.targets[0]!.storedKey)?.state === 'holding';
   }
 }

@@ -15,13 +15,15 @@ export interface FirstTryHost {
 }
 
 /**
- * A strategy that queues its callers in the server (row-lock: the locking statement itself waits
- * there, so asking is waiting) makes a caller's first try straight away. Building a local wait
- * queue for it first (one per such caller, with its poller and timer) costs client work on every
- * acquisition; the queue is built only when that try did not grant, and takes over with the try
- * counted (its back-off, maxAttempts and deadline apply as for any waiter).
+ * A caller's first try goes straight out: building a local wait queue for it first (with its
+ * poller and timer) costs client work on every acquisition, and most first tries grant. The queue
+ * is built only when that try did not grant, and takes over with the try counted (its back-off,
+ * maxAttempts and deadline apply as for any waiter). The runtime queues at once instead when a
+ * local caller already waits for the keys or a local holder blocks them, unless the strategy
+ * queues its callers in the server (row-lock: the locking statement itself waits there, so asking
+ * is waiting).
  */
-export async function firstTryInServer(
+export async function firstTryBeforeQueue(
   request: AcquireRequest,
   waiter: FreshWaiter,
   settled: <T>(verdict: T) => T,

@@ -1,0 +1,120 @@
+import { after, before, it } from 'node:test';
+import assert from 'node:assert/strict';
+import type { INestApplicationContext } from '@nestjs/common';
+import { DataSource } from 'typeorm';
+import { LockTimeoutError, type LockService } from '../../lib/index.js';
+import { TestDatabase } from '../support/test-database.js';
+import { createLockApp } from '../support/lock-app.js';
+import { mysqlLogOf } from '../support/lock-internals.js';
+import { contractSuite } from '../support/contract-targets.js';
+
+/**
+ * A process that held a key alone and ended it durably grants it next by testing the key row's
+ * token instead of searching the log (`fencing_token = T` in the deciding UPDATE). What must
+ * hold: that test is what the grant sent (else these tests prove nothing), and any grant by
+ * anyone since — a lease holder of another process, a row-lock writer that committed, a row-lock
+ * reader still open — makes it refuse, or wait, exactly as the log search would.
+ */
+contractSuite('lease-mechanics', 'grants of a key this process knows to be free', (target) => {
+  let db: TestDatabase;
+  const apps: INestApplicationContext[] = [];
+  let mine: LockService;
+  let theirs: LockService;
+  let sent: string[];
+  /** The grant statements `mine` sent since the last call. */
+  const grantsSent = () => sent.splice(0).filter((sql) => sql.startsWith('START TRANSACTION'));
+  const knownFreeTest = /AND fencing_token = (\d+)/;
+
+  before(async () => {
+    db = await TestDatabase.create();
+    const a = await createLockApp(db.settings, { ...target.options(), janitor: false });
+    const b = await createLockApp(db.settings, { ...target.options(), janitor: false });
+    apps.push(a.app, b.app);
+    mine = a.locks;
+    theirs = b.locks;
+    sent = [];
+    const pool = mysqlLogOf(mine).pool;
+    const query = pool.query.bind(pool);
+    pool.query = ((sql: string, options: Parameters<typeof query>[1]) => {
+      sent.push(sql);
+      return query(sql, options);
+    }) as typeof pool.query;
+  });
+  after(async () => {
+    for (const app of apps) await app.close();
+    await db.drop();
+  });
+
+  it('after its own release, the next grant tests the token it left and gets the next one', async () => {
+    const first = await mine.acquire('free:own');
+    await first.release();
+    grantsSent();
+    const second = await mine.acquire('free:own');
+    const [grant] = grantsSent();
+    assert.equal(grant?.match(knownFreeTest)?.[1], String(first.fencingToken), 'the grant tested the token of its own last hold');
+    assert.doesNotMatch(grant!, /NOT EXISTS/, 'no log search');
+    assert.equal(second.fencingToken, first.fencingToken + 1);
+    await second.release();
+  });
+
+  it('a fenced call ends its lock in its business commit; after that commit the next grant tests the token too', async () => {
+    const token = await mine.runLocked('free:fenced', (lock) => lock.fencingToken);
+    grantsSent();
+    const next = await mine.acquire('free:fenced');
+    assert.equal(grantsSent()[0]?.match(knownFreeTest)?.[1], String(token));
+    assert.equal(next.fencingToken, token! + 1);
+    await next.release();
+  });
+
+  it('another process holding the key since: the token test refuses, and nothing is written', async () => {
+    await (await mine.acquire('free:theirs')).release();
+    const theirLock = await theirs.acquire('free:theirs');
+    grantsSent();
+    assert.equal(await mine.tryAcquire('free:theirs'), null);
+    assert.match(grantsSent()[0] ?? '', knownFreeTest, 'the refused try was the token test');
+    const rows = await db.query<{ n: number }[]>("SELECT COUNT(*) AS n FROM db_lock_log WHERE lock_key = ? AND status = 'ACQUIRED'", [
+      Buffer.from('free:theirs'),
+    ]);
+    assert.equal(Number(rows[0]!.n), 1, 'only their row is live');
+    await theirLock.release();
+    const next = await mine.acquire('free:theirs', { timeoutMs: 5_000 });
+    assert.equal(next.fencingToken, theirLock.fencingToken + 1);
+    await next.release();
+  });
+
+  it('a row-lock writer that committed since moved the token: the lease grant decides from the log again and is granted', async () => {
+    await (await mine.acquire('free:row-lock')).release();
+    const rowLock = await theirs.withLock('free:row-lock', (lock) => lock.fencingToken, { strategy: 'row-lock' });
+    grantsSent();
+    const lock = await mine.acquire('free:row-lock', { timeoutMs: 5_000 });
+    assert.match(grantsSent()[0] ?? '', knownFreeTest, 'first the token test, refused');
+    assert.equal(lock.fencingToken, rowLock + 1);
+    await lock.release();
+  });
+
+  it('a row-lock reader still open holds the token test back until it commits', async () => {
+    await (await mine.acquire('free:reader')).release();
+    const dataSource = apps[1]!.get(DataSource);
+    let commit!: () => void;
+    const committed = new Promise<void>((resolve) => (commit = resolve));
+    let readerIn!: () => void;
+    const readerHolds = new Promise<void>((resolve) => (readerIn = resolve));
+    const reader = theirs.withLock(
+      'free:reader',
+      async () => {
+        readerIn();
+        await committed;
+      },
+      { strategy: 'row-lock', mode: 'read' },
+    );
+    await readerHolds;
+    assert.ok(dataSource.isInitialized);
+    grantsSent();
+    await assert.rejects(mine.acquire('free:reader', { timeoutMs: 300 }), LockTimeoutError, 'the reader holds the key');
+    assert.match(grantsSent()[0] ?? '', knownFreeTest, 'the token test was sent and waited on the row lock');
+    commit();
+    await reader;
+    const lock = await mine.acquire('free:reader', { timeoutMs: 5_000 });
+    await lock.release();
+  });
+});
