@@ -2,12 +2,11 @@ import type { Logger } from '@nestjs/common';
 import type { EntityManager, QueryRunner } from 'typeorm';
 import { DbLockError } from '../errors/db-lock.error.js';
 import { LockLostError } from '../errors/lock-lost.error.js';
-import { toTypedError } from '../errors/to-typed-error.js';
 import type { FenceStore } from '../store/lock-store.js';
-import { LockStatementError } from '../store/lock-statement.error.js';
 import type { HeldLock, LockTransaction } from './held-lock.js';
 import type { LockHandle } from './lock-handle.js';
 import { LockContext } from './lock-context.js';
+import { fenceAndCommit } from './fence-and-commit.js';
 
 /** Open fenced transactions by the EntityManager their method sees: how nested calls find and join them. */
 const openTransactions = new WeakMap<EntityManager, FencedTransaction>();
@@ -140,83 +139,11 @@ export class FencedTransaction {
     return [...new Set([...this.own, ...this.enlisted])];
   }
 
-  /** The fence, then COMMIT. Rolls back (by the caller) and throws LockLostError if any lock is no longer ours. */
+  /** The fence, then COMMIT (see fenceAndCommit). */
   private async fenceAndCommit(): Promise<void> {
     this.state = 'ending';
     const ending = this.ending();
-    const kept = this.kept.filter((lock) => !ending.includes(lock));
-    const all = [...ending, ...kept];
-    for (const lock of all) lock.fencesInProgress++;
-    try {
-      // Known lost (taken over, lease ran out unconfirmed, maxHoldMs): never commit on it.
-      for (const lock of all) if (!lock.live) throw lostReason(lock, `it was already ${lock.state} before the commit`);
-      await this.fence(
-        ending.filter((lock) => !lock.commitRecord),
-        (runner, lock) => this.store.endInCommit(runner, lock.rowIds, lock.acquisitionId),
-      );
-      await this.record(ending.filter((lock) => lock.commitRecord));
-      // A row-lock kept by an outer call has no log row: its own open transaction is its fence.
-      await this.fence(
-        kept.filter((lock) => lock.rowIds.length > 0),
-        (runner, lock) => this.store.fenceKept(runner, lock.rowIds, lock.acquisitionId),
-      );
-      try {
-        await this.store.commit(this.opened.runner);
-      } catch (error) {
-        // A Galera certification failure at COMMIT: a conflicting write to our rows (a takeover)
-        // committed on another node first. Anything else: the commit's outcome is not known.
-        if (LockStatementError.from(error).kind === 'retry') {
-          const lock = all[0]!;
-          throw new LockLostError(lock.keys[0]!, lock.fencingToken, 'the commit failed certification: another holder took the key over first', {
-            cause: error,
-          });
-        }
-        throw toTypedError(error, 'The fenced COMMIT failed; whether the transaction committed is unknown');
-      }
-    } finally {
-      for (const lock of all) lock.fencesInProgress--;
-    }
-  }
-
-  private async fence(locks: readonly HeldLock[], write: (runner: QueryRunner, lock: HeldLock) => Promise<number>): Promise<void> {
-    for (const lock of locks) {
-      let written: number;
-      try {
-        written = await write(this.opened.runner, lock);
-      } catch (error) {
-        if (LockStatementError.from(error).kind === 'retry')
-          throw new LockLostError(lock.keys[0]!, lock.fencingToken, 'the fence could not write its rows (a conflicting transaction won)', {
-            cause: error,
-          });
-        throw toTypedError(error, 'The fence could not run');
-      }
-      if (written >= lock.rowIds.length) continue;
-      throw new LockLostError(
-        lock.keys[0]!,
-        lock.fencingToken,
-        'its lease ran out and another holder took the key over before this transaction could commit; it was rolled back',
-      );
-    }
-  }
-
-  /**
-   * Row-lock holds ending here: their audit rows go into this commit. No fence is needed: nobody
-   * can take a row lock this transaction holds, and if its connection died the COMMIT fails.
-   */
-  private async record(locks: readonly HeldLock[]): Promise<void> {
-    for (const lock of locks) {
-      try {
-        await lock.commitRecord!(this.opened.runner);
-      } catch (error) {
-        // On a multi-primary cluster a holder on another node can win the key row: its replicated
-        // write aborts this transaction mid-way (1213), and this hold's work is rolled back.
-        if (LockStatementError.from(error).kind === 'retry')
-          throw new LockLostError(lock.keys[0]!, lock.fencingToken, 'a conflicting transaction won the key row; this one was rolled back', {
-            cause: error,
-          });
-        throw toTypedError(error, 'The audit rows of a row-lock could not be written');
-      }
-    }
+    await fenceAndCommit(this.store, this.opened.runner, ending, this.kept.filter((lock) => !ending.includes(lock)));
   }
 
   private async rollbackQuietly(logger: Logger): Promise<void> {
@@ -237,13 +164,4 @@ export class FencedTransaction {
       logger.warn(`Release after a rolled-back fenced transaction failed: ${String(outcome.reason)}`);
     }
   }
-}
-
-function lostReason(lock: HeldLock, fallback: string): LockLostError {
-  const reason: unknown = lock.signal.reason;
-  return reason instanceof LockLostError
-    ? reason
-    : new LockLostError(lock.keys[0]!, lock.fencingToken, fallback, {
-        cause: reason,
-      });
 }

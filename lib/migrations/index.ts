@@ -2,8 +2,15 @@ import { AddProcessLeasesAndRowLocks1795392000000 } from './add-process-leases-a
 import { CreateDbLockTables1763769600000 } from './create-db-lock-tables.migration.js';
 import { AddSemaphores1795996800000 } from './add-semaphores.migration.js';
 import { AddRowLockFastPath1796342400000 } from './add-row-lock-fast-path.migration.js';
+import { AddFencedCommitRoutine1796947200000 } from './add-fenced-commit-routine.migration.js';
 
-export { AddProcessLeasesAndRowLocks1795392000000, AddRowLockFastPath1796342400000, AddSemaphores1795996800000, CreateDbLockTables1763769600000 };
+export {
+  AddFencedCommitRoutine1796947200000,
+  AddProcessLeasesAndRowLocks1795392000000,
+  AddRowLockFastPath1796342400000,
+  AddSemaphores1795996800000,
+  CreateDbLockTables1763769600000,
+};
 
 /**
  * Every schema migration of the library, oldest first: `migrations: [...mine, ...DB_LOCK_MIGRATIONS]`,
@@ -15,4 +22,5 @@ export const DB_LOCK_MIGRATIONS: Function[] = Object.freeze([
   AddProcessLeasesAndRowLocks1795392000000,
   AddSemaphores1795996800000,
   AddRowLockFastPath1796342400000,
+  AddFencedCommitRoutine1796947200000,
 ]) as unknown as Function[];

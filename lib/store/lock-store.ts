@@ -110,6 +110,12 @@ export interface SessionTransactions {
 export interface FenceStore extends SessionTransactions {
   /** The lock ends with this commit: its live rows become RELEASED. */
   endInCommit(runner: QueryRunner, rowIds: readonly string[], owner: string): Promise<number>;
+  /**
+   * A lock of one row ends with this commit: its row becomes RELEASED and the transaction commits,
+   * in one round trip where the database can. False if the row was no longer live: nothing was
+   * committed and the transaction is still open (the caller rolls back).
+   */
+  endAndCommit(runner: QueryRunner, rowId: string, owner: string): Promise<boolean>;
   /** The lock outlives the commit: its live rows are written (COMPLETED), so a takeover is ordered against us. */
   fenceKept(runner: QueryRunner, rowIds: readonly string[], owner: string): Promise<number>;
 }

@@ -190,9 +190,9 @@ export function uncontendedItems(deps: UncontendedDeps): UncontendedItem[] {
       id: 'lease-decorated',
       countsRoundTrips: true,
       label:
-        "lease: `@WriteLock` method running the same UPDATE ('requires-new': its transaction opens while the grant is on the wire; the fence UPDATE ends the lock in the business commit)",
+        "lease: `@WriteLock` method running the same UPDATE ('requires-new': its transaction opens while the grant is on the wire; the fenced-commit routine ends the lock and commits in one CALL)",
       kind: 'library',
-      roundTrips: '1 + 5 (2 overlap the grant)',
+      roundTrips: '1 + 4 (2 overlap the grant)',
       op: () => work.lease('bench:u:dec-lease', oneUpdate, times()),
     },
     {

@@ -9,7 +9,7 @@ import { LockLostError } from '../../lib/index.js';
 import type { FenceStore } from '../../lib/store/lock-store.js';
 
 /** What the transaction did, in order, with a fake store answering the fence statements and COMMIT. */
-function fakes(answers: { ended?: number; kept?: number; commitError?: unknown }) {
+function fakes(answers: { ended?: number; kept?: number; commitError?: unknown; endedAlone?: boolean }) {
   const trace: string[] = [];
   const warnings: string[] = [];
   const manager = { name: 'manager' };
@@ -37,6 +37,14 @@ function fakes(answers: { ended?: number; kept?: number; commitError?: unknown }
       fencesSeen = own.fencesInProgress;
       trace.push(`end ${rowIds.join(',')}`);
       return answers.ended ?? 2;
+    },
+    async endAndCommit(_runner, rowId, owner) {
+      fencesSeen = alone.fencesInProgress;
+      trace.push(`end ${rowId} of ${owner} and commit`);
+      if (answers.commitError) throw answers.commitError;
+      if (answers.endedAlone === false) return false;
+      active = false;
+      return true;
     },
     async fenceKept(_runner, rowIds) {
       fencesSeen = own.fencesInProgress;
@@ -74,11 +82,14 @@ function fakes(answers: { ended?: number; kept?: number; commitError?: unknown }
   };
   const own = make(['a', 'b'], 1);
   const outer = make(['c'], 10);
+  const alone = make(['d'], 20);
   const byKey = new Map([...own.targets.map((t) => [t.storedKey, own] as const), ...outer.targets.map((t) => [t.storedKey, outer] as const)]);
   const logger = { warn: (m: string) => warnings.push(m) } as unknown as Logger;
   const run = <T>(fn: () => T, locks = { own: [own], kept: [outer], byKey }) =>
     FencedTransaction.run({ host, logger, store }, transaction, own, locks, fn);
-  return { trace, warnings, own, outer, manager, run, fencesDuringFence: () => fencesSeen };
+  const runAlone = <T>(fn: () => T) =>
+    FencedTransaction.run({ host, logger, store }, transaction, alone, { own: [alone], kept: [], byKey: new Map([['d', alone]]) }, fn);
+  return { trace, warnings, own, outer, alone, manager, run, runAlone, fencesDuringFence: () => fencesSeen };
 }
 
 describe('FencedTransaction', () => {
@@ -150,6 +161,31 @@ describe('FencedTransaction', () => {
     await assert.rejects(
       f.run(() => 1),
       (e: unknown) => (e as Error).name === 'DbLockConnectionError' && (e as Error).cause === reset,
+    );
+  });
+
+  it('one lock of one row ending alone: its end and the COMMIT go as one call', async () => {
+    const f = fakes({});
+    assert.equal(await f.runAlone(() => 7), 7);
+    assert.deepEqual(f.trace, ['end 20 of acq-d and commit', 'finish committed', 'ended in commit d']);
+    assert.equal(f.fencesDuringFence(), 1, 'the watchdog is held off while it runs');
+  });
+
+  it('one lock of one row, no longer live at that call: rollback, LockLostError, the lock ends FAILED', async () => {
+    const f = fakes({ endedAlone: false });
+    await assert.rejects(
+      f.runAlone(() => 7),
+      LockLostError,
+    );
+    assert.deepEqual(f.trace, ['end 20 of acq-d and commit', 'rollback', 'finish rolled back', 'release d FAILED']);
+  });
+
+  it('one lock of one row, its call refused by a conflicting write (1213): LockLostError with the driver error as cause', async () => {
+    const deadlock = Object.assign(new Error('Deadlock found when trying to get lock'), { errno: 1213, code: 'ER_LOCK_DEADLOCK' });
+    const f = fakes({ commitError: deadlock });
+    await assert.rejects(
+      f.runAlone(() => 7),
+      (e: unknown) => e instanceof LockLostError && e.cause === deadlock,
     );
   });
 });

@@ -45,6 +45,8 @@ const LATE_GIVE_BACK_MS = 2_500;
  */
 export class MysqlLockLog implements LockLogStore, ProcessLeaseStore {
   private id: string | undefined;
+  /** The fenced-commit routine is installed (see commit-routine.sql.ts); known after start(). */
+  commitRoutine = false;
   /** Rows a release or give-back could not end: ended before the next renewal (see UnendedRows). */
   private readonly unended = new UnendedRows();
   private readonly fast: FastGrant;
@@ -68,9 +70,9 @@ export class MysqlLockLog implements LockLogStore, ProcessLeaseStore {
     return this.flavor.cluster === 'galera';
   }
 
-  /** Checks the schema and registers this process's process-lease row. */
+  /** Checks the schema (and whether the fenced-commit routine is there) and registers this process's process-lease row. */
   async start(): Promise<void> {
-    await checkSchema(this.pool);
+    this.commitRoutine = (await checkSchema(this.pool)).commitRoutine;
     const sentAt = Date.now();
     const answer = await this.pool.query<unknown>(`${registerProcessStatement(this.holder)};\nSELECT ${NOW} AS now_at`, { purpose: 'admin' });
     const [registered, clock] = (Array.isArray(answer) ? answer : [answer, []]) as [{ insertId: number | string }, { now_at?: string }[]];

@@ -43,7 +43,7 @@ export async function openMysqlStore(dataSource: DataSource, settings: MysqlStor
     return {
       log,
       processLease: log,
-      fence: mysqlFence(transactions, knownFree),
+      fence: mysqlFence(transactions, knownFree, log.commitRoutine && !log.clustered),
       rowLocks: new MysqlRowLockStore(log, transactions),
       doorbells,
       janitor: new MysqlJanitorStore(log),

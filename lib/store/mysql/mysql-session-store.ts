@@ -1,6 +1,7 @@
 import type { QueryRunner } from 'typeorm';
 import type { LockTarget } from '../../core/lock-key.js';
 import type { FenceStore, RowLockAuditRow, RowLockStore, RowLockTake } from '../lock-store.js';
+import { callCommitRoutine, isLostSignal, isRoutineUnusable } from './commit-routine.sql.js';
 import { classify } from './errno.js';
 import { endInCommitStatement, fenceKeptStatement } from './hold.sql.js';
 import type { KnownFreeKeys } from './known-free-keys.js';
@@ -16,9 +17,10 @@ import { cutSession, isNoWait } from './row-lock-session.js';
 
 /**
  * The fence's writes, in the business transaction on the app's DataSource. Rows a commit ended are
- * durably ended once it succeeds: `knownFree` learns of them then.
+ * durably ended once it succeeds: `knownFree` learns of them then. `routine`: the fenced-commit
+ * routine is there and may be used (a single server; see commit-routine.sql.ts).
  */
-export function mysqlFence(transactions: MysqlSessionTransactions, knownFree: KnownFreeKeys): FenceStore {
+export function mysqlFence(transactions: MysqlSessionTransactions, knownFree: KnownFreeKeys, routine: boolean): FenceStore {
   const endingWith = new WeakMap<QueryRunner, string[]>();
   return {
     begin: (runner, isolationLevel) => {
@@ -35,6 +37,22 @@ export function mysqlFence(transactions: MysqlSessionTransactions, knownFree: Kn
       const ended = await written(runner, endInCommitStatement(rowIds, owner));
       if (ended === rowIds.length) endingWith.set(runner, [...(endingWith.get(runner) ?? []), ...rowIds]);
       return ended;
+    },
+    endAndCommit: async (runner, rowId, owner) => {
+      let committed = false;
+      try {
+        committed = routine && (await transactions.commitVia(runner, callCommitRoutine(rowId, owner)));
+      } catch (error) {
+        if (isLostSignal(error)) return false;
+        if (!isRoutineUnusable(error)) throw error;
+        routine = false;
+      }
+      if (!committed) {
+        if ((await written(runner, endInCommitStatement([rowId], owner))) < 1) return false;
+        await transactions.commit(runner);
+      }
+      knownFree.ended([rowId], 1);
+      return true;
     },
     fenceKept: (runner, rowIds, owner) => written(runner, fenceKeptStatement(rowIds, owner)),
   };

@@ -51,6 +51,20 @@ export class MysqlSessionTransactions implements SessionTransactions {
     state.transactionDepth = 0;
   }
 
+  /**
+   * Commits by sending `statement` (a CALL that commits) straight to mysql2, where COMMIT itself
+   * would go that way; false (nothing sent) where it goes through TypeORM. The runner is marked
+   * committed only if the statement succeeded.
+   */
+  async commitVia(runner: QueryRunner, statement: string): Promise<boolean> {
+    const state = runner as unknown as RunnerState;
+    if (this.observed() || !state.isTransactionActive || state.transactionDepth !== 1) return false;
+    await sessionQuery(runner, statement);
+    state.isTransactionActive = false;
+    state.transactionDepth = 0;
+    return true;
+  }
+
   private observed(): boolean {
     return this.dataSource.subscribers.some((subscriber) =>
       TRANSACTION_EVENTS.some((event) => typeof (subscriber as Record<string, unknown>)[event] === 'function'),

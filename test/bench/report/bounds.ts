@@ -52,7 +52,7 @@ export function boundsSection(r: BenchResults): string[] {
       '- **Lease, decorator path.** The lock is durably granted before the business transaction starts, and that transaction ends the lock in its own commit. ' +
         decorated(
           'lease-decorated',
-          "the grant's conditional UPDATE, the fence UPDATE and the library's bookkeeping",
+          "the grant's conditional UPDATE, the fenced-commit CALL and the library's bookkeeping",
           2,
           'decorated-floor',
           'A durable grant shape followed by the plain transaction',

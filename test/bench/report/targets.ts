@@ -83,7 +83,7 @@ function uncontendedChecks(r: BenchResults): TargetCheck[] {
       'ms',
       decoratedFloor && plainTx
         ? `; floor (durable grant shape, then the plain transaction) ${fmt(decoratedFloor.median, 3)} ms = ${fmtRatio(decoratedFloor.median / plainTx.median)}; ` +
-            `grant 1 round trip of 4 statements, then SET ISOLATION and START (while the grant is on the wire), the UPDATE, the fence UPDATE, COMMIT on the DataSource`
+            `grant 1 round trip of 4 statements, then SET ISOLATION and START (while the grant is on the wire), the UPDATE, then the fence and COMMIT in one CALL of the fenced-commit routine on the DataSource`
         : '',
     ),
     ratioCheck(

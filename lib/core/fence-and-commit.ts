@@ -1,0 +1,102 @@
+import type { QueryRunner } from 'typeorm';
+import { LockLostError } from '../errors/lock-lost.error.js';
+import { toTypedError } from '../errors/to-typed-error.js';
+import type { FenceStore } from '../store/lock-store.js';
+import { LockStatementError } from '../store/lock-statement.error.js';
+import type { HeldLock } from './held-lock.js';
+
+/** What a fence that found fewer live rows than the lock holds tells the caller. */
+const TAKEN_OVER = 'its lease ran out and another holder took the key over before this transaction could commit; it was rolled back';
+
+/**
+ * The fence, then COMMIT, of a fenced transaction (see FencedTransaction): the locks `ending` here
+ * are ended in the commit, those `kept` by outer calls are written (COMPLETED), row-lock holds
+ * write their audit rows. Throws LockLostError if any lock is no longer ours; the caller rolls
+ * back. The commonest shape, one lock of one row ending here and nothing else, goes as one
+ * statement that ends the row and commits (FenceStore.endAndCommit).
+ */
+export async function fenceAndCommit(store: FenceStore, runner: QueryRunner, ending: readonly HeldLock[], kept: readonly HeldLock[]): Promise<void> {
+  const all = [...ending, ...kept];
+  for (const lock of all) lock.fencesInProgress++;
+  try {
+    // Known lost (taken over, lease ran out unconfirmed, maxHoldMs): never commit on it.
+    for (const lock of all) if (!lock.live) throw lostReason(lock, `it was already ${lock.state} before the commit`);
+    const alone = ending.length === 1 && kept.length === 0 && !ending[0]!.commitRecord && ending[0]!.rowIds.length === 1 ? ending[0] : undefined;
+    if (alone) {
+      const committed = await committing(alone, () => store.endAndCommit(runner, alone.rowIds[0]!, alone.acquisitionId));
+      if (!committed) throw new LockLostError(alone.keys[0]!, alone.fencingToken, TAKEN_OVER);
+      return;
+    }
+    await fence(
+      ending.filter((lock) => !lock.commitRecord),
+      (lock) => store.endInCommit(runner, lock.rowIds, lock.acquisitionId),
+    );
+    await record(
+      runner,
+      ending.filter((lock) => lock.commitRecord),
+    );
+    // A row-lock kept by an outer call has no log row: its own open transaction is its fence.
+    await fence(
+      kept.filter((lock) => lock.rowIds.length > 0),
+      (lock) => store.fenceKept(runner, lock.rowIds, lock.acquisitionId),
+    );
+    await committing(all[0]!, () => store.commit(runner));
+  } finally {
+    for (const lock of all) lock.fencesInProgress--;
+  }
+}
+
+/** COMMIT (or the statement that commits), its failures typed. */
+async function committing<T>(lock: HeldLock, commit: () => Promise<T>): Promise<T> {
+  try {
+    return await commit();
+  } catch (error) {
+    // A Galera certification failure at COMMIT, or a deadlock or lock wait of a fence sent with
+    // it: a conflicting write to our rows (a takeover) won, and nothing of ours committed.
+    // Anything else: the commit's outcome is not known.
+    if (LockStatementError.from(error).kind === 'retry')
+      throw new LockLostError(lock.keys[0]!, lock.fencingToken, 'the commit failed: another holder took the key over first', { cause: error });
+    throw toTypedError(error, 'The fenced COMMIT failed; whether the transaction committed is unknown');
+  }
+}
+
+async function fence(locks: readonly HeldLock[], write: (lock: HeldLock) => Promise<number>): Promise<void> {
+  for (const lock of locks) {
+    let written: number;
+    try {
+      written = await write(lock);
+    } catch (error) {
+      if (LockStatementError.from(error).kind === 'retry')
+        throw new LockLostError(lock.keys[0]!, lock.fencingToken, 'the fence could not write its rows (a conflicting transaction won)', {
+          cause: error,
+        });
+      throw toTypedError(error, 'The fence could not run');
+    }
+    if (written < lock.rowIds.length) throw new LockLostError(lock.keys[0]!, lock.fencingToken, TAKEN_OVER);
+  }
+}
+
+/**
+ * Row-lock holds ending here: their audit rows go into this commit. No fence is needed: nobody
+ * can take a row lock this transaction holds, and if its connection died the COMMIT fails.
+ */
+async function record(runner: QueryRunner, locks: readonly HeldLock[]): Promise<void> {
+  for (const lock of locks) {
+    try {
+      await lock.commitRecord!(runner);
+    } catch (error) {
+      // On a multi-primary cluster a holder on another node can win the key row: its replicated
+      // write aborts this transaction mid-way (1213), and this hold's work is rolled back.
+      if (LockStatementError.from(error).kind === 'retry')
+        throw new LockLostError(lock.keys[0]!, lock.fencingToken, 'a conflicting transaction won the key row; this one was rolled back', {
+          cause: error,
+        });
+      throw toTypedError(error, 'The audit rows of a row-lock could not be written');
+    }
+  }
+}
+
+function lostReason(lock: HeldLock, fallback: string): LockLostError {
+  const reason: unknown = lock.signal.reason;
+  return reason instanceof LockLostError ? reason : new LockLostError(lock.keys[0]!, lock.fencingToken, fallback, { cause: reason });
+}
