@@ -31,7 +31,7 @@ export {
   AddProcessLeasesAndRowLocks1795392000000,
   AddSemaphores1795996800000,
   AddRowLockFastPath1796342400000,
-  AddFencedCommitRoutine1796947200000,
+  AddCommitRoutines1796947200000,
   DB_LOCK_MIGRATIONS,
 } from './migrations/index.js';
 export { LockStatus } from './core/lock-status.js';

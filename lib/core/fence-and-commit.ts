@@ -12,8 +12,9 @@ const TAKEN_OVER = 'its lease ran out and another holder took the key over befor
  * The fence, then COMMIT, of a fenced transaction (see FencedTransaction): the locks `ending` here
  * are ended in the commit, those `kept` by outer calls are written (COMPLETED), row-lock holds
  * write their audit rows. Throws LockLostError if any lock is no longer ours; the caller rolls
- * back. The commonest shape, one lock of one row ending here and nothing else, goes as one
- * statement that ends the row and commits (FenceStore.endAndCommit).
+ * back. The commonest shapes, one lock ending here and nothing else, go as one statement that ends
+ * the hold and commits where the store can (FenceStore.endAndCommit for a lease lock of one row,
+ * RowLockStore.recordAndCommit for a row-lock hold).
  */
 export async function fenceAndCommit(store: FenceStore, runner: QueryRunner, ending: readonly HeldLock[], kept: readonly HeldLock[]): Promise<void> {
   const all = [...ending, ...kept];
@@ -21,8 +22,9 @@ export async function fenceAndCommit(store: FenceStore, runner: QueryRunner, end
   try {
     // Known lost (taken over, lease ran out unconfirmed, maxHoldMs): never commit on it.
     for (const lock of all) if (!lock.live) throw lostReason(lock, `it was already ${lock.state} before the commit`);
-    const alone = ending.length === 1 && kept.length === 0 && !ending[0]!.commitRecord && ending[0]!.rowIds.length === 1 ? ending[0] : undefined;
-    if (alone) {
+    const alone = ending.length === 1 && kept.length === 0 ? ending[0]! : undefined;
+    if (alone?.recordAndCommit) return await committing(alone, () => alone.recordAndCommit!(runner));
+    if (alone && !alone.commitRecord && alone.rowIds.length === 1) {
       const committed = await committing(alone, () => store.endAndCommit(runner, alone.rowIds[0]!, alone.acquisitionId));
       if (!committed) throw new LockLostError(alone.keys[0]!, alone.fencingToken, TAKEN_OVER);
       return;
@@ -54,9 +56,12 @@ async function committing<T>(lock: HeldLock, commit: () => Promise<T>): Promise<
     // A Galera certification failure at COMMIT, or a deadlock or lock wait of a fence sent with
     // it: a conflicting write to our rows (a takeover) won, and nothing of ours committed.
     // Anything else: the commit's outcome is not known.
-    if (LockStatementError.from(error).kind === 'retry')
+    const kind = LockStatementError.from(error).kind;
+    if (kind === 'retry')
       throw new LockLostError(lock.keys[0]!, lock.fencingToken, 'the commit failed: another holder took the key over first', { cause: error });
-    throw toTypedError(error, 'The fenced COMMIT failed; whether the transaction committed is unknown');
+    // The server answered with an error: its COMMIT (or the routine's, which an error stops first) did not happen.
+    const known = kind !== 'connection-lost' && kind !== 'deadline' && kind !== 'unreachable';
+    throw toTypedError(error, `The fenced COMMIT failed; ${known ? 'the server refused it, so nothing was committed' : 'whether the transaction committed is unknown'}`);
   }
 }
 

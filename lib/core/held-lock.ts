@@ -66,6 +66,8 @@ export class HeldLock implements LockHandle {
   name = UNNAMED_LOCK;
   /** Row-lock: writes its audit rows in the transaction about to commit (it has no live log rows to end there). */
   commitRecord: ((runner: QueryRunner) => Promise<void>) | undefined;
+  /** Row-lock: the same audit rows, then COMMIT, in one round trip where the store can (a commit that ends this lock alone). */
+  recordAndCommit: ((runner: QueryRunner) => Promise<void>) | undefined;
   private readonly abort = new AbortController();
 
   constructor(

@@ -2,10 +2,10 @@ import { AddProcessLeasesAndRowLocks1795392000000 } from './add-process-leases-a
 import { CreateDbLockTables1763769600000 } from './create-db-lock-tables.migration.js';
 import { AddSemaphores1795996800000 } from './add-semaphores.migration.js';
 import { AddRowLockFastPath1796342400000 } from './add-row-lock-fast-path.migration.js';
-import { AddFencedCommitRoutine1796947200000 } from './add-fenced-commit-routine.migration.js';
+import { AddCommitRoutines1796947200000 } from './add-commit-routines.migration.js';
 
 export {
-  AddFencedCommitRoutine1796947200000,
+  AddCommitRoutines1796947200000,
   AddProcessLeasesAndRowLocks1795392000000,
   AddRowLockFastPath1796342400000,
   AddSemaphores1795996800000,
@@ -22,5 +22,5 @@ export const DB_LOCK_MIGRATIONS: Function[] = Object.freeze([
   AddProcessLeasesAndRowLocks1795392000000,
   AddSemaphores1795996800000,
   AddRowLockFastPath1796342400000,
-  AddFencedCommitRoutine1796947200000,
+  AddCommitRoutines1796947200000,
 ]) as unknown as Function[];

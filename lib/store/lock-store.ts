@@ -170,6 +170,11 @@ export interface RowLockStore extends SessionTransactions {
   createKeyRowsIn(runner: QueryRunner, keys: readonly Buffer[]): Promise<void>;
   /** The hold's audit rows, in the transaction that is about to commit. */
   recordInCommit(runner: QueryRunner, rows: readonly RowLockAuditRow[]): Promise<void>;
+  /**
+   * The hold's audit rows and COMMIT, in one round trip where the database can: either both are in
+   * the commit or neither is (an error; the transaction is then still open for the caller's rollback).
+   */
+  recordAndCommit(runner: QueryRunner, rows: readonly RowLockAuditRow[]): Promise<void>;
   /** Audit rows of holds that did not commit, on the library's own connections (retried briefly). */
   recordEnded(rows: readonly RowLockAuditRow[]): Promise<void>;
   /**

@@ -2,8 +2,8 @@ import { after, before, it } from 'node:test';
 import assert from 'node:assert/strict';
 import type { INestApplicationContext } from '@nestjs/common';
 import { DataSource } from 'typeorm';
-import type { LockService } from '../../lib/index.js';
-import { createLockApp } from '../support/lock-app.js';
+import { DbLockError, type LockService } from '../../lib/index.js';
+import { createLockApp, eventually } from '../support/lock-app.js';
 import { callerTrips } from '../support/round-trips.js';
 import { TestDatabase } from '../support/test-database.js';
 import { contractSuite } from '../support/contract-targets.js';
@@ -11,8 +11,8 @@ import { spyOnDataSourceStatements } from '../support/statement-spy.js';
 
 /**
  * What one uncontended row-lock hold sends, statement by statement: its transaction's opening,
- * the locking UPDATE that bumps the token, the work, the audit row INSERT and COMMIT, all on the
- * business transaction's connection; nothing on the library's own pool. Counted from what mysql2
+ * the locking UPDATE that bumps the token, the work, the audit row INSERT and COMMIT (one CALL of
+ * the record-and-commit routine where it is installed), all on the business transaction's connection; nothing on the library's own pool. Counted from what mysql2
  * sends on the DataSource's connections and the library's caller round trips (the janitor is off; the
  * watchdog holds nothing, so it sends nothing).
  */
@@ -42,15 +42,15 @@ contractSuite('row-lock-statements', 'row-lock: statements per hold', () => {
       // A bounded wait rides in the statement itself (MariaDB `SET STATEMENT … FOR`): still one statement.
       statements: sent
         .slice(from)
-        .map((sql) => sql.replace(/^SET STATEMENT .*? FOR /s, '').replace(/^(SET TRANSACTION ISOLATION LEVEL \S+ \S+|\S+( INTO \S+)?).*$/s, '$1')),
+        .map((sql) => sql.replace(/^SET STATEMENT .*? FOR /s, '').replace(/^CALL `(\w+)`\(.*$/s, 'CALL $1').replace(/^(SET TRANSACTION ISOLATION LEVEL \S+ \S+|CALL \w+|\S+( INTO \S+)?).*$/s, '$1')),
       libraryTrips: callerTrips(locks) - trips,
     };
   }
 
-  it('withLock with an empty fn: 4 statements, all on the business transaction', async () => {
+  it('withLock with an empty fn: 3 statements, all on the business transaction (the audit row and COMMIT in one CALL)', async () => {
     await locks.withLock('hold', () => undefined); // first use creates the key row
     const { statements, libraryTrips } = await count(() => locks.withLock('hold', () => undefined));
-    assert.deepEqual(statements, ['START', 'UPDATE', 'INSERT INTO db_lock_log', 'COMMIT']);
+    assert.deepEqual(statements, ['START', 'UPDATE', 'CALL db_lock_record_and_commit_v1']);
     assert.equal(libraryTrips, 0);
   });
 
@@ -61,7 +61,7 @@ contractSuite('row-lock-statements', 'row-lock: statements per hold', () => {
         await locks.manager.query('UPDATE counter SET v = v + 1 WHERE id = 1');
       }),
     );
-    assert.deepEqual(statements, ['START', 'UPDATE', 'UPDATE', 'INSERT INTO db_lock_log', 'COMMIT']);
+    assert.deepEqual(statements, ['START', 'UPDATE', 'UPDATE', 'CALL db_lock_record_and_commit_v1']);
     assert.equal(libraryTrips, 0);
     assert.equal((await db.query<{ v: number }[]>('SELECT v FROM counter'))[0]!.v, 1);
   });
@@ -69,17 +69,17 @@ contractSuite('row-lock-statements', 'row-lock: statements per hold', () => {
   it('an isolation level named by the caller costs the one statement that sets it', async () => {
     await locks.runLocked('isolated', async () => undefined);
     const { statements } = await count(() => locks.runLocked('isolated', async () => undefined, { isolationLevel: 'READ COMMITTED' }));
-    assert.deepEqual(statements, ['SET TRANSACTION ISOLATION LEVEL READ COMMITTED', 'START', 'UPDATE', 'INSERT INTO db_lock_log', 'COMMIT']);
+    assert.deepEqual(statements, ['SET TRANSACTION ISOLATION LEVEL READ COMMITTED', 'START', 'UPDATE', 'CALL db_lock_record_and_commit_v1']);
   });
 
   it("after a lease grant on the key, one row-lock reads the log (rows locked first, then one round trip on the library's pool); the next is one UPDATE again", async () => {
     await locks.withLock('mixed', () => undefined);
     await locks.withLock('mixed', () => undefined, { strategy: 'lease' });
     const checked = await count(() => locks.withLock('mixed', () => undefined));
-    assert.deepEqual(checked.statements, ['START', 'UPDATE', 'SELECT', 'UPDATE', 'INSERT INTO db_lock_log', 'COMMIT']);
+    assert.deepEqual(checked.statements, ['START', 'UPDATE', 'SELECT', 'UPDATE', 'CALL db_lock_record_and_commit_v1']);
     assert.equal(checked.libraryTrips, 1);
     const fast = await count(() => locks.withLock('mixed', () => undefined));
-    assert.deepEqual(fast.statements, ['START', 'UPDATE', 'INSERT INTO db_lock_log', 'COMMIT']);
+    assert.deepEqual(fast.statements, ['START', 'UPDATE', 'CALL db_lock_record_and_commit_v1']);
     assert.equal(fast.libraryTrips, 0);
     assert.deepEqual(
       (await db.logRows('mixed')).map((r) => [Number(r.fencing_token), r.strategy]),
@@ -137,10 +137,59 @@ contractSuite('row-lock-statements', 'row-lock: statements per hold', () => {
     };
     try {
       const { statements } = await count(() => locks.withLock('hold', () => undefined));
-      assert.deepEqual(statements, ['START', 'UPDATE', 'INSERT INTO db_lock_log', 'COMMIT']);
+      assert.deepEqual(statements, ['START', 'UPDATE', 'CALL db_lock_record_and_commit_v1']);
       assert.deepEqual(logged, [], 'TypeORM logged none of them');
     } finally {
       logger.logQuery = original;
     }
+  });
+
+  it('an audit row the server refuses inside the routine: nothing is committed, a typed error, the hold ends FAILED', async () => {
+    // A trigger refuses this key's RELEASED audit row: the routine stops before its COMMIT.
+    await db.query(
+      "CREATE TRIGGER refuse_audit BEFORE INSERT ON db_lock_log FOR EACH ROW BEGIN IF NEW.lock_key = 'refused' AND NEW.status = 'RELEASED' THEN SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'audit refused'; END IF; END",
+    );
+    try {
+      await locks.withLock('refused', () => undefined).catch(() => undefined); // first use: its key row is created
+      for (const call of [
+        () => locks.runLocked('refused', async () => void (await locks.manager.query('UPDATE counter SET v = v + 100 WHERE id = 1'))),
+        () => locks.withLock('refused', async (lock) => void (await lock.manager!.query('UPDATE counter SET v = v + 100 WHERE id = 1'))),
+      ]) {
+        const before = (await db.query<{ v: number }[]>('SELECT v FROM counter'))[0]!.v;
+        const { statements } = await count(() =>
+          call().then(
+            () => assert.fail('the call succeeded'),
+            (error: unknown) => {
+              assert.ok(error instanceof DbLockError, `a typed error, got ${String(error)}`);
+              assert.match(String((error as Error).cause), /audit refused/);
+            },
+          ),
+        );
+        assert.ok(statements.includes('CALL db_lock_record_and_commit_v1'), statements.join(' | '));
+        assert.ok(!statements.includes('COMMIT'), statements.join(' | '));
+        assert.equal((await db.query<{ v: number }[]>('SELECT v FROM counter'))[0]!.v, before, 'the work was not committed');
+      }
+      await eventually(async () => (await db.logRows('refused')).filter((r) => r.status === 'FAILED').length === 3, 5_000, 'FAILED rows');
+      assert.deepEqual(
+        (await db.logRows('refused')).map((r) => r.status),
+        ['FAILED', 'FAILED', 'FAILED'],
+      );
+    } finally {
+      await db.query('DROP TRIGGER refuse_audit');
+    }
+  });
+
+  it('the routine dropped while the app runs: the refused CALL changed nothing, the INSERT and COMMIT go apart from then on', async () => {
+    await db.query('DROP PROCEDURE db_lock_record_and_commit_v1');
+    const first = await count(() => locks.withLock('hold', () => undefined));
+    assert.deepEqual(first.statements, ['START', 'UPDATE', 'CALL db_lock_record_and_commit_v1', 'INSERT INTO db_lock_log', 'COMMIT']);
+    const next = await count(() => locks.withLock('hold', () => undefined));
+    assert.deepEqual(next.statements, ['START', 'UPDATE', 'INSERT INTO db_lock_log', 'COMMIT']);
+    const rows = await db.logRows('hold');
+    assert.deepEqual(
+      rows.slice(-2).map((r) => r.status),
+      ['RELEASED', 'RELEASED'],
+    );
+    assert.equal(Number(rows.at(-1)!.fencing_token), Number(rows.at(-2)!.fencing_token) + 1);
   });
 });

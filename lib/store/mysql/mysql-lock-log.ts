@@ -29,6 +29,7 @@ import {
   rowStatusesPlan,
 } from './hold.sql.js';
 import { FENCING_FLOOR_KEY } from '../../core/internal-keys.js';
+import type { CommitRoutine } from './commit-routines.sql.js';
 import { checkSchema } from './schema-check.js';
 import { UnendedRows } from './unended-rows.js';
 
@@ -45,8 +46,8 @@ const LATE_GIVE_BACK_MS = 2_500;
  */
 export class MysqlLockLog implements LockLogStore, ProcessLeaseStore {
   private id: string | undefined;
-  /** The fenced-commit routine is installed (see commit-routine.sql.ts); known after start(). */
-  commitRoutine = false;
+  /** The commit routines installed (see commit-routines.sql.ts); known after start(). */
+  commitRoutines: ReadonlySet<CommitRoutine> = new Set();
   /** Rows a release or give-back could not end: ended before the next renewal (see UnendedRows). */
   private readonly unended = new UnendedRows();
   private readonly fast: FastGrant;
@@ -70,9 +71,9 @@ export class MysqlLockLog implements LockLogStore, ProcessLeaseStore {
     return this.flavor.cluster === 'galera';
   }
 
-  /** Checks the schema (and whether the fenced-commit routine is there) and registers this process's process-lease row. */
+  /** Checks the schema (and which commit routines are there) and registers this process's process-lease row. */
   async start(): Promise<void> {
-    this.commitRoutine = (await checkSchema(this.pool)).commitRoutine;
+    this.commitRoutines = await checkSchema(this.pool);
     const sentAt = Date.now();
     const answer = await this.pool.query<unknown>(`${registerProcessStatement(this.holder)};\nSELECT ${NOW} AS now_at`, { purpose: 'admin' });
     const [registered, clock] = (Array.isArray(answer) ? answer : [answer, []]) as [{ insertId: number | string }, { now_at?: string }[]];

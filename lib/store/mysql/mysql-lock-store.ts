@@ -11,6 +11,7 @@ import { MysqlLockLog } from './mysql-lock-log.js';
 import { mysqlFence, MysqlRowLockStore } from './mysql-session-store.js';
 import { lockPoolOptions } from './pool-options.js';
 import { detectServerFlavor } from './server-flavor.js';
+import { CommitRoutineCalls } from './commit-routine-calls.js';
 import { MysqlSessionTransactions } from './session-transaction.js';
 
 /** What the MySQL/MariaDB store is opened with. */
@@ -40,11 +41,13 @@ export async function openMysqlStore(dataSource: DataSource, settings: MysqlStor
         ? new Doorbells(pool, String(connection.database ?? ''), settings.doorbellIdleMs, settings.poolSize - 2)
         : undefined;
     const transactions = new MysqlSessionTransactions(dataSource);
+    // On a multi-primary cluster the end and COMMIT stay apart (see docs/clusters.md).
+    const routines = new CommitRoutineCalls(log.clustered ? new Set() : log.commitRoutines, transactions);
     return {
       log,
       processLease: log,
-      fence: mysqlFence(transactions, knownFree, log.commitRoutine && !log.clustered),
-      rowLocks: new MysqlRowLockStore(log, transactions),
+      fence: mysqlFence(transactions, knownFree, routines),
+      rowLocks: new MysqlRowLockStore(log, transactions, routines),
       doorbells,
       janitor: new MysqlJanitorStore(log),
       admin: mysqlAdmin(log),

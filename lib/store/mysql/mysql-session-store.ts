@@ -1,7 +1,8 @@
 import type { QueryRunner } from 'typeorm';
 import type { LockTarget } from '../../core/lock-key.js';
 import type { FenceStore, RowLockAuditRow, RowLockStore, RowLockTake } from '../lock-store.js';
-import { callCommitRoutine, isLostSignal, isRoutineUnusable } from './commit-routine.sql.js';
+import { callEndAndCommit, callRecordAndCommit, END_AND_COMMIT, isLostSignal, RECORD_AND_COMMIT } from './commit-routines.sql.js';
+import type { CommitRoutineCalls } from './commit-routine-calls.js';
 import { classify } from './errno.js';
 import { endInCommitStatement, fenceKeptStatement } from './hold.sql.js';
 import type { KnownFreeKeys } from './known-free-keys.js';
@@ -17,10 +18,9 @@ import { cutSession, isNoWait } from './row-lock-session.js';
 
 /**
  * The fence's writes, in the business transaction on the app's DataSource. Rows a commit ended are
- * durably ended once it succeeds: `knownFree` learns of them then. `routine`: the fenced-commit
- * routine is there and may be used (a single server; see commit-routine.sql.ts).
+ * durably ended once it succeeds: `knownFree` learns of them then.
  */
-export function mysqlFence(transactions: MysqlSessionTransactions, knownFree: KnownFreeKeys, routine: boolean): FenceStore {
+export function mysqlFence(transactions: MysqlSessionTransactions, knownFree: KnownFreeKeys, routines: CommitRoutineCalls): FenceStore {
   const endingWith = new WeakMap<QueryRunner, string[]>();
   return {
     begin: (runner, isolationLevel) => {
@@ -39,13 +39,12 @@ export function mysqlFence(transactions: MysqlSessionTransactions, knownFree: Kn
       return ended;
     },
     endAndCommit: async (runner, rowId, owner) => {
-      let committed = false;
+      let committed: boolean;
       try {
-        committed = routine && (await transactions.commitVia(runner, callCommitRoutine(rowId, owner)));
+        committed = await routines.commit(runner, END_AND_COMMIT, () => callEndAndCommit(rowId, owner));
       } catch (error) {
         if (isLostSignal(error)) return false;
-        if (!isRoutineUnusable(error)) throw error;
-        routine = false;
+        throw error;
       }
       if (!committed) {
         if ((await written(runner, endInCommitStatement([rowId], owner))) < 1) return false;
@@ -68,6 +67,7 @@ export class MysqlRowLockStore implements RowLockStore {
   constructor(
     private readonly log: MysqlLockLog,
     private readonly transactions: MysqlSessionTransactions,
+    private readonly routines: CommitRoutineCalls,
   ) {}
 
   begin(runner: QueryRunner, isolationLevel?: string): Promise<void> {
@@ -97,6 +97,12 @@ export class MysqlRowLockStore implements RowLockStore {
 
   async recordInCommit(runner: QueryRunner, rows: readonly RowLockAuditRow[]): Promise<void> {
     await sessionQuery(runner, insertAuditRows(rows, this.log.holder));
+  }
+
+  async recordAndCommit(runner: QueryRunner, rows: readonly RowLockAuditRow[]): Promise<void> {
+    if (rows.length === 1 && (await this.routines.commit(runner, RECORD_AND_COMMIT, () => callRecordAndCommit(rows[0]!, this.log.holder)))) return;
+    await this.recordInCommit(runner, rows);
+    await this.transactions.commit(runner);
   }
 
   async recordEnded(rows: readonly RowLockAuditRow[]): Promise<void> {

@@ -127,8 +127,7 @@ export class RowLockStrategy implements LockStrategy {
     if (transaction && status === LockStatus.RELEASED) {
       // A plain release commits the lock's own transaction, its audit rows in it.
       try {
-        await lock.commitRecord!(transaction.runner);
-        await this.store.commit(transaction.runner);
+        await lock.recordAndCommit!(transaction.runner);
       } catch (error) {
         await transaction.finish(false);
         this.recordEnd(lock, LockStatus.FAILED, 'its commit failed; rolled back');
@@ -227,6 +226,7 @@ export class RowLockStrategy implements LockStrategy {
       attempt.internal,
     );
     lock.commitRecord = (runner) => this.store.recordInCommit(runner, auditRowsOf(lock, LockStatus.RELEASED, null));
+    lock.recordAndCommit = (runner) => this.store.recordAndCommit(runner, auditRowsOf(lock, LockStatus.RELEASED, null));
     return lock;
   }
 

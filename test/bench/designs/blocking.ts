@@ -5,6 +5,7 @@
  * `GET_LOCK` (the critical section on the same connection). Both are the floors the library's
  * contention figures are compared with.
  */
+import { RECORD_AND_COMMIT } from '../../../lib/store/mysql/commit-routines.sql.js';
 import { hostNow } from '../stats.js';
 import { countedQuery, type DesignDeps, type DesignId, type LockDesign, type Query } from './types.js';
 
@@ -21,6 +22,8 @@ function transactionDesign(
     prepare(query: Query, key: string): Promise<unknown>;
     take(query: Query, key: string): Promise<unknown>;
     beforeCommit?(query: Query, key: string): Promise<unknown>;
+    /** Sent instead of `beforeCommit` and COMMIT: a statement that writes what the hold leaves behind and commits. */
+    commitWith?(query: Query, key: string): Promise<unknown>;
   },
 ): LockDesign {
   const counter = { sent: 0 };
@@ -41,8 +44,11 @@ function transactionDesign(
         const acquiredAt = hostNow();
         await body(query);
         const releasingAt = hostNow();
-        await design.beforeCommit?.(query, key);
-        await query('COMMIT');
+        if (design.commitWith) await design.commitWith(query, key);
+        else {
+          await design.beforeCommit?.(query, key);
+          await query('COMMIT');
+        }
         return { acquiredAt, releasingAt };
       } catch (error) {
         await query('ROLLBACK').catch(() => undefined);
@@ -69,22 +75,19 @@ export function forUpdateDesign(deps: DesignDeps): LockDesign {
 /**
  * A row-lock hold's own statements sent by hand on a plain connection, the floor of the row-lock
  * strategy under contention: the key's row of db_lock locked and its token bumped, the critical
- * section, the audit row, COMMIT (which hands the row over).
+ * section, then the audit row and COMMIT (which hands the row over) in one CALL of the
+ * record-and-commit routine, as the library sends them where the routine is installed.
  */
 export function rowLockByHandDesign(deps: DesignDeps): LockDesign {
-  // START TRANSACTION, the locking UPDATE, INSERT audit row, COMMIT + critical section
-  return transactionDesign(deps, 'row-lock-hand', 4 + 2, {
+  // START TRANSACTION, the locking UPDATE, CALL (audit row + COMMIT) + critical section
+  return transactionDesign(deps, 'row-lock-hand', 3 + 2, {
     prepare: (query, key) => query('INSERT IGNORE INTO db_lock (lock_key) VALUES (?)', [Buffer.from(key)]),
     take: (query, key) =>
       query('UPDATE db_lock SET fencing_token = LAST_INSERT_ID(fencing_token + 1), last_granted_at = UTC_TIMESTAMP(6) WHERE lock_key = ?', [
         Buffer.from(key),
       ]),
-    beforeCommit: (query, key) =>
-      query(
-        'INSERT INTO db_lock_log (lock_key, mode, owner, holder, strategy, fencing_token, status, lease_ms, acquired_at, expires_at, ended_at, wait_ms, hold_ms) ' +
-          "VALUES (?, 'write', UUID(), 'bench:hand', 'row-lock', LAST_INSERT_ID(), 'RELEASED', 0, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), 0, 0)",
-        [Buffer.from(key)],
-      ),
+    commitWith: (query, key) =>
+      query(`CALL \`${RECORD_AND_COMMIT}\`(?, 'write', UUID(), 'bench:hand', LAST_INSERT_ID(), 0, 0, 0)`, [Buffer.from(key)]),
   });
 }
 

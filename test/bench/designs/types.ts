@@ -18,7 +18,7 @@ export const DESIGN_LABELS: Record<DesignId, string> = {
   lease: 'nestjs-db-lock, lease (acquire / release)',
   'lease-decorated': 'nestjs-db-lock, lease, `@WriteLock` (critical section in the fenced transaction)',
   'row-lock': 'nestjs-db-lock, row-lock (`withLock`, critical section through `handle.manager`)',
-  'row-lock-hand': "a row-lock hold's statements by hand (START; the locking UPDATE; critical section; INSERT audit row; COMMIT)",
+  'row-lock-hand': "a row-lock hold's statements by hand (START; the locking UPDATE; critical section; the audit row and COMMIT in one CALL of the record-and-commit routine)",
   'for-update': 'bare blocking `SELECT … FOR UPDATE` (critical section in its transaction)',
   'get-lock': 'bare blocking `GET_LOCK`',
   redlock: 'node-redlock (local Redis)',

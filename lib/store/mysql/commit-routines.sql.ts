@@ -1,0 +1,96 @@
+import type { RowLockAuditRow } from '../lock-store.js';
+import { errnoOf } from './errno.js';
+import { format, LIVE_STATUSES_SQL, LOCK_LOG_TABLE, LockStatus, msSince, NOW } from './sql.js';
+
+/**
+ * Stored procedures that end a lock's hold and commit its business transaction in the one round
+ * trip of their CALL. A business transaction's connection belongs to the app, which does not enable
+ * multi-statement batches on it, so without them the end and the COMMIT cost a round trip each; and
+ * sending the two back to back would commit the work even when the end failed. In a routine an
+ * unhandled error, or a SIGNAL, stops it before its COMMIT: nothing is committed and the
+ * transaction stays open for the caller to roll back.
+ *
+ * Created by a migration (AddCommitRoutines1796947200000); a server without them, or where the app's
+ * user may not see or run them, gets the two round trips. A changed body gets a new name, so an app
+ * never calls a body it was not written for.
+ */
+
+/**
+ * Lease: the fence of a fenced call ending one lock of one row (same statement and ordering argument
+ * as endInCommitStatement). If the row is no longer live (the lock was taken over) it raises
+ * LOST_SIGNAL instead of committing.
+ */
+export const END_AND_COMMIT = 'db_lock_end_and_commit_v1';
+/** Row-lock: the audit row of a single-key hold, then COMMIT (the row is in the commit, or neither is). */
+export const RECORD_AND_COMMIT = 'db_lock_record_and_commit_v1';
+export const COMMIT_ROUTINES = [END_AND_COMMIT, RECORD_AND_COMMIT] as const;
+export type CommitRoutine = (typeof COMMIT_ROUTINES)[number];
+
+/** The text of the SIGNAL END_AND_COMMIT raises when the row was no longer live. */
+export const LOST_SIGNAL = 'nestjs-db-lock: the lock was no longer held at its fenced commit';
+
+/** MySQL/MariaDB error number of a SIGNAL with SQLSTATE '45000'. */
+const ER_SIGNAL_EXCEPTION = 1644;
+
+export function createRoutineStatement(routine: CommitRoutine): string {
+  if (routine === END_AND_COMMIT)
+    return (
+      `CREATE PROCEDURE \`${END_AND_COMMIT}\`(IN p_id BIGINT UNSIGNED, IN p_owner CHAR(36)) MODIFIES SQL DATA\n` +
+      `BEGIN\n` +
+      `  UPDATE ${LOCK_LOG_TABLE} FORCE INDEX (PRIMARY) SET status = '${LockStatus.RELEASED}', ended_at = ${NOW}, hold_ms = ${msSince('acquired_at')}\n` +
+      `    WHERE id = p_id AND status IN ${LIVE_STATUSES_SQL} AND owner = p_owner;\n` +
+      `  IF ROW_COUNT() = 1 THEN COMMIT;\n` +
+      `  ELSE SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = '${LOST_SIGNAL}';\n` +
+      `  END IF;\n` +
+      `END`
+    );
+  return (
+    `CREATE PROCEDURE \`${RECORD_AND_COMMIT}\`(IN p_key VARBINARY(764), IN p_mode VARCHAR(6), IN p_owner CHAR(36), IN p_holder VARCHAR(255), ` +
+    `IN p_token BIGINT UNSIGNED, IN p_hold_us BIGINT UNSIGNED, IN p_wait_ms INT UNSIGNED, IN p_hold_ms INT UNSIGNED) MODIFIES SQL DATA\n` +
+    `BEGIN\n` +
+    `  INSERT INTO ${LOCK_LOG_TABLE} (lock_key, mode, owner, holder, strategy, fencing_token, status, lease_ms, acquired_at, expires_at, ended_at, wait_ms, hold_ms, note)\n` +
+    `    VALUES (p_key, p_mode, p_owner, p_holder, 'row-lock', p_token, '${LockStatus.RELEASED}', 0, ${NOW} - INTERVAL p_hold_us MICROSECOND, ${NOW}, ${NOW}, p_wait_ms, p_hold_ms, NULL);\n` +
+    `  COMMIT;\n` +
+    `END`
+  );
+}
+
+/** Which of the routines the connection's user sees in the current database: rows of `name`. */
+export const ROUTINES_PRESENT = format(
+  'SELECT ROUTINE_NAME AS name FROM information_schema.ROUTINES WHERE ROUTINE_SCHEMA = DATABASE() AND ROUTINE_TYPE = ? AND ROUTINE_NAME IN (?)',
+  ['PROCEDURE', COMMIT_ROUTINES],
+);
+
+export function callEndAndCommit(rowId: string, owner: string): string {
+  return format(`CALL \`${END_AND_COMMIT}\`(?, ?)`, [Number(rowId), owner]);
+}
+
+/** A RELEASED audit row as insertAuditRows writes it (the note is always null for a commit that ends a hold). */
+export function callRecordAndCommit(row: RowLockAuditRow, holder: string): string {
+  return format(`CALL \`${RECORD_AND_COMMIT}\`(?, ?, ?, ?, ?, ?, ?, ?)`, [
+    row.key,
+    row.mode,
+    row.owner,
+    holder,
+    row.fencingToken,
+    Math.round(row.holdMs * 1000),
+    Math.round(row.waitedMs),
+    Math.round(row.holdMs),
+  ]);
+}
+
+/**
+ * The CALL was refused before the routine ran: it was dropped after this process started (1305), or
+ * the app's user may not execute it (1370). The transaction is untouched; the end and COMMIT go
+ * apart from then on.
+ */
+export function isRoutineUnusable(error: unknown): boolean {
+  const errno = errnoOf((error as { cause?: unknown } | null)?.cause ?? error);
+  return errno === 1305 || errno === 1370;
+}
+
+/** END_AND_COMMIT found the row no longer live: nothing was committed. */
+export function isLostSignal(error: unknown): boolean {
+  const cause = (error as { cause?: unknown } | null)?.cause ?? error;
+  return errnoOf(cause) === ER_SIGNAL_EXCEPTION && String((cause as { message?: unknown }).message ?? '').includes(LOST_SIGNAL);
+}
