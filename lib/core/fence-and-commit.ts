@@ -61,7 +61,10 @@ async function committing<T>(lock: HeldLock, commit: () => Promise<T>): Promise<
       throw new LockLostError(lock.keys[0]!, lock.fencingToken, 'the commit failed: another holder took the key over first', { cause: error });
     // The server answered with an error: its COMMIT (or the routine's, which an error stops first) did not happen.
     const known = kind !== 'connection-lost' && kind !== 'deadline' && kind !== 'unreachable';
-    throw toTypedError(error, `The fenced COMMIT failed; ${known ? 'the server refused it, so nothing was committed' : 'whether the transaction committed is unknown'}`);
+    throw toTypedError(
+      error,
+      `The fenced COMMIT failed; ${known ? 'the server refused it, so nothing was committed' : 'whether the transaction committed is unknown'}`,
+    );
   }
 }
 

@@ -143,7 +143,12 @@ export class FencedTransaction {
   private async fenceAndCommit(): Promise<void> {
     this.state = 'ending';
     const ending = this.ending();
-    await fenceAndCommit(this.store, this.opened.runner, ending, this.kept.filter((lock) => !ending.includes(lock)));
+    await fenceAndCommit(
+      this.store,
+      this.opened.runner,
+      ending,
+      this.kept.filter((lock) => !ending.includes(lock)),
+    );
   }
 
   private async rollbackQuietly(logger: Logger): Promise<void> {

@@ -40,9 +40,12 @@ contractSuite('row-lock-statements', 'row-lock: statements per hold', () => {
     await call();
     return {
       // A bounded wait rides in the statement itself (MariaDB `SET STATEMENT … FOR`): still one statement.
-      statements: sent
-        .slice(from)
-        .map((sql) => sql.replace(/^SET STATEMENT .*? FOR /s, '').replace(/^CALL `(\w+)`\(.*$/s, 'CALL $1').replace(/^(SET TRANSACTION ISOLATION LEVEL \S+ \S+|CALL \w+|\S+( INTO \S+)?).*$/s, '$1')),
+      statements: sent.slice(from).map((sql) =>
+        sql
+          .replace(/^SET STATEMENT .*? FOR /s, '')
+          .replace(/^CALL `(\w+)`\(.*$/s, 'CALL $1')
+          .replace(/^(SET TRANSACTION ISOLATION LEVEL \S+ \S+|CALL \w+|\S+( INTO \S+)?).*$/s, '$1'),
+      ),
       libraryTrips: callerTrips(locks) - trips,
     };
   }
