@@ -4,6 +4,7 @@
  * blocking locks, a plain TypeORM transaction), the peers, the library (lease, decorators,
  * row-lock) and the writes of a row-lock hold sent by hand.
  */
+import { RECORD_AND_COMMIT } from '../../lib/store/mysql/commit-routines.sql.js';
 import type mysql from 'mysql2/promise';
 import type { DataSource } from 'typeorm';
 import type { LockService } from '../../lib/index.js';
@@ -45,6 +46,8 @@ const ROW_LOCK_WRITES = [
   'INSERT INTO db_lock_log (lock_key, mode, owner, holder, strategy, fencing_token, status, lease_ms, acquired_at, expires_at, ended_at, wait_ms, hold_ms) ' +
     `VALUES ('${ROW_LOCK_FLOOR_KEY}', 'write', UUID(), 'bench:floor', 'row-lock', LAST_INSERT_ID(), 'RELEASED', 0, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), 0, 0)`,
 ];
+/** The audit row and COMMIT of a row-lock hold in one CALL, as the library sends them where the routine is installed. */
+const ROW_LOCK_RECORD_AND_COMMIT = `CALL \`${RECORD_AND_COMMIT}\`('${ROW_LOCK_FLOOR_KEY}', 'write', UUID(), 'bench:floor', LAST_INSERT_ID(), 0, 0, 0)`;
 const UPDATE = 'UPDATE bench_counter SET v = v + 1 WHERE id = 3';
 const noop: Body = async () => {};
 /** A statement on a transaction's own (callback) mysql2 connection, past TypeORM's wrapper. */
@@ -198,9 +201,9 @@ export function uncontendedItems(deps: UncontendedDeps): UncontendedItem[] {
     {
       id: 'row-lock-empty',
       countsRoundTrips: true,
-      label: 'row-lock: `withLock` with an empty fn',
+      label: 'row-lock: `withLock` with an empty fn (START; the locking UPDATE; the audit row and COMMIT in one CALL)',
       kind: 'library',
-      roundTrips: '4',
+      roundTrips: '3',
       op: design('row-lock', 'bench:u:row-lock'),
     },
     {
@@ -208,7 +211,7 @@ export function uncontendedItems(deps: UncontendedDeps): UncontendedItem[] {
       countsRoundTrips: true,
       label: "row-lock: `@WriteLock(…, { strategy: 'row-lock' })` method running the same UPDATE",
       kind: 'library',
-      roundTrips: '5',
+      roundTrips: '4',
       op: () => work.rowLock('bench:u:dec-row', oneUpdate, times()),
     },
     {
@@ -231,17 +234,23 @@ export function uncontendedItems(deps: UncontendedDeps): UncontendedItem[] {
     {
       id: 'row-lock-decorated-floor',
       label:
-        "row-lock decorator path's floor: the plain TypeORM transaction with the same UPDATE, plus the hold's two writes inside it sent straight to its connection (START; UPDATE key row; the UPDATE; INSERT audit row; COMMIT)",
+        "row-lock decorator path's floor: a TypeORM transaction with the same UPDATE, plus the hold's writes sent straight to its connection as the library sends them (START; UPDATE key row; the UPDATE; the audit row and COMMIT in one CALL of the record-and-commit routine)",
       kind: 'floor',
-      roundTrips: '5',
+      roundTrips: '4',
       op: async () => {
-        await dataSource.transaction(async (manager) => {
-          // The two writes go straight to the transaction's mysql2 connection, as the library sends them.
-          const connection = (manager.queryRunner as unknown as { databaseConnection: unknown }).databaseConnection;
+        const runner = dataSource.createQueryRunner();
+        await runner.connect();
+        try {
+          await runner.startTransaction();
+          const connection = (runner as unknown as { databaseConnection: unknown }).databaseConnection;
           await rawQuery(connection, ROW_LOCK_WRITES[0]!);
-          await manager.query(UPDATE);
-          await rawQuery(connection, ROW_LOCK_WRITES[1]!);
-        });
+          await runner.manager.query(UPDATE);
+          await rawQuery(connection, ROW_LOCK_RECORD_AND_COMMIT);
+          (runner as unknown as { isTransactionActive: boolean }).isTransactionActive = false;
+        } finally {
+          if (runner.isTransactionActive) await runner.rollbackTransaction();
+          await runner.release();
+        }
       },
     },
     {

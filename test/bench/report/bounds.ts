@@ -60,13 +60,13 @@ export function boundsSection(r: BenchResults): string[] {
     );
   if (has("strategy: 'row-lock' })` running one UPDATE"))
     lines.push(
-      '- **Row-lock, decorator path.** The lock statements ride the business transaction: the locking UPDATE (token bump) before the work, the audit row INSERT before its COMMIT. ' +
+      '- **Row-lock, decorator path.** The lock statements ride the business transaction: the locking UPDATE (token bump) before the work, the audit row INSERT and COMMIT in one CALL after it. ' +
         decorated(
           'row-lock-decorated',
           "the library's bookkeeping",
           1.5,
           'row-lock-decorated-floor',
-          "The plain transaction with the hold's two writes (the locking UPDATE, the audit row INSERT) sent by hand in it",
+          "A TypeORM transaction with the hold's writes (the locking UPDATE; the audit row and COMMIT in one CALL) sent by hand in it",
         ),
     );
   if (has('uncontended `withLock` (row-lock)')) {
@@ -74,7 +74,7 @@ export function boundsSection(r: BenchResults): string[] {
     const raw = u('row-lock-floor-raw')!;
     lines.push(
       `- **Row-lock, uncontended.** A hold's writes sent by hand cost ${fmt(floor, 3)} ms through TypeORM's runner (START, UPDATE, INSERT, COMMIT) and ${fmt(raw, 3)} ms on a plain connection; ` +
-        'the library sends exactly these statements, so what it adds above the first is its own bookkeeping.',
+        'the library sends START and the UPDATE, then the INSERT and COMMIT in one CALL of the record-and-commit routine, so it saves a round trip on these and adds its own bookkeeping.',
     );
   }
   if (has('hot key, wait p99') || has('same-process share')) {

@@ -95,8 +95,8 @@ function uncontendedChecks(r: BenchResults): TargetCheck[] {
       true,
       'ms',
       rowLockDecoratedFloor && plainTx
-        ? `; floor (the plain transaction with the hold's two writes in it, by hand) ${fmt(rowLockDecoratedFloor.median, 3)} ms = ${fmtRatio(rowLockDecoratedFloor.median / plainTx.median)}; ` +
-            `START, the locking UPDATE, the UPDATE, the audit row INSERT, COMMIT on the DataSource`
+        ? `; floor (the same statements by hand in a TypeORM transaction) ${fmt(rowLockDecoratedFloor.median, 3)} ms = ${fmtRatio(rowLockDecoratedFloor.median / plainTx.median)}; ` +
+            `the library: START, the locking UPDATE, the UPDATE, and the audit row with COMMIT in one CALL of the record-and-commit routine, on the DataSource`
         : '',
     ),
     ratioCheck(
