@@ -1,7 +1,7 @@
 /**
  * Development probe: where a decorated row-lock call spends its client time, by wall-clock marks at
  * the library's boundaries (medians over many calls), between the answer of the locking UPDATE and
- * the work's first statement. `node build/test/bench/probe-marks.js [ops]`
+ * the work's first statement. `node build/test/bench/probe-marks.js [ops] [lease]`
  */
 import 'reflect-metadata';
 import mysql from 'mysql2';
@@ -64,7 +64,7 @@ async function main(): Promise<void> {
   for (let i = 0; i < ops + 100; i++) {
     marks.length = 0;
     mark('call');
-    await work.rowLock(
+    await (process.argv[3] === 'lease' ? work.lease.bind(work) : work.rowLock.bind(work))(
       'probe:marks',
       async (q) => {
         mark('body');
