@@ -59,8 +59,9 @@ async function committing<T>(lock: HeldLock, commit: () => Promise<T>): Promise<
     const kind = LockStatementError.from(error).kind;
     if (kind === 'retry')
       throw new LockLostError(lock.keys[0]!, lock.fencingToken, 'the commit failed: another holder took the key over first', { cause: error });
-    // The server answered with an error: its COMMIT (or the routine's, which an error stops first) did not happen.
-    const known = kind !== 'connection-lost' && kind !== 'deadline' && kind !== 'unreachable';
+    // The server refused the statement: its COMMIT (or the routine's, which an error stops first) did not
+    // happen. A broken connection, or a statement interrupted mid-way, leaves the outcome unknown.
+    const known = kind !== 'connection-lost' && kind !== 'deadline' && kind !== 'unreachable' && kind !== 'interrupted';
     throw toTypedError(
       error,
       `The fenced COMMIT failed; ${known ? 'the server refused it, so nothing was committed' : 'whether the transaction committed is unknown'}`,
