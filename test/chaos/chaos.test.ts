@@ -49,6 +49,9 @@ describe('chaos', () => {
     t.diagnostic(describeReport(report));
     assert.deepEqual(report.violations, [], describeReport(report));
     assert.ok(report.verdict.claims > 100, `too few sections to mean anything: ${report.verdict.claims}`);
-    assert.ok(Object.values(report.attacks).reduce((a, b) => a + b, 0) >= 20, `too few attacks: ${JSON.stringify(report.attacks)}`);
+    // About 56 attack draws in 40 s, of which 19–30 found a target in six runs on the 2-core CI machine
+    // (a draw finds none while its victims are frozen, booting or idle): 12 leaves a margin of a third
+    // below the lowest, and still means an attack every few seconds.
+    assert.ok(Object.values(report.attacks).reduce((a, b) => a + b, 0) >= 12, `too few attacks: ${JSON.stringify(report.attacks)}`);
   });
 });
