@@ -23,8 +23,8 @@ export async function fenceAndCommit(store: FenceStore, runner: QueryRunner, end
     // Known lost (taken over, lease ran out unconfirmed, maxHoldMs): never commit on it.
     for (const lock of all) if (!lock.live) throw lostReason(lock, `it was already ${lock.state} before the commit`);
     const alone = ending.length === 1 && kept.length === 0 ? ending[0]! : undefined;
-    if (alone?.recordAndCommit) return await committing(alone, () => alone.recordAndCommit!(runner));
-    if (alone && !alone.commitRecord && alone.rowIds.length === 1) {
+    if (alone?.commitRecord) return await committing(alone, () => alone.commitRecord!(runner, true));
+    if (alone && alone.rowIds.length === 1) {
       const committed = await committing(alone, () => store.endAndCommit(runner, alone.rowIds[0]!, alone.acquisitionId));
       if (!committed) throw new LockLostError(alone.keys[0]!, alone.fencingToken, TAKEN_OVER);
       return;
@@ -53,12 +53,12 @@ async function committing<T>(lock: HeldLock, commit: () => Promise<T>): Promise<
   try {
     return await commit();
   } catch (error) {
-    // A Galera certification failure at COMMIT, or a deadlock or lock wait of a fence sent with
-    // it: a conflicting write to our rows (a takeover) won, and nothing of ours committed.
+    // A Galera certification failure at COMMIT, or a deadlock or lock wait of a statement sent with
+    // it: a conflicting write to our rows (a takeover, a holder on another node) won, and nothing of ours committed.
     // Anything else: the commit's outcome is not known.
     const kind = LockStatementError.from(error).kind;
     if (kind === 'retry')
-      throw new LockLostError(lock.keys[0]!, lock.fencingToken, 'the commit failed: another holder took the key over first', { cause: error });
+      throw new LockLostError(lock.keys[0]!, lock.fencingToken, 'the commit failed: a conflicting transaction on its rows won first; nothing was committed', { cause: error });
     // The server refused the statement: its COMMIT (or the routine's, which an error stops first) did not
     // happen. A broken connection, or a statement interrupted mid-way, leaves the outcome unknown.
     const known = kind !== 'connection-lost' && kind !== 'deadline' && kind !== 'unreachable' && kind !== 'interrupted';
@@ -92,7 +92,7 @@ async function fence(locks: readonly HeldLock[], write: (lock: HeldLock) => Prom
 async function record(runner: QueryRunner, locks: readonly HeldLock[]): Promise<void> {
   for (const lock of locks) {
     try {
-      await lock.commitRecord!(runner);
+      await lock.commitRecord!(runner, false);
     } catch (error) {
       // On a multi-primary cluster a holder on another node can win the key row: its replicated
       // write aborts this transaction mid-way (1213), and this hold's work is rolled back.

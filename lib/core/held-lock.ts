@@ -64,10 +64,11 @@ export class HeldLock implements LockHandle {
   endsWithTransaction = false;
   /** What metrics call it (`lock.name`): set by the runtime from the caller's options. */
   name = UNNAMED_LOCK;
-  /** Row-lock: writes its audit rows in the transaction about to commit (it has no live log rows to end there). */
-  commitRecord: ((runner: QueryRunner) => Promise<void>) | undefined;
-  /** Row-lock: the same audit rows, then COMMIT, in one round trip where the store can (a commit that ends this lock alone). */
-  recordAndCommit: ((runner: QueryRunner) => Promise<void>) | undefined;
+  /**
+   * Row-lock: writes its audit rows in the transaction about to commit (it has no live log rows to
+   * end there); `andCommit`: and commits it, in one round trip where the store can.
+   */
+  commitRecord: ((runner: QueryRunner, andCommit: boolean) => Promise<void>) | undefined;
   private readonly abort = new AbortController();
 
   constructor(

@@ -1,4 +1,5 @@
 import type { MigrationInterface, QueryRunner } from 'typeorm';
+import { classify } from '../store/mysql/errno.js';
 import { COMMIT_ROUTINES, createRoutineStatement, ROUTINES_PRESENT } from '../store/mysql/commit-routines.sql.js';
 
 /**
@@ -30,8 +31,7 @@ export class AddCommitRoutines1796947200000 implements MigrationInterface {
   }
 }
 
-/** Access denied to create a routine (1044, 1142, 1227, 1370): the optional routines are left out. */
+/** Access denied to create a routine (TypeORM wraps the driver's error): the optional routines are left out. */
 function isPrivilegeError(error: unknown): boolean {
-  const errno = (error as { errno?: number; driverError?: { errno?: number } }).driverError?.errno ?? (error as { errno?: number }).errno;
-  return errno === 1044 || errno === 1142 || errno === 1227 || errno === 1370;
+  return classify((error as { driverError?: unknown }).driverError ?? error) === 'denied';
 }

@@ -7,11 +7,9 @@
  * `node build/test/bench/probe-hot-handoff.js [services] [callers] [seconds]`
  */
 import 'reflect-metadata';
-import mysql from 'mysql2';
 import { createLockApp } from '../support/lock-app.js';
 import { TestDatabase } from '../support/test-database.js';
-
-type Proto = Record<string, (...args: unknown[]) => unknown>;
+import { tapStatements } from './statement-tap.js';
 
 async function main(): Promise<void> {
   const services = Number(process.argv[2] ?? 4);
@@ -21,22 +19,19 @@ async function main(): Promise<void> {
   const apps = [];
   for (let i = 0; i < services; i++) apps.push(await createLockApp(db.settings, { janitor: false }));
   const events: { kind: string; sent: number; answered: number }[] = [];
-  const Connection = (mysql as unknown as { Connection: { prototype: Proto } }).Connection;
-  const query = Connection.prototype.query!;
-  Connection.prototype.query = function (this: unknown, ...args: unknown[]) {
-    const sql = String(typeof args[0] === 'string' ? args[0] : (args[0] as { sql: string }).sql);
-    const kind = sql.includes('RELEASE_LOCK') ? 'release+ring' : sql.includes('INTO @dbl_bell_got') ? 'bell+grant' : /db_lock_log FORCE INDEX \(PRIMARY\) SET status/.test(sql) ? 'release' : sql.includes('START TRANSACTION') ? 'grant' : 'other';
-    const i = args.findIndex((a) => typeof a === 'function');
-    if (i >= 0) {
-      const sent = performance.now();
-      const cb = args[i] as (...r: unknown[]) => unknown;
-      args[i] = (...r: unknown[]) => {
-        events.push({ kind: kind + (r[0] ? ' (error)' : ''), sent, answered: performance.now() });
-        return cb(...r);
-      };
-    }
-    return query.apply(this, args);
-  };
+  tapStatements((sql) => {
+    const kind = sql.includes('RELEASE_LOCK')
+      ? 'release+ring'
+      : sql.includes('INTO @dbl_bell_got')
+        ? 'bell+grant'
+        : /db_lock_log FORCE INDEX \(PRIMARY\) SET status/.test(sql)
+          ? 'release'
+          : sql.includes('START TRANSACTION')
+            ? 'grant'
+            : 'other';
+    const sent = performance.now();
+    return (error) => void events.push({ kind: kind + (error ? ' (error)' : ''), sent, answered: performance.now() });
+  });
   const holds: { calledRelease: number; acquired: number }[] = [];
   let counter = 0;
   const until = performance.now() + seconds * 1000;

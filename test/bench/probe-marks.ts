@@ -4,7 +4,6 @@
  * the work's first statement. `node build/test/bench/probe-marks.js [ops] [lease]`
  */
 import 'reflect-metadata';
-import mysql from 'mysql2';
 import { DataSource } from 'typeorm';
 import { DataSourceTransactions } from '../../lib/core/business-transaction.js';
 import { FencedTransaction } from '../../lib/core/fenced-transaction.js';
@@ -14,6 +13,7 @@ import { CallChain } from '../../lib/core/call-chain.js';
 import { createLockApp } from '../support/lock-app.js';
 import { TestDatabase } from '../support/test-database.js';
 import { DecoratedWork } from './designs/decorated.js';
+import { tapStatements } from './statement-tap.js';
 
 type Proto = Record<string, (...args: unknown[]) => unknown>;
 const marks: [string, number][] = [];
@@ -33,22 +33,11 @@ async function main(): Promise<void> {
   await ds.query('CREATE TABLE pk (id INT PRIMARY KEY, v INT)');
   await ds.query('INSERT INTO pk VALUES (1, 0)');
   const work = new DecoratedWork(locks);
-  const Connection = (mysql as unknown as { Connection: { prototype: Proto } }).Connection;
-  const query = Connection.prototype.query!;
-  Connection.prototype.query = function (this: unknown, ...args: unknown[]) {
-    const sql = String(typeof args[0] === 'string' ? args[0] : (args[0] as { sql: string }).sql);
+  tapStatements((sql) => {
     const tag = sql.slice(0, 30).replace(/SET STATEMENT.*?FOR /, '');
     mark(`send ${tag}`);
-    const i = args.findIndex((a) => typeof a === 'function');
-    if (i >= 0) {
-      const cb = args[i] as (...r: unknown[]) => unknown;
-      args[i] = (...r: unknown[]) => {
-        mark(`answer ${tag}`);
-        return cb(...r);
-      };
-    }
-    return query.apply(this, args);
-  };
+    return () => mark(`answer ${tag}`);
+  });
   const runnerProto = Object.getPrototypeOf(ds.createQueryRunner()) as Proto;
   wrap(runnerProto, 'query', 'runner.query');
   wrap(runnerProto, 'connect', 'runner.connect');

@@ -22,7 +22,7 @@ import { cutSession, isNoWait } from './row-lock-session.js';
  */
 export function mysqlFence(transactions: MysqlSessionTransactions, knownFree: KnownFreeKeys, routines: CommitRoutineCalls): FenceStore {
   const endingWith = new WeakMap<QueryRunner, string[]>();
-  return {
+  const fence: FenceStore = {
     begin: (runner, isolationLevel) => {
       endingWith.delete(runner);
       return transactions.begin(runner, isolationLevel);
@@ -47,14 +47,14 @@ export function mysqlFence(transactions: MysqlSessionTransactions, knownFree: Kn
         throw error;
       }
       if (!committed) {
-        if ((await written(runner, endInCommitStatement([rowId], owner))) < 1) return false;
-        await transactions.commit(runner);
-      }
-      knownFree.ended([rowId], 1);
+        if ((await fence.endInCommit(runner, [rowId], owner)) < 1) return false;
+        await fence.commit(runner);
+      } else knownFree.ended([rowId], 1);
       return true;
     },
     fenceKept: (runner, rowIds, owner) => written(runner, fenceKeptStatement(rowIds, owner)),
   };
+  return fence;
 }
 
 async function written(runner: QueryRunner, statement: { sql: string; parameters: unknown[] }): Promise<number> {

@@ -44,17 +44,13 @@ export class MysqlSessionTransactions implements SessionTransactions {
   }
 
   async commit(runner: QueryRunner): Promise<void> {
-    const state = runner as unknown as RunnerState;
-    if (this.observed() || !state.isTransactionActive || state.transactionDepth !== 1) return runner.commitTransaction();
-    await sessionQuery(runner, 'COMMIT');
-    state.isTransactionActive = false;
-    state.transactionDepth = 0;
+    if (!(await this.commitVia(runner, 'COMMIT'))) await runner.commitTransaction();
   }
 
   /**
-   * Commits by sending `statement` (a CALL that commits) straight to mysql2, where COMMIT itself
-   * would go that way; false (nothing sent) where it goes through TypeORM. The runner is marked
-   * committed only if the statement succeeded.
+   * Commits by sending `statement` (COMMIT, or a CALL that commits) straight to mysql2; false
+   * (nothing sent) where the commit must go through TypeORM. The runner is marked committed only
+   * if the statement succeeded.
    */
   async commitVia(runner: QueryRunner, statement: string): Promise<boolean> {
     const state = runner as unknown as RunnerState;

@@ -127,7 +127,7 @@ export class RowLockStrategy implements LockStrategy {
     if (transaction && status === LockStatus.RELEASED) {
       // A plain release commits the lock's own transaction, its audit rows in it.
       try {
-        await lock.recordAndCommit!(transaction.runner);
+        await lock.commitRecord!(transaction.runner, true);
       } catch (error) {
         await transaction.finish(false);
         this.recordEnd(lock, LockStatus.FAILED, 'its commit failed; rolled back');
@@ -225,8 +225,10 @@ export class RowLockStrategy implements LockStrategy {
       grantedAt - attempt.startedAt,
       attempt.internal,
     );
-    lock.commitRecord = (runner) => this.store.recordInCommit(runner, auditRowsOf(lock, LockStatus.RELEASED, null));
-    lock.recordAndCommit = (runner) => this.store.recordAndCommit(runner, auditRowsOf(lock, LockStatus.RELEASED, null));
+    lock.commitRecord = (runner, andCommit) => {
+      const rows = auditRowsOf(lock, LockStatus.RELEASED, null);
+      return andCommit ? this.store.recordAndCommit(runner, rows) : this.store.recordInCommit(runner, rows);
+    };
     return lock;
   }
 

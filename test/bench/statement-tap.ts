@@ -1,0 +1,26 @@
+import mysql from 'mysql2';
+
+type Query = (this: unknown, ...args: unknown[]) => unknown;
+
+/**
+ * For the development probes: calls `onSend` with the text of every statement any mysql2
+ * connection of this process sends (the library's pool and the DataSource's alike), and the
+ * function it returns, if any, when that statement's answer arrives (with its error, if any).
+ */
+export function tapStatements(onSend: (sql: string) => ((error: unknown) => void) | void): void {
+  const prototype = (mysql as unknown as { Connection: { prototype: Record<string, Query> } }).Connection.prototype;
+  const query = prototype.query!;
+  prototype.query = function (this: unknown, ...args: unknown[]) {
+    const sql = String(typeof args[0] === 'string' ? args[0] : (args[0] as { sql: string }).sql);
+    const onAnswer = onSend(sql);
+    const i = args.findIndex((a) => typeof a === 'function');
+    if (onAnswer && i >= 0) {
+      const callback = args[i] as (...results: unknown[]) => unknown;
+      args[i] = (...results: unknown[]) => {
+        onAnswer(results[0]);
+        return callback(...results);
+      };
+    }
+    return query.apply(this, args);
+  };
+}
