@@ -9,6 +9,7 @@ import type { Bell as BellView, BellWait } from '../doorbell-store.js';
 import type { GrantAnswer, GrantRequest, LockLogStore, ProcessLeaseStore } from '../lock-store.js';
 import type { Bell, BellRequest } from './doorbells.js';
 import { grantAfterBell } from './bell-grant.js';
+import { releaseThroughBell } from './bell-release.js';
 import { type EndStatus, LockStatus, NOW, parseDate, ROW_LOCK_TABLE } from './sql.js';
 import { runOn, runPlan, runPlanThen, type StatementPlan } from './statement-plan.js';
 import { FastGrant } from './fast-grant.js';
@@ -101,7 +102,7 @@ export class MysqlLockLog implements LockLogStore, ProcessLeaseStore {
         options.serverBoundMs === undefined || options.serverBoundMs === Infinity ? undefined : { kind: this.flavor.kind, ms: options.serverBoundMs },
     };
     const wait = options.bell?.kind === 'wait' ? (options.bell as BellRequest) : undefined;
-    const via = wait?.connection ?? (options.bell as Bell | undefined)?.connection;
+    let via = wait?.connection ?? (options.bell as Bell | undefined)?.connection;
     const firstPlan = () => semaphorePlan(full, false) ?? (request.targets.length === 1 ? singleKeyGrantPlan(full) : leanGrantPlan(full));
     // No doorbell, one server: the grant at the floor's shape first, unless the key was refused lately; the full plan only when sent.
     const fast = via === undefined && !this.clustered && this.fast.applies(full);
@@ -121,6 +122,11 @@ export class MysqlLockLog implements LockLogStore, ProcessLeaseStore {
         } else outcome = await this.sendGrant((plan ??= firstPlan()), request.acquisitionId, deadline, via);
       } catch (error) {
         const failure = LockStatementError.from(error);
+        // The wait runs first in its batch: after a failure the session may hold the bell, so it is closed, never pooled.
+        if (wait && via === wait.connection) {
+          wait.cancel();
+          via = undefined;
+        }
         if (failure.kind === 'retry' && attempt < 4) {
           await sleep(1 + Math.random() * 4 * (attempt + 1));
           continue;
@@ -151,15 +157,9 @@ export class MysqlLockLog implements LockLogStore, ProcessLeaseStore {
   async endRows(rowIds: readonly string[], status: EndStatus | typeof LockStatus.EXPIRED, note?: string, bell?: BellView): Promise<number> {
     const plan = endRowsPlan(rowIds, status, note);
     const held = bell as Bell | undefined;
-    if (held?.state === 'holding') {
-      try {
-        const ended = await runOn(held.connection, { statements: [...plan.statements, held.ringStatement], parse: (r) => plan.parse(r) });
-        held.rungWith(true);
-        return this.fast.knownFree.ended(rowIds, ended);
-      } catch {
-        held.rungWith(false); // the session is closed: its named lock is freed with it
-      }
-    } else if (held) await held.ring();
+    const rung = held?.state === 'holding' ? await releaseThroughBell(held, plan) : undefined;
+    if (rung !== undefined) return this.fast.knownFree.ended(rowIds, rung);
+    if (held?.state === 'waiting') await held.ring();
     try {
       return this.fast.knownFree.ended(rowIds, await this.withRetries('locks', () => this.run(plan, 'locks')));
     } catch (error) {
