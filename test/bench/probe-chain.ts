@@ -10,6 +10,7 @@ import 'reflect-metadata';
 import { randomUUID } from 'node:crypto';
 import mysql from 'mysql2/promise';
 import { TestDatabase } from '../support/test-database.js';
+import { runProbe } from './probe-main.js';
 
 async function main(): Promise<void> {
   const n = Number(process.argv[2] ?? 200);
@@ -97,10 +98,4 @@ async function main(): Promise<void> {
   await db.drop();
 }
 
-main().then(
-  () => process.exit(0),
-  (e: unknown) => {
-    console.error(e);
-    process.exit(1);
-  },
-);
+runProbe(main);

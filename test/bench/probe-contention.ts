@@ -10,6 +10,7 @@ import { LockWorker } from '../support/worker-host.js';
 import { benchConfig } from './config.js';
 import { closeContention, runContention } from './contention.js';
 import { BENCH_SCHEMA, type DesignId } from './designs/index.js';
+import { runProbe } from './probe-main.js';
 
 async function main(): Promise<void> {
   const designs = (process.argv[2] ?? 'lease,for-update').split(',') as DesignId[];
@@ -31,10 +32,4 @@ async function main(): Promise<void> {
   }
 }
 
-main().then(
-  () => process.exit(0),
-  (e: unknown) => {
-    console.error(e);
-    process.exit(1);
-  },
-);
+runProbe(main);

@@ -10,6 +10,7 @@ import { DataSource } from 'typeorm';
 import { RECORD_AND_COMMIT } from '../../lib/store/mysql/commit-routines.sql.js';
 import { createLockApp } from '../support/lock-app.js';
 import { TestDatabase } from '../support/test-database.js';
+import { runProbe } from './probe-main.js';
 
 async function main(): Promise<void> {
   const ops = Number(process.argv[2] ?? 2000);
@@ -67,10 +68,4 @@ async function main(): Promise<void> {
   await db.drop();
 }
 
-main().then(
-  () => process.exit(0),
-  (e: unknown) => {
-    console.error(e);
-    process.exit(1);
-  },
-);
+runProbe(main);

@@ -15,6 +15,7 @@ import { createLockApp } from '../support/lock-app.js';
 import { TestDatabase } from '../support/test-database.js';
 import { DecoratedWork } from './designs/decorated.js';
 import type { Body } from './designs/types.js';
+import { runProbe } from './probe-main.js';
 
 const UPDATE = 'UPDATE bench_counter SET v = v + 1 WHERE id = 3';
 const GRANT_SHAPE =
@@ -77,10 +78,4 @@ async function main(): Promise<void> {
   await db.drop();
 }
 
-main().then(
-  () => process.exit(0),
-  (e: unknown) => {
-    console.error(e);
-    process.exit(1);
-  },
-);
+runProbe(main);

@@ -11,6 +11,7 @@ import { fastSingleKeyGrantPlan } from '../../lib/store/mysql/fast-grant.sql.js'
 import type { GrantInput } from '../../lib/store/mysql/grant.sql.js';
 import { singleKeyGrantPlan } from '../../lib/store/mysql/single-key-grant.sql.js';
 import { TestDatabase } from '../support/test-database.js';
+import { runProbe } from './probe-main.js';
 
 type Ok = { affectedRows: number; insertId: number };
 
@@ -96,10 +97,4 @@ async function main(): Promise<void> {
   await db.drop();
 }
 
-main().then(
-  () => process.exit(0),
-  (e: unknown) => {
-    console.error(e);
-    process.exit(1);
-  },
-);
+runProbe(main);

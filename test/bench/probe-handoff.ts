@@ -6,6 +6,7 @@
 import 'reflect-metadata';
 import { createLockApp } from '../support/lock-app.js';
 import { TestDatabase } from '../support/test-database.js';
+import { runProbe } from './probe-main.js';
 
 async function main(): Promise<void> {
   const db = await TestDatabase.create('dblock_handoff');
@@ -39,10 +40,4 @@ async function main(): Promise<void> {
   console.log(`handoff p50 ${p(handoffs, 0.5)} p90 ${p(handoffs, 0.9)} ms; release p50 ${p(releases, 0.5)} ms`);
 }
 
-main().then(
-  () => process.exit(0),
-  (e: unknown) => {
-    console.error(e);
-    process.exit(1);
-  },
-);
+runProbe(main);

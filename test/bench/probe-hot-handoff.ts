@@ -55,7 +55,8 @@ async function main(): Promise<void> {
   for (const e of events) byKind.set(e.kind, [...(byKind.get(e.kind) ?? []), e.answered - e.sent]);
   const p = (xs: number[], q: number) => [...xs].sort((a, b) => a - b)[Math.floor(q * (xs.length - 1))]!;
   console.log(`${holds.length} holds in ${seconds} s (${Math.round(holds.length / seconds)} ops/s), counter ${counter}`);
-  for (const [kind, xs] of byKind) console.log(`${kind.padEnd(22)} n=${String(xs.length).padStart(5)} round trip p50 ${p(xs, 0.5).toFixed(3)} p90 ${p(xs, 0.9).toFixed(3)} ms`);
+  for (const [kind, xs] of byKind)
+    console.log(`${kind.padEnd(22)} n=${String(xs.length).padStart(5)} round trip p50 ${p(xs, 0.5).toFixed(3)} p90 ${p(xs, 0.9).toFixed(3)} ms`);
   // Handoffs: order holds by acquisition; for each, the previous hold's release call → this acquisition.
   const ordered = [...holds].sort((a, b) => a.acquired - b.acquired);
   const handoff: number[] = [];

@@ -6,6 +6,7 @@ import 'reflect-metadata';
 import mysql from 'mysql2/promise';
 import { createLockApp } from '../support/lock-app.js';
 import { TestDatabase } from '../support/test-database.js';
+import { runProbe } from './probe-main.js';
 
 async function main(): Promise<void> {
   const db = await TestDatabase.create('dblock_loop');
@@ -37,10 +38,4 @@ async function main(): Promise<void> {
   await db.drop();
 }
 
-main().then(
-  () => process.exit(0),
-  (e: unknown) => {
-    console.error(e);
-    process.exit(1);
-  },
-);
+runProbe(main);

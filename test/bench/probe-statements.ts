@@ -9,6 +9,7 @@ import { resolveTargets } from '../../lib/core/lock-key.js';
 import { leanGrantPlan } from '../../lib/store/mysql/grant.sql.js';
 import { endRowsPlan } from '../../lib/store/mysql/hold.sql.js';
 import { TestDatabase } from '../support/test-database.js';
+import { runProbe } from './probe-main.js';
 
 async function main(): Promise<void> {
   const db = await TestDatabase.create('dblock_stmt');
@@ -85,10 +86,4 @@ async function main(): Promise<void> {
   await db.drop();
 }
 
-main().then(
-  () => process.exit(0),
-  (e: unknown) => {
-    console.error(e);
-    process.exit(1);
-  },
-);
+runProbe(main);
