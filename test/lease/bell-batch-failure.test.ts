@@ -48,11 +48,13 @@ contractSuite('lease-mechanics', 'a failed batch after a doorbell wait', (target
 
   const bellHolder = async () =>
     (await db.query<{ holder: number | null }[]>('SELECT IS_USED_LOCK(?) AS holder', [bellName(db.name, KEY)]))[0]!.holder;
+  /** A session of this database waits in GET_LOCK on this key's bell (other tests' bells do not count). */
   const parkedOnBell = async () =>
     Number(
       (
         await db.query<{ n: number }[]>(
-          "SELECT COUNT(*) AS n FROM information_schema.PROCESSLIST WHERE STATE = 'User lock' AND INFO LIKE '%GET_LOCK%'",
+          "SELECT COUNT(*) AS n FROM information_schema.PROCESSLIST WHERE DB = ? AND STATE = 'User lock' AND INSTR(INFO, ?) > 0",
+          [db.name, bellName(db.name, KEY)],
         )
       )[0]!.n,
     ) > 0;
