@@ -58,7 +58,12 @@ async function committing<T>(lock: HeldLock, commit: () => Promise<T>): Promise<
     // Anything else: the commit's outcome is not known.
     const kind = LockStatementError.from(error).kind;
     if (kind === 'retry')
-      throw new LockLostError(lock.keys[0]!, lock.fencingToken, 'the commit failed: a conflicting transaction on its rows won first; nothing was committed', { cause: error });
+      throw new LockLostError(
+        lock.keys[0]!,
+        lock.fencingToken,
+        'the commit failed: a conflicting transaction on its rows won first; nothing was committed',
+        { cause: error },
+      );
     // The server refused the statement: its COMMIT (or the routine's, which an error stops first) did not
     // happen. A broken connection, or a statement interrupted mid-way, leaves the outcome unknown.
     const known = kind !== 'connection-lost' && kind !== 'deadline' && kind !== 'unreachable' && kind !== 'interrupted';

@@ -18,7 +18,7 @@ export interface DoorbellStore {
    * are all in use (the caller then asks without one).
    */
   prepare(storedKey: string, deadline: number): Promise<Bell | BellWait | undefined>;
-  /** The wait ended with the grant's round trip: the bell is ours, or undefined (its connection went back). */
+  /** The wait ended with the grant's round trip: the bell is ours, or undefined (its connection went back, or was closed if the wait's result is unknown). */
   settle(wait: BellWait, waitResult: unknown): Bell | undefined;
   close(): Promise<void>;
 }

@@ -10,9 +10,10 @@ import { contractSuite } from '../support/contract-targets.js';
 /**
  * A waiter's grant goes in one batch behind its doorbell wait, so when a statement after the wait
  * fails (here a deadlock, injected once by a trigger on the key's row) the session may already hold
- * the bell. Its next try must not reuse that session and then hand it back to the pool: a pooled
- * connection holding a bell passes the bell test of every grant sent through it, and keeps every
- * other process's wait on that bell running out, one second at a time.
+ * the bell, and the wait's result is lost with the batch. Once the grant is tried again, that
+ * session must not go back to the pool: a pooled connection holding a bell passes the bell test of
+ * every grant sent through it, and keeps every other process's wait on that bell running out, one
+ * second at a time.
  */
 contractSuite('lease-mechanics', 'a failed batch after a doorbell wait', (target) => {
   const KEY = 'bell:batch-failure';
@@ -59,7 +60,7 @@ contractSuite('lease-mechanics', 'a failed batch after a doorbell wait', (target
       )[0]!.n,
     ) > 0;
 
-  it('is retried on a fresh connection, and no pooled connection is left holding the bell', async () => {
+  it('is tried again, and no pooled connection is left holding the bell', async () => {
     // `first` comes to hold the key through the bell: refused while `second` holds it, then granted.
     const blocker = await second.acquire(KEY);
     const firstHolds = first.acquire(KEY, { timeoutMs: 10_000 });

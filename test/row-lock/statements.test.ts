@@ -12,9 +12,10 @@ import { spyOnDataSourceStatements } from '../support/statement-spy.js';
 /**
  * What one uncontended row-lock hold sends, statement by statement: its transaction's opening,
  * the locking UPDATE that bumps the token, the work, the audit row INSERT and COMMIT (one CALL of
- * the record-and-commit routine where it is installed), all on the business transaction's connection; nothing on the library's own pool. Counted from what mysql2
- * sends on the DataSource's connections and the library's caller round trips (the janitor is off; the
- * watchdog holds nothing, so it sends nothing).
+ * the record-and-commit routine where it is installed), all on the business transaction's
+ * connection; nothing on the library's own pool. Counted from what mysql2 sends on the
+ * DataSource's connections and the library's caller round trips (the janitor is off; the watchdog
+ * holds nothing, so it sends nothing).
  */
 contractSuite('row-lock-statements', 'row-lock: statements per hold', () => {
   let db: TestDatabase;

@@ -73,7 +73,10 @@ export class Doorbells implements DoorbellStore {
     const wait = request as BellRequest;
     const got = Number(rowsOf(waitResult)[0]?.got) === 1;
     if (!got) {
-      wait.connection.release();
+      // No result: the batch the wait rode in failed and the grant was sent again. Whether the
+      // session took the bell is unknown, so it is closed, never pooled perhaps holding it.
+      if (waitResult === undefined) wait.connection.destroy();
+      else wait.connection.release();
       return undefined;
     }
     // Another queue of this process (same key, other key set) may have got it meanwhile.

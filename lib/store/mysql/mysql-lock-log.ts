@@ -102,7 +102,7 @@ export class MysqlLockLog implements LockLogStore, ProcessLeaseStore {
         options.serverBoundMs === undefined || options.serverBoundMs === Infinity ? undefined : { kind: this.flavor.kind, ms: options.serverBoundMs },
     };
     const wait = options.bell?.kind === 'wait' ? (options.bell as BellRequest) : undefined;
-    let via = wait?.connection ?? (options.bell as Bell | undefined)?.connection;
+    const via = wait?.connection ?? (options.bell as Bell | undefined)?.connection;
     const firstPlan = () => semaphorePlan(full, false) ?? (request.targets.length === 1 ? singleKeyGrantPlan(full) : leanGrantPlan(full));
     // No doorbell, one server: the grant at the floor's shape first, unless the key was refused lately; the full plan only when sent.
     const fast = via === undefined && !this.clustered && this.fast.applies(full);
@@ -122,11 +122,6 @@ export class MysqlLockLog implements LockLogStore, ProcessLeaseStore {
         } else outcome = await this.sendGrant((plan ??= firstPlan()), request.acquisitionId, deadline, via);
       } catch (error) {
         const failure = LockStatementError.from(error);
-        // The wait runs first in its batch: after a failure the session may hold the bell, so it is closed, never pooled.
-        if (wait && via === wait.connection) {
-          wait.cancel();
-          via = undefined;
-        }
         if (failure.kind === 'retry' && attempt < 4) {
           await sleep(1 + Math.random() * 4 * (attempt + 1));
           continue;
