@@ -130,7 +130,11 @@ export async function chaosLoop(ctx: WorkerContext<ChaosLoopArgs>): Promise<Chao
     if (holdManager) await business(() => holdManager.query('INSERT INTO chaos_commit (section) VALUES (?)', [section]));
   };
 
-  const section = async (key: string): Promise<void> => {
+  /** Where each caller is (acquiring, in its body, releasing): a hang report says which step never ended. */
+  const phase = new Map<number, string>();
+  const section = async (key: string, id: number): Promise<void> => {
+    const step = (what: string) => phase.set(id, `${what} since ${new Date().toISOString()}`);
+    step('acquiring');
     const options = { timeoutMs: a.timeoutMs, leaseMs: a.leaseMs, strategy: a.strategy };
     if (!a.locked) {
       if (a.style === 'fenced') await dataSource.transaction('READ COMMITTED', (manager) => fencedBody(manager, key, 0));
@@ -138,9 +142,25 @@ export async function chaosLoop(ctx: WorkerContext<ChaosLoopArgs>): Promise<Chao
       return;
     }
     if (a.style === 'fenced') {
-      await ctx.locks.runLocked(key, () => fencedBody(ctx.locks.manager, key, ctx.locks.currentLock!.fencingToken), options);
+      await ctx.locks.runLocked(
+        key,
+        async () => {
+          step(`in the body (token ${ctx.locks.currentLock!.fencingToken})`);
+          await fencedBody(ctx.locks.manager, key, ctx.locks.currentLock!.fencingToken);
+          step('committing and releasing');
+        },
+        options,
+      );
     } else {
-      await ctx.locks.withLock(key, (lock) => signalBody(key, lock.fencingToken, lock.signal, lock.manager), { ...options });
+      await ctx.locks.withLock(
+        key,
+        async (lock) => {
+          step(`in the body (token ${lock.fencingToken})`);
+          await signalBody(key, lock.fencingToken, lock.signal, lock.manager);
+          step('releasing');
+        },
+        { ...options },
+      );
     }
   };
 
@@ -148,7 +168,8 @@ export async function chaosLoop(ctx: WorkerContext<ChaosLoopArgs>): Promise<Chao
   const inSection = new Map<number, string>();
   const hangReport = setInterval(() => {
     if (performance.now() < until + 15_000) return;
-    for (const [caller, what] of inSection) process.stderr.write(`chaos: pid ${process.pid} caller ${caller} still in ${what}\n`);
+    for (const [caller, what] of inSection)
+      process.stderr.write(`chaos: pid ${process.pid} caller ${caller} still in ${what}: ${phase.get(caller)}\n`);
   }, 5_000);
   hangReport.unref();
   const caller = async (id: number): Promise<void> => {
@@ -157,7 +178,7 @@ export async function chaosLoop(ctx: WorkerContext<ChaosLoopArgs>): Promise<Chao
       const started = performance.now();
       inSection.set(id, `a ${a.style} ${a.strategy} section on ${key} entered at ${new Date().toISOString()}`);
       try {
-        await section(key);
+        await section(key, id);
         result.sections++;
       } catch (error) {
         record(result, error, performance.now() - started, a.timeoutMs);

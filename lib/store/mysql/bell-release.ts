@@ -6,9 +6,9 @@ import { runOn, type StatementPlan } from './statement-plan.js';
  * trip on the bell's connection. Undefined when that round trip failed: the connection is closed
  * (which frees the bell), and the caller sends the release on the pool.
  */
-export async function releaseThroughBell(bell: Bell, plan: StatementPlan<number>): Promise<number | undefined> {
+export async function releaseThroughBell(bell: Bell, plan: StatementPlan<number>, deadline: number): Promise<number | undefined> {
   try {
-    const ended = await runOn(bell.connection, { statements: [...plan.statements, bell.ringStatement], parse: (r) => plan.parse(r) });
+    const ended = await runOn(bell.connection, { statements: [...plan.statements, bell.ringStatement], parse: (r) => plan.parse(r) }, deadline);
     bell.rungWith(true);
     return ended;
   } catch {

@@ -5,6 +5,7 @@ import { LockStatementError } from '../lock-statement.error.js';
 
 import type { RoundTripPurpose } from '../lock-store.js';
 import { DedicatedConnection } from './dedicated-connection.js';
+import { closeUnderWork } from './close-under-work.js';
 
 export type { RoundTripPurpose };
 
@@ -194,8 +195,9 @@ export class LockConnectionPool {
           () => {
             if (settled) return;
             settled = true;
-            // Never reused: it may still be running the statement on the server.
-            connection.destroy();
+            // Never reused: it may still be running the statement on the server. Closed under
+            // work, so statements queued behind it on this connection fail now, not when it ends.
+            closeUnderWork(connection);
             reject(
               new LockStatementError(
                 'deadline',

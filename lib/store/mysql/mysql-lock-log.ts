@@ -37,6 +37,9 @@ import { UnendedRows } from './unended-rows.js';
 /** How long an (idempotent) release, extend or renewal is re-sent through deadlocks, lock-wait timeouts and broken connections: giving up would leave the key taken until its lease runs out. */
 const RETRY_FOR_MS = 3_000;
 
+/** Bound on a round trip with no deadline of its own (release, extend, reads): lock statements wait 1 s at most on the server and a cluster holds commits for seconds when a node dies; past this the answer is lost, and the caller gets a typed error, not a hang. */
+export const ANSWER_BOUND_MS = 15_000;
+
 /** A grant of unknown outcome is given back again after this: the server has surely finished it by then (lock waits are bounded to 1 s). */
 const LATE_GIVE_BACK_MS = 2_500;
 
@@ -88,7 +91,7 @@ export class MysqlLockLog implements LockLogStore, ProcessLeaseStore {
     await this.pool.query(endProcessStatement(this.id), { purpose: 'admin' }).catch(() => undefined);
   }
 
-  run<T>(plan: StatementPlan<T>, purpose: RoundTripPurpose, deadline?: number): Promise<T> {
+  run<T>(plan: StatementPlan<T>, purpose: RoundTripPurpose, deadline = performance.now() + ANSWER_BOUND_MS): Promise<T> {
     return runPlan(this.pool, plan, { purpose, deadline, oneByOne: this.clustered });
   }
 
@@ -152,7 +155,7 @@ export class MysqlLockLog implements LockLogStore, ProcessLeaseStore {
   async endRows(rowIds: readonly string[], status: EndStatus | typeof LockStatus.EXPIRED, note?: string, bell?: BellView): Promise<number> {
     const plan = endRowsPlan(rowIds, status, note);
     const held = bell as Bell | undefined;
-    const rung = held?.state === 'holding' ? await releaseThroughBell(held, plan) : undefined;
+    const rung = held?.state === 'holding' ? await releaseThroughBell(held, plan, performance.now() + ANSWER_BOUND_MS) : undefined;
     if (rung !== undefined) return this.fast.knownFree.ended(rowIds, rung);
     if (held?.state === 'waiting') await held.ring();
     try {
