@@ -147,7 +147,12 @@ export class LockConnectionPool {
 
   /** A kept connection at once (no tick: the caller's statement goes out before anything else runs), else one from mysql2. */
   private take(pool: Pool, deadline: number): PoolConnection | Promise<PoolConnection> {
-    return this.idle.get(pool)?.pop() ?? this.checkout(pool, deadline);
+    // One the server closed while kept (killed, timed out) is dropped here rather than fail a statement.
+    for (let kept = this.idle.get(pool)?.pop(); kept; kept = this.idle.get(pool)?.pop()) {
+      if ((kept as { state?: string }).state === 'authenticated') return kept;
+      closeUnderWork(kept);
+    }
+    return this.checkout(pool, deadline);
   }
 
   private checkout(pool: Pool, deadline: number): Promise<PoolConnection> {
@@ -159,13 +164,7 @@ export class LockConnectionPool {
         timer = setTimeout(
           () => {
             gaveUp = true;
-            reject(
-              new LockStatementError(
-                'deadline',
-                new Error('No lock connection became free before the deadline'),
-                'No lock connection became free before the deadline',
-              ),
-            );
+            reject(deadlineError('No lock connection became free before the deadline'));
           },
           clampTimer(deadline - performance.now()),
         );
@@ -198,13 +197,7 @@ export class LockConnectionPool {
             // Never reused: it may still be running the statement on the server. Closed under
             // work, so statements queued behind it on this connection fail now, not when it ends.
             closeUnderWork(connection);
-            reject(
-              new LockStatementError(
-                'deadline',
-                new Error('The lock statement did not answer before the deadline'),
-                'The lock statement did not answer before the deadline',
-              ),
-            );
+            reject(deadlineError('The lock statement did not answer before the deadline'));
           },
           clampTimer(deadline - performance.now()),
         );
@@ -239,6 +232,10 @@ export class LockConnectionPool {
       });
     });
   }
+}
+
+function deadlineError(message: string): LockStatementError {
+  return new LockStatementError('deadline', new Error(message), message);
 }
 
 export function clampTimer(ms: number): number {
