@@ -91,6 +91,62 @@ export function rowLockByHandDesign(deps: DesignDeps): LockDesign {
   });
 }
 
+/**
+ * The same hold by hand with its critical section through TypeORM, as the row-lock's runs through
+ * `handle.manager`: a runner from the DataSource's pool, the lock's own statements straight to
+ * mysql2 on its connection (as the library sends them), the critical section through
+ * `runner.manager`. The floor for callers whose work goes through TypeORM: the by-hand floor
+ * above sends the critical section on a plain connection, which TypeORM users do not.
+ */
+export function rowLockByHandOrmDesign(deps: DesignDeps): LockDesign {
+  const counter = { sent: 0 };
+  return {
+    id: 'row-lock-hand-orm',
+    usefulStatements: 3 + 2,
+    usefulRedisCommands: 0,
+    handoffRoundTrips: 0,
+    gaveUp: 0,
+    async prepare(key) {
+      await deps.dataSource.query('INSERT IGNORE INTO db_lock (lock_key) VALUES (?)', [Buffer.from(key)]);
+    },
+    async hold(key, _slot, body) {
+      const runner = deps.dataSource.createQueryRunner();
+      await runner.connect();
+      const connection = (runner as unknown as { databaseConnection: RawConnection }).databaseConnection;
+      const raw = (sql: string, params: unknown[] = []): Promise<unknown> => {
+        counter.sent++;
+        return new Promise((resolve, reject) => connection.query(sql, params, (error, result) => (error ? reject(error) : resolve(result))));
+      };
+      try {
+        await raw('START TRANSACTION');
+        await raw('UPDATE db_lock SET fencing_token = LAST_INSERT_ID(fencing_token + 1), last_granted_at = UTC_TIMESTAMP(6) WHERE lock_key = ?', [
+          Buffer.from(key),
+        ]);
+        const acquiredAt = hostNow();
+        await body(async (sql, params) => {
+          counter.sent++;
+          return (await runner.manager.query(sql, params)) as Record<string, unknown>[];
+        });
+        const releasingAt = hostNow();
+        await raw(`CALL \`${RECORD_AND_COMMIT}\`(?, 'write', UUID(), 'bench:hand', LAST_INSERT_ID(), 0, 0, 0)`, [Buffer.from(key)]);
+        return { acquiredAt, releasingAt };
+      } catch (error) {
+        await raw('ROLLBACK').catch(() => undefined);
+        throw error;
+      } finally {
+        await runner.release();
+      }
+    },
+    roundTrips: () => counter.sent,
+    redisCommands: () => 0,
+    async close() {},
+  };
+}
+
+interface RawConnection {
+  query(sql: string, params: unknown[], callback: (error: unknown, result: unknown) => void): unknown;
+}
+
 export function getLockDesign(deps: DesignDeps): LockDesign {
   const counter = { sent: 0 };
   return {

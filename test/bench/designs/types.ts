@@ -11,14 +11,27 @@ import type { DataSource } from 'typeorm';
 import type { LockService } from '../../../lib/index.js';
 import type { ConnectionSettings } from '../../support/test-database.js';
 
-export const DESIGN_IDS = ['lease', 'lease-decorated', 'row-lock', 'row-lock-hand', 'for-update', 'get-lock', 'redlock', 'naive-table'] as const;
+export const DESIGN_IDS = [
+  'lease',
+  'lease-decorated',
+  'row-lock',
+  'row-lock-hand',
+  'row-lock-hand-orm',
+  'for-update',
+  'get-lock',
+  'redlock',
+  'naive-table',
+] as const;
 export type DesignId = (typeof DESIGN_IDS)[number];
 
 export const DESIGN_LABELS: Record<DesignId, string> = {
   lease: 'nestjs-db-lock, lease (acquire / release)',
   'lease-decorated': 'nestjs-db-lock, lease, `@WriteLock` (critical section in the fenced transaction)',
   'row-lock': 'nestjs-db-lock, row-lock (`withLock`, critical section through `handle.manager`)',
-  'row-lock-hand': "a row-lock hold's statements by hand (START; the locking UPDATE; critical section; the audit row and COMMIT in one CALL of the record-and-commit routine)",
+  'row-lock-hand':
+    "a row-lock hold's statements by hand (START; the locking UPDATE; critical section; the audit row and COMMIT in one CALL of the record-and-commit routine)",
+  'row-lock-hand-orm':
+    "the same hold by hand with its critical section through TypeORM (a runner from the DataSource's pool; the lock's statements straight to mysql2, the critical section through `runner.manager`, as the row-lock's through `handle.manager`)",
   'for-update': 'bare blocking `SELECT … FOR UPDATE` (critical section in its transaction)',
   'get-lock': 'bare blocking `GET_LOCK`',
   redlock: 'node-redlock (local Redis)',
@@ -30,6 +43,7 @@ export const SHORT_LABELS: Record<DesignId, string> = {
   'lease-decorated': 'lease @WriteLock',
   'row-lock': 'row-lock',
   'row-lock-hand': 'row-lock by hand',
+  'row-lock-hand-orm': 'row-lock by hand, TypeORM work',
   'for-update': 'FOR UPDATE',
   'get-lock': 'GET_LOCK',
   redlock: 'redlock',

@@ -147,6 +147,7 @@ function variantChecks(r: BenchResults, v: ContentionVariant): TargetCheck[] {
   const rowLock = d('row-lock');
   const forUpdate = d('for-update');
   const byHand = d('row-lock-hand');
+  const byHandOrm = d('row-lock-hand-orm');
   const redlock = d('redlock');
   const checks: TargetCheck[] = [
     ratioCheck('Lease', `hot key, wait p99 ≤ 0.25× node-redlock's${name}`, lease?.waitP99, redlock?.waitP99, 0.25, true, 'ms'),
@@ -201,7 +202,10 @@ function variantChecks(r: BenchResults, v: ContentionVariant): TargetCheck[] {
       false,
       'ops/s',
       byHand && forUpdate && rowLock
-        ? `; floor (the hold's statements by hand) ${fmt(byHand.throughput.median)} ops/s = ${fmtRatio(byHand.throughput.median / forUpdate.throughput.median)}, row-lock = ${fmtRatio(rowLock!.throughput.median / byHand.throughput.median)} of it`
+        ? `; floor (the hold's statements by hand) ${fmt(byHand.throughput.median)} ops/s = ${fmtRatio(byHand.throughput.median / forUpdate.throughput.median)}, row-lock = ${fmtRatio(rowLock!.throughput.median / byHand.throughput.median)} of it` +
+            (byHandOrm
+              ? `; with the critical section through TypeORM by hand ${fmt(byHandOrm.throughput.median)} ops/s = ${fmtRatio(byHandOrm.throughput.median / forUpdate.throughput.median)}, row-lock = ${fmtRatio(rowLock!.throughput.median / byHandOrm.throughput.median)} of it`
+              : '')
         : '',
     ),
     ratioCheck(
