@@ -20,6 +20,10 @@ async function main(): Promise<void> {
   const c = await mysql.createConnection({ ...db.settings, multipleStatements: true, dateStrings: true, timezone: 'Z' });
   await c.query('SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED');
   for (const k of ['f', 'full', 'fast', 'bare', 'm']) await c.query(`INSERT INTO db_lock (lock_key, fencing_token) VALUES ('${k}', 0)`);
+  // A data model where the grant is one INSERT: the log row takes the key's live slot (a unique
+  // column, NULL once ended), its auto-increment id is the token, and the release empties the slot.
+  await c.query('CREATE TABLE db_lock_slot LIKE db_lock_log');
+  await c.query('ALTER TABLE db_lock_slot ADD COLUMN live_key VARBINARY(764) NULL, ADD UNIQUE KEY live_key (live_key)');
   const release = (id: number | string) =>
     c.query(
       `UPDATE db_lock_log SET status = 'RELEASED', ended_at = UTC_TIMESTAMP(6), hold_ms = TIMESTAMPDIFF(MICROSECOND, acquired_at, UTC_TIMESTAMP(6)) DIV 1000 WHERE id IN (${id}) AND status IN ('ACQUIRED','COMPLETED')`,
@@ -60,6 +64,14 @@ async function main(): Promise<void> {
     'fast plan without NOT EXISTS + release': async () => {
       const [r] = (await c.query(fastSql('bare', false))) as unknown as [Ok[]];
       await release(r[2]!.insertId);
+    },
+    'one INSERT taking the live slot + release emptying it': async () => {
+      const [r] = (await c.query(
+        `INSERT INTO db_lock_slot (${cols}, live_key) VALUES ('s', 'write', '${randomUUID()}', 'h:1', 1, 'lease', 1, 'ACQUIRED', 30000, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL 30 SECOND, 0, 's')`,
+      )) as unknown as [Ok];
+      await c.query(
+        `UPDATE db_lock_slot SET status = 'RELEASED', live_key = NULL, ended_at = UTC_TIMESTAMP(6), hold_ms = TIMESTAMPDIFF(MICROSECOND, acquired_at, UTC_TIMESTAMP(6)) DIV 1000 WHERE id = ${r.insertId} AND status IN ('ACQUIRED','COMPLETED')`,
+      );
     },
     'full plan (refusal path) + release': async () => {
       const plan = singleKeyGrantPlan(input('full'));
