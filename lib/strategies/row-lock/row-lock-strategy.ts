@@ -10,6 +10,7 @@ import type { LockLogStore, RowLockAuditRow, RowLockStore, RowLockTake } from '.
 import { LockStatementError } from '../../store/lock-statement.error.js';
 import type { AttemptResult, GrantAttempt, LockStrategy, StrategyCapabilities } from '../lock-strategy.js';
 import { ConnectionSlots } from './connection-slots.js';
+import { connectWithin } from './connect-within.js';
 import { endQuietly, keepOpen } from './open-transaction.js';
 import { auditRowsOf, TerminalRows } from './terminal-rows.js';
 
@@ -88,7 +89,7 @@ export class RowLockStrategy implements LockStrategy {
     const runner = this.dataSource.createQueryRunner('master');
     let holding = false;
     try {
-      await runner.connect();
+      await connectWithin(runner, attempt.deadline);
       // The server's default isolation unless the caller names one: no round trip to set it. The
       // locking statement is the transaction's first, so the work's view begins after the lock.
       await this.store.begin(runner, attempt.isolationLevel);

@@ -1,0 +1,41 @@
+import type { QueryRunner } from 'typeorm';
+import { LockStatementError } from '../../store/lock-statement.error.js';
+
+const GAVE_UP = "No connection of the app's DataSource came free within the caller's budget";
+
+/** Always allowed for the connection, whatever is left of the budget: opening one on a cold pool is not waiting (a single try must not fail for it). */
+export const CONNECT_GRACE_MS = 250;
+
+/**
+ * Connects `runner` by `deadline` (performance.now(); Infinity: no bound), or within
+ * CONNECT_GRACE_MS if that is later. TypeORM waits for a pool connection as long as the app's own
+ * work holds them all; a caller's budget must still end its wait (LockStatementError 'deadline', a
+ * timeout to the caller). The connection that comes free after that goes straight back to the
+ * pool, never to a runner nobody will use.
+ */
+export async function connectWithin(runner: QueryRunner, deadline: number): Promise<void> {
+  const connecting = runner.connect();
+  if (deadline === Infinity) {
+    await connecting;
+    return;
+  }
+  let timer: NodeJS.Timeout | undefined;
+  const gaveUp = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () => reject(new LockStatementError('deadline', new Error(GAVE_UP), GAVE_UP)),
+      Math.ceil(Math.max(deadline - performance.now(), CONNECT_GRACE_MS)),
+    );
+  });
+  try {
+    await Promise.race([connecting, gaveUp]);
+  } catch (error) {
+    // TypeORM's release() before the connection arrives gives nothing back: give it back on arrival.
+    void connecting.then(
+      (connection: unknown) => (connection as { release?: () => void } | undefined)?.release?.(),
+      () => undefined,
+    );
+    throw error;
+  } finally {
+    clearTimeout(timer);
+  }
+}
