@@ -45,6 +45,11 @@ export class LockStatementError extends Error {
     return this.kind === 'connection-lost' || this.kind === 'deadline';
   }
 
+  /** The client stopped waiting at its deadline (for an answer, or for a connection); the server may still run the statement. */
+  static deadline(message: string): LockStatementError {
+    return new LockStatementError('deadline', new Error(message), message);
+  }
+
   static from(error: unknown): LockStatementError {
     return error instanceof LockStatementError ? error : new LockStatementError(failureKindOf(error), error);
   }

@@ -15,7 +15,8 @@ import { createLockApp } from '../support/lock-app.js';
 import { TestDatabase } from '../support/test-database.js';
 import { DecoratedWork } from './designs/decorated.js';
 import type { Body } from './designs/types.js';
-import { runProbe } from './probe-main.js';
+import { runProbe, timeShapes } from './probe-main.js';
+import { median } from './stats.js';
 
 const UPDATE = 'UPDATE bench_counter SET v = v + 1 WHERE id = 3';
 const GRANT_SHAPE =
@@ -57,19 +58,9 @@ async function main(): Promise<void> {
       return work.lease('probe:dec', body, times());
     },
   };
-  const ops = Number(process.argv[2] ?? 1000);
-  const samples: Record<string, number[]> = {};
   // 'blocks': each item's ops in a row, as the bench's rounds run them; default: interleaved op by op.
-  const blocks = process.argv[3] === 'blocks';
-  const run = async (name: string, op: () => Promise<unknown>) => {
-    const t0 = performance.now();
-    await op();
-    (samples[name] ??= []).push(performance.now() - t0);
-  };
-  if (blocks) for (const [name, op] of Object.entries(items)) for (let i = 0; i < ops; i++) await run(name, op);
-  else for (let i = 0; i < ops; i++) for (const [name, op] of Object.entries(items)) await run(name, op);
+  const samples = await timeShapes(items, Number(process.argv[2] ?? 1000), { serial: process.argv[3] === 'blocks' });
   EarlyBusinessTransaction.prototype.open = open;
-  const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
   const plain = median(samples.plain!);
   for (const [name, xs] of Object.entries(samples))
     console.log(`${name.padEnd(56)} ${median(xs).toFixed(3)} ms  ${(median(xs) / plain).toFixed(2)}x plain`);

@@ -11,7 +11,8 @@ import { fastSingleKeyGrantPlan } from '../../lib/store/mysql/fast-grant.sql.js'
 import type { GrantInput } from '../../lib/store/mysql/grant.sql.js';
 import { singleKeyGrantPlan } from '../../lib/store/mysql/single-key-grant.sql.js';
 import { TestDatabase } from '../support/test-database.js';
-import { runProbe } from './probe-main.js';
+import { runProbe, timeShapes } from './probe-main.js';
+import { median } from './stats.js';
 
 type Ok = { affectedRows: number; insertId: number };
 
@@ -81,25 +82,10 @@ async function main(): Promise<void> {
       await release(outcome.rows[0]!.id);
     },
   };
-  const ops = Number(process.argv[2] ?? 300);
-  const rounds = 5;
-  const results: Record<string, number[][]> = {};
   for (const fn of Object.values(shapes)) for (let i = 0; i < 20; i++) await fn();
-  for (let r = 0; r < rounds; r++) {
-    const per: Record<string, number[]> = {};
-    for (let i = 0; i < ops; i++)
-      for (const [name, fn] of Object.entries(shapes)) {
-        const t = performance.now();
-        await fn();
-        (per[name] ??= []).push(performance.now() - t);
-      }
-    for (const [name, xs] of Object.entries(per)) (results[name] ??= []).push(xs);
-  }
-  const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
-  const perRound = (name: string) => results[name]!.map(median);
-  const floor = perRound('two pk updates');
-  for (const name of Object.keys(shapes)) {
-    const m = perRound(name);
+  const results = await timeShapes(shapes, Number(process.argv[2] ?? 300), { rounds: 5 });
+  const floor = results['two pk updates']!;
+  for (const [name, m] of Object.entries(results)) {
     const ratios = m.map((x, i) => x / floor[i]!);
     console.log(
       `${name.padEnd(40)} ${median(m).toFixed(3)} ms  ${median(ratios).toFixed(2)}x two PK updates (rounds ${ratios.map((x) => x.toFixed(2)).join(' ')})`,

@@ -8,7 +8,8 @@ import 'reflect-metadata';
 import { randomUUID } from 'node:crypto';
 import mysql from 'mysql2/promise';
 import { TestDatabase } from '../support/test-database.js';
-import { runProbe } from './probe-main.js';
+import { runProbe, timeShapes } from './probe-main.js';
+import { median } from './stats.js';
 
 type Ok = { affectedRows: number; insertId: number };
 
@@ -60,23 +61,7 @@ async function main(): Promise<void> {
       ),
     'select 1': () => c.query('SELECT 1'),
   };
-  const ops = Number(process.argv[2] ?? 300);
-  const rounds = 5;
-  const serial = process.argv[3] === 'serial';
-  const results: Record<string, number[]> = {};
-  for (let r = 0; r < rounds; r++) {
-    const per: Record<string, number[]> = {};
-    const time = async (name: string, fn: () => Promise<unknown>) => {
-      const t = performance.now();
-      await fn();
-      (per[name] ??= []).push(performance.now() - t);
-    };
-    if (serial) for (const [name, fn] of Object.entries(shapes)) for (let i = 0; i < ops; i++) await time(name, fn);
-    else for (let i = 0; i < ops; i++) for (const [name, fn] of Object.entries(shapes)) await time(name, fn);
-    const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
-    for (const [name, xs] of Object.entries(per)) (results[name] ??= []).push(median(xs));
-  }
-  const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+  const results = await timeShapes(shapes, Number(process.argv[2] ?? 300), { rounds: 5, serial: process.argv[3] === 'serial' });
   const floor = median(results['pk update (counter)']!);
   for (const [name, xs] of Object.entries(results))
     console.log(

@@ -1,5 +1,6 @@
 import { after, before, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { INestApplicationContext } from '@nestjs/common';
 import { DataSource, type QueryRunner } from 'typeorm';
 import { LockTimeoutError, type LockService } from '../../lib/index.js';
@@ -43,7 +44,15 @@ contractSuite('holder-connection', "row-lock: the app's pool exhausted by the ap
       await runner.startTransaction();
       held.push(runner);
     }
-    const letGo = setTimeout(() => void Promise.all(held.map((r) => r.rollbackTransaction().then(() => r.release()))), APP_HOLDS_MS);
+    // The app lets its connections go after APP_HOLDS_MS: without a bound the caller would be granted then.
+    const letGo = sleep(APP_HOLDS_MS).then(() =>
+      Promise.all(
+        held.map(async (runner) => {
+          await runner.rollbackTransaction();
+          await runner.release();
+        }),
+      ),
+    );
     try {
       const started = performance.now();
       const outcome = await locks
@@ -57,8 +66,7 @@ contractSuite('holder-connection', "row-lock: the app's pool exhausted by the ap
       assert.ok(outcome instanceof LockTimeoutError, `a LockTimeoutError, got ${String(outcome)}`);
       assert.ok(tookMs < TIMEOUT_MS + MARGIN_MS, `answered after ${Math.round(tookMs)} ms`);
     } finally {
-      await new Promise((resolve) => setTimeout(resolve, Math.max(0, APP_HOLDS_MS + 200)));
-      clearTimeout(letGo);
+      await letGo;
     }
     // Every connection is free again: the app can take the whole pool at once, and the lock works.
     const again = await Promise.all(

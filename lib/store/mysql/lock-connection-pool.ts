@@ -164,7 +164,7 @@ export class LockConnectionPool {
         timer = setTimeout(
           () => {
             gaveUp = true;
-            reject(deadlineError('No lock connection became free before the deadline'));
+            reject(LockStatementError.deadline('No lock connection became free before the deadline'));
           },
           clampTimer(deadline - performance.now()),
         );
@@ -197,7 +197,7 @@ export class LockConnectionPool {
             // Never reused: it may still be running the statement on the server. Closed under
             // work, so statements queued behind it on this connection fail now, not when it ends.
             closeUnderWork(connection);
-            reject(deadlineError('The lock statement did not answer before the deadline'));
+            reject(LockStatementError.deadline('The lock statement did not answer before the deadline'));
           },
           clampTimer(deadline - performance.now()),
         );
@@ -232,10 +232,6 @@ export class LockConnectionPool {
       });
     });
   }
-}
-
-function deadlineError(message: string): LockStatementError {
-  return new LockStatementError('deadline', new Error(message), message);
 }
 
 export function clampTimer(ms: number): number {

@@ -10,8 +10,9 @@ export const CONNECT_GRACE_MS = 250;
  * Connects `runner` by `deadline` (performance.now(); Infinity: no bound), or within
  * CONNECT_GRACE_MS if that is later. TypeORM waits for a pool connection as long as the app's own
  * work holds them all; a caller's budget must still end its wait (LockStatementError 'deadline', a
- * timeout to the caller). The connection that comes free after that goes straight back to the
- * pool, never to a runner nobody will use.
+ * timeout to the caller). The runner is then released here once its connection arrives (TypeORM
+ * gives back nothing when released before that): the caller must not release it too, or the
+ * connection would go back to the pool twice.
  */
 export async function connectWithin(runner: QueryRunner, deadline: number): Promise<void> {
   const connecting = runner.connect();
@@ -21,17 +22,13 @@ export async function connectWithin(runner: QueryRunner, deadline: number): Prom
   }
   let timer: NodeJS.Timeout | undefined;
   const gaveUp = new Promise<never>((_, reject) => {
-    timer = setTimeout(
-      () => reject(new LockStatementError('deadline', new Error(GAVE_UP), GAVE_UP)),
-      Math.ceil(Math.max(deadline - performance.now(), CONNECT_GRACE_MS)),
-    );
+    timer = setTimeout(() => reject(LockStatementError.deadline(GAVE_UP)), Math.ceil(Math.max(deadline - performance.now(), CONNECT_GRACE_MS)));
   });
   try {
     await Promise.race([connecting, gaveUp]);
   } catch (error) {
-    // TypeORM's release() before the connection arrives gives nothing back: give it back on arrival.
     void connecting.then(
-      (connection: unknown) => (connection as { release?: () => void } | undefined)?.release?.(),
+      () => runner.release(),
       () => undefined,
     );
     throw error;

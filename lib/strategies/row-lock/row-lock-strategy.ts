@@ -87,9 +87,11 @@ export class RowLockStrategy implements LockStrategy {
     )
       return {};
     const runner = this.dataSource.createQueryRunner('master');
+    let connected = false;
     let holding = false;
     try {
       await connectWithin(runner, attempt.deadline);
+      connected = true;
       // The server's default isolation unless the caller names one: no round trip to set it. The
       // locking statement is the transaction's first, so the work's view begins after the lock.
       await this.store.begin(runner, attempt.isolationLevel);
@@ -112,7 +114,7 @@ export class RowLockStrategy implements LockStrategy {
       throw failure;
     } finally {
       if (!holding) {
-        await endQuietly(runner);
+        if (connected) await endQuietly(runner); // else connectWithin releases it if its connection ever comes
         this.slots.give();
       }
     }

@@ -6,6 +6,8 @@
  * contention figures are compared with.
  */
 import { RECORD_AND_COMMIT } from '../../../lib/store/mysql/commit-routines.sql.js';
+import { sessionQuery } from '../../../lib/store/mysql/session-query.js';
+import { format } from '../../../lib/store/mysql/sql.js';
 import { hostNow } from '../stats.js';
 import { countedQuery, type DesignDeps, type DesignId, type LockDesign, type Query } from './types.js';
 
@@ -112,10 +114,10 @@ export function rowLockByHandOrmDesign(deps: DesignDeps): LockDesign {
     async hold(key, _slot, body) {
       const runner = deps.dataSource.createQueryRunner();
       await runner.connect();
-      const connection = (runner as unknown as { databaseConnection: RawConnection }).databaseConnection;
+      // The lock's own statements as the library sends them: straight to mysql2, past TypeORM's wrapper.
       const raw = (sql: string, params: unknown[] = []): Promise<unknown> => {
         counter.sent++;
-        return new Promise((resolve, reject) => connection.query(sql, params, (error, result) => (error ? reject(error) : resolve(result))));
+        return sessionQuery(runner, format(sql, params));
       };
       try {
         await raw('START TRANSACTION');
@@ -141,10 +143,6 @@ export function rowLockByHandOrmDesign(deps: DesignDeps): LockDesign {
     redisCommands: () => 0,
     async close() {},
   };
-}
-
-interface RawConnection {
-  query(sql: string, params: unknown[], callback: (error: unknown, result: unknown) => void): unknown;
 }
 
 export function getLockDesign(deps: DesignDeps): LockDesign {
