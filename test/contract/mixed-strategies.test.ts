@@ -19,7 +19,13 @@ import { contractSuite } from '../support/contract-targets.js';
  * strategies.
  */
 const SCENARIO = new URL('../row-lock/scenarios/ledger.js', import.meta.url).href;
-const STALL_MS = 1_500;
+const STALL_MS = 3_000;
+/**
+ * The lease caller's own lease: shorter than the stall, so a grant blocked through it answers with
+ * its lease run out and is given back; long enough that the grant after it keeps its lease through
+ * the fenced INSERT on a loaded 2-core machine (with 600 ms, a renewal came late once in a full run).
+ */
+const CALLER_LEASE_MS = 2_000;
 
 contractSuite('mixed-strategies', 'mixed strategies on one key', () => {
   let db: TestDatabase;
@@ -62,7 +68,7 @@ contractSuite('mixed-strategies', 'mixed strategies on one key', () => {
         async () => {
           await lease.locks.manager.query("INSERT INTO ledger (who, step, token) VALUES ('lease', 1, ?)", [lease.locks.currentLock!.fencingToken]);
         },
-        { timeoutMs: 30_000 },
+        { timeoutMs: 30_000, leaseMs: CALLER_LEASE_MS },
       )
       .finally(() => (leaseDone = true));
     const stalledAt = performance.now();
@@ -85,7 +91,7 @@ contractSuite('mixed-strategies', 'mixed strategies on one key', () => {
       entries[2]!.startsWith('lease:1:') && leaseToken > 1,
       `the lease caller wrote after the row-lock holder, with a newer token: ${entries[2]}`,
     );
-    // A lease grant blocked on the key row past its own leaseMs (600 < the stall) answers with a
+    // A lease grant blocked on the key row past its own leaseMs (CALLER_LEASE_MS < the stall) answers with a
     // lease already run out: it is given back (its token burned) and the next try is the grant.
     const rows = (await db.logRows(key)).map((r) => [r.strategy, r.status, Number(r.fencing_token)]);
     assert.deepEqual(rows[0], ['row-lock', 'RELEASED', 1]);
