@@ -32,6 +32,7 @@ export {
   AddSemaphores1795996800000,
   AddRowLockFastPath1796342400000,
   AddCommitRoutines1796947200000,
+  AddBeginAndTakeRoutine1797552000000,
   DB_LOCK_MIGRATIONS,
 } from './migrations/index.js';
 export { LockStatus } from './core/lock-status.js';

@@ -152,7 +152,8 @@ export class FencedTransaction {
   }
 
   private async rollbackQuietly(logger: Logger): Promise<void> {
-    if (!this.opened.runner.isTransactionActive) return;
+    // A cut session (its connection closed under the work) was rolled back by the server.
+    if (!this.opened.runner.isTransactionActive || this.opened.runner.isReleased) return;
     try {
       await this.opened.runner.rollbackTransaction();
     } catch (error) {

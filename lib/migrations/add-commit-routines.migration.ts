@@ -1,11 +1,11 @@
 import type { MigrationInterface, QueryRunner } from 'typeorm';
 import { classify } from '../store/mysql/errno.js';
-import { COMMIT_ROUTINES, createRoutineStatement, ROUTINES_PRESENT } from '../store/mysql/commit-routines.sql.js';
+import { COMMIT_ROUTINES, createRoutineStatement, ROUTINES_PRESENT } from '../store/mysql/session-routines.sql.js';
 
 /**
  * Fifth schema version (runs after AddRowLockFastPath1796342400000; a shipped migration is never
  * edited). Adds the stored procedures that end a decorated call's hold and commit its transaction in
- * one round trip (see commit-routines.sql.ts). No table changes: locks held during the upgrade are
+ * one round trip (see session-routines.sql.ts). No table changes: locks held during the upgrade are
  * untouched, and processes that started before it keep the two round trips until they restart.
  *
  * Creating a routine needs the CREATE ROUTINE privilege. Without it the migration leaves the

@@ -3,8 +3,10 @@ import { CreateDbLockTables1763769600000 } from './create-db-lock-tables.migrati
 import { AddSemaphores1795996800000 } from './add-semaphores.migration.js';
 import { AddRowLockFastPath1796342400000 } from './add-row-lock-fast-path.migration.js';
 import { AddCommitRoutines1796947200000 } from './add-commit-routines.migration.js';
+import { AddBeginAndTakeRoutine1797552000000 } from './add-begin-and-take-routine.migration.js';
 
 export {
+  AddBeginAndTakeRoutine1797552000000,
   AddCommitRoutines1796947200000,
   AddProcessLeasesAndRowLocks1795392000000,
   AddRowLockFastPath1796342400000,
@@ -23,4 +25,5 @@ export const DB_LOCK_MIGRATIONS: Function[] = Object.freeze([
   AddSemaphores1795996800000,
   AddRowLockFastPath1796342400000,
   AddCommitRoutines1796947200000,
+  AddBeginAndTakeRoutine1797552000000,
 ]) as unknown as Function[];

@@ -157,6 +157,13 @@ export interface RowLockStore extends SessionTransactions {
    */
   take(runner: QueryRunner, targets: readonly LockTarget[], deadline: number): Promise<RowLockTake>;
   /**
+   * Opens the hold's transaction on `runner` (at `isolationLevel`, else the server's default) and
+   * takes the keys in it, as begin() then take() do; a single write key in one round trip where the
+   * database can. The transaction is open afterwards whatever the answer, for the caller to use or
+   * roll back.
+   */
+  beginAndTake(runner: QueryRunner, targets: readonly LockTarget[], deadline: number, isolationLevel?: string): Promise<RowLockTake>;
+  /**
    * Rare path: the rows locked first, then the lease holders of the keys read where the caller's
    * transaction cannot hide them (expired ones taken over), then the keys taken. 'lease-holder'
    * when one is live; 'missing-key-rows' on a key's first use.

@@ -7,7 +7,7 @@
 import 'reflect-metadata';
 import mysql from 'mysql2/promise';
 import { DataSource } from 'typeorm';
-import { RECORD_AND_COMMIT } from '../../lib/store/mysql/commit-routines.sql.js';
+import { RECORD_AND_COMMIT } from '../../lib/store/mysql/session-routines.sql.js';
 import { createLockApp } from '../support/lock-app.js';
 import { TestDatabase } from '../support/test-database.js';
 import { runProbe } from './probe-main.js';

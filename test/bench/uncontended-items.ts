@@ -4,7 +4,7 @@
  * blocking locks, a plain TypeORM transaction), the peers, the library (lease, decorators,
  * row-lock) and the writes of a row-lock hold sent by hand.
  */
-import { RECORD_AND_COMMIT } from '../../lib/store/mysql/commit-routines.sql.js';
+import { BEGIN_AND_TAKE, RECORD_AND_COMMIT } from '../../lib/store/mysql/session-routines.sql.js';
 import type mysql from 'mysql2/promise';
 import type { DataSource } from 'typeorm';
 import type { LockService } from '../../lib/index.js';
@@ -46,6 +46,8 @@ const ROW_LOCK_WRITES = [
   'INSERT INTO db_lock_log (lock_key, mode, owner, holder, strategy, fencing_token, status, lease_ms, acquired_at, expires_at, ended_at, wait_ms, hold_ms) ' +
     `VALUES ('${ROW_LOCK_FLOOR_KEY}', 'write', UUID(), 'bench:floor', 'row-lock', LAST_INSERT_ID(), 'RELEASED', 0, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), 0, 0)`,
 ];
+/** START and the locking UPDATE of a row-lock hold in one CALL, as the library sends them where the routine is installed. */
+const ROW_LOCK_BEGIN_AND_TAKE = `CALL \`${BEGIN_AND_TAKE}\`('${ROW_LOCK_FLOOR_KEY}')`;
 /** The audit row and COMMIT of a row-lock hold in one CALL, as the library sends them where the routine is installed. */
 const ROW_LOCK_RECORD_AND_COMMIT = `CALL \`${RECORD_AND_COMMIT}\`('${ROW_LOCK_FLOOR_KEY}', 'write', UUID(), 'bench:floor', LAST_INSERT_ID(), 0, 0, 0)`;
 const UPDATE = 'UPDATE bench_counter SET v = v + 1 WHERE id = 3';
@@ -201,9 +203,9 @@ export function uncontendedItems(deps: UncontendedDeps): UncontendedItem[] {
     {
       id: 'row-lock-empty',
       countsRoundTrips: true,
-      label: 'row-lock: `withLock` with an empty fn (START; the locking UPDATE; the audit row and COMMIT in one CALL)',
+      label: 'row-lock: `withLock` with an empty fn (START and the locking UPDATE in one CALL; the audit row and COMMIT in another)',
       kind: 'library',
-      roundTrips: '3',
+      roundTrips: '2',
       op: design('row-lock', 'bench:u:row-lock'),
     },
     {
@@ -211,7 +213,7 @@ export function uncontendedItems(deps: UncontendedDeps): UncontendedItem[] {
       countsRoundTrips: true,
       label: "row-lock: `@WriteLock(…, { strategy: 'row-lock' })` method running the same UPDATE",
       kind: 'library',
-      roundTrips: '4',
+      roundTrips: '3',
       op: () => work.rowLock('bench:u:dec-row', oneUpdate, times()),
     },
     {
@@ -234,16 +236,16 @@ export function uncontendedItems(deps: UncontendedDeps): UncontendedItem[] {
     {
       id: 'row-lock-decorated-floor',
       label:
-        "row-lock decorator path's floor: a TypeORM transaction with the same UPDATE, plus the hold's writes sent straight to its connection as the library sends them (START; UPDATE key row; the UPDATE; the audit row and COMMIT in one CALL of the record-and-commit routine)",
+        "row-lock decorator path's floor: the same UPDATE in a transaction on a TypeORM runner, with the hold's statements sent straight to its connection as the library sends them (START and the locking UPDATE in one CALL of the begin-and-take routine; the UPDATE; the audit row and COMMIT in one CALL of the record-and-commit routine)",
       kind: 'floor',
-      roundTrips: '4',
+      roundTrips: '3',
       op: async () => {
         const runner = dataSource.createQueryRunner();
         await runner.connect();
         try {
-          await runner.startTransaction();
           const connection = (runner as unknown as { databaseConnection: unknown }).databaseConnection;
-          await rawQuery(connection, ROW_LOCK_WRITES[0]!);
+          (runner as unknown as { isTransactionActive: boolean }).isTransactionActive = true;
+          await rawQuery(connection, ROW_LOCK_BEGIN_AND_TAKE);
           await runner.manager.query(UPDATE);
           await rawQuery(connection, ROW_LOCK_RECORD_AND_COMMIT);
           (runner as unknown as { isTransactionActive: boolean }).isTransactionActive = false;

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { type INestApplicationContext, Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 import { LockLostError, LockService, WriteLock } from '../../lib/index.js';
-import { END_AND_COMMIT as COMMIT_ROUTINE } from '../../lib/store/mysql/commit-routines.sql.js';
+import { END_AND_COMMIT as COMMIT_ROUTINE } from '../../lib/store/mysql/session-routines.sql.js';
 import { createLockApp } from '../support/lock-app.js';
 import { spyOnDataSourceStatements } from '../support/statement-spy.js';
 import { TestDatabase } from '../support/test-database.js';

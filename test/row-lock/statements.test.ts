@@ -2,7 +2,8 @@ import { after, before, it } from 'node:test';
 import assert from 'node:assert/strict';
 import type { INestApplicationContext } from '@nestjs/common';
 import { DataSource } from 'typeorm';
-import { DbLockError, type LockService } from '../../lib/index.js';
+import mysql from 'mysql2/promise';
+import { DbLockError, type LockService, LockTimeoutError } from '../../lib/index.js';
 import { createLockApp, eventually } from '../support/lock-app.js';
 import { callerTrips } from '../support/round-trips.js';
 import { TestDatabase } from '../support/test-database.js';
@@ -10,9 +11,10 @@ import { contractSuite } from '../support/contract-targets.js';
 import { spyOnDataSourceStatements } from '../support/statement-spy.js';
 
 /**
- * What one uncontended row-lock hold sends, statement by statement: its transaction's opening,
- * the locking UPDATE that bumps the token, the work, the audit row INSERT and COMMIT (one CALL of
- * the record-and-commit routine where it is installed), all on the business transaction's
+ * What one uncontended row-lock hold sends, statement by statement: its transaction's opening and
+ * the locking UPDATE that bumps the token (one CALL of the begin-and-take routine where it is
+ * installed), the work, the audit row INSERT and COMMIT (one CALL of the record-and-commit
+ * routine), all on the business transaction's
  * connection; nothing on the library's own pool. Counted from what mysql2 sends on the
  * DataSource's connections and the library's caller round trips (the janitor is off; the watchdog
  * holds nothing, so it sends nothing).
@@ -51,10 +53,10 @@ contractSuite('row-lock-statements', 'row-lock: statements per hold', () => {
     };
   }
 
-  it('withLock with an empty fn: 3 statements, all on the business transaction (the audit row and COMMIT in one CALL)', async () => {
+  it('withLock with an empty fn: 2 statements, both on the business transaction (START and the locking UPDATE in one CALL, the audit row and COMMIT in another)', async () => {
     await locks.withLock('hold', () => undefined); // first use creates the key row
     const { statements, libraryTrips } = await count(() => locks.withLock('hold', () => undefined));
-    assert.deepEqual(statements, ['START', 'UPDATE', 'CALL db_lock_record_and_commit_v1']);
+    assert.deepEqual(statements, ['CALL db_lock_begin_and_take_v1', 'CALL db_lock_record_and_commit_v1']);
     assert.equal(libraryTrips, 0);
   });
 
@@ -65,7 +67,7 @@ contractSuite('row-lock-statements', 'row-lock: statements per hold', () => {
         await locks.manager.query('UPDATE counter SET v = v + 1 WHERE id = 1');
       }),
     );
-    assert.deepEqual(statements, ['START', 'UPDATE', 'UPDATE', 'CALL db_lock_record_and_commit_v1']);
+    assert.deepEqual(statements, ['CALL db_lock_begin_and_take_v1', 'UPDATE', 'CALL db_lock_record_and_commit_v1']);
     assert.equal(libraryTrips, 0);
     assert.equal((await db.query<{ v: number }[]>('SELECT v FROM counter'))[0]!.v, 1);
   });
@@ -80,10 +82,10 @@ contractSuite('row-lock-statements', 'row-lock: statements per hold', () => {
     await locks.withLock('mixed', () => undefined);
     await locks.withLock('mixed', () => undefined, { strategy: 'lease' });
     const checked = await count(() => locks.withLock('mixed', () => undefined));
-    assert.deepEqual(checked.statements, ['START', 'UPDATE', 'SELECT', 'UPDATE', 'CALL db_lock_record_and_commit_v1']);
+    assert.deepEqual(checked.statements, ['CALL db_lock_begin_and_take_v1', 'SELECT', 'UPDATE', 'CALL db_lock_record_and_commit_v1']);
     assert.equal(checked.libraryTrips, 1);
     const fast = await count(() => locks.withLock('mixed', () => undefined));
-    assert.deepEqual(fast.statements, ['START', 'UPDATE', 'CALL db_lock_record_and_commit_v1']);
+    assert.deepEqual(fast.statements, ['CALL db_lock_begin_and_take_v1', 'CALL db_lock_record_and_commit_v1']);
     assert.equal(fast.libraryTrips, 0);
     assert.deepEqual(
       (await db.logRows('mixed')).map((r) => [Number(r.fencing_token), r.strategy]),
@@ -141,7 +143,7 @@ contractSuite('row-lock-statements', 'row-lock: statements per hold', () => {
     };
     try {
       const { statements } = await count(() => locks.withLock('hold', () => undefined));
-      assert.deepEqual(statements, ['START', 'UPDATE', 'CALL db_lock_record_and_commit_v1']);
+      assert.deepEqual(statements, ['CALL db_lock_begin_and_take_v1', 'CALL db_lock_record_and_commit_v1']);
       assert.deepEqual(logged, [], 'TypeORM logged none of them');
     } finally {
       logger.logQuery = original;
@@ -186,14 +188,58 @@ contractSuite('row-lock-statements', 'row-lock: statements per hold', () => {
   it('the routine dropped while the app runs: the refused CALL changed nothing, the INSERT and COMMIT go apart from then on', async () => {
     await db.query('DROP PROCEDURE db_lock_record_and_commit_v1');
     const first = await count(() => locks.withLock('hold', () => undefined));
-    assert.deepEqual(first.statements, ['START', 'UPDATE', 'CALL db_lock_record_and_commit_v1', 'INSERT INTO db_lock_log', 'COMMIT']);
+    assert.deepEqual(first.statements, ['CALL db_lock_begin_and_take_v1', 'CALL db_lock_record_and_commit_v1', 'INSERT INTO db_lock_log', 'COMMIT']);
     const next = await count(() => locks.withLock('hold', () => undefined));
-    assert.deepEqual(next.statements, ['START', 'UPDATE', 'INSERT INTO db_lock_log', 'COMMIT']);
+    assert.deepEqual(next.statements, ['CALL db_lock_begin_and_take_v1', 'INSERT INTO db_lock_log', 'COMMIT']);
     const rows = await db.logRows('hold');
     assert.deepEqual(
       rows.slice(-2).map((r) => r.status),
       ['RELEASED', 'RELEASED'],
     );
     assert.equal(Number(rows.at(-1)!.fencing_token), Number(rows.at(-2)!.fencing_token) + 1);
+  });
+
+  it('a wait that runs out inside the begin-and-take routine: LockTimeoutError, and the transaction it opened is rolled back before its connection goes back to the pool', async () => {
+    await locks.withLock('waited', () => undefined); // first use creates the key row
+    const holder = await mysql.createConnection(db.settings);
+    try {
+      await holder.query('START TRANSACTION');
+      await holder.query(`SELECT fencing_token FROM db_lock WHERE lock_key = 'waited' FOR UPDATE`);
+      const { statements } = await count(() =>
+        assert.rejects(
+          locks.withLock('waited', () => assert.fail('granted while the row is locked'), { timeoutMs: 300 }),
+          LockTimeoutError,
+        ),
+      );
+      assert.equal(statements[0], 'CALL db_lock_begin_and_take_v1', statements.join(' | '));
+      // The CALL's START ran, its UPDATE waited and gave up: only the holder's transaction may still be open.
+      const open = await db.query<{ id: string }[]>(
+        'SELECT trx_mysql_thread_id AS id FROM information_schema.INNODB_TRX WHERE trx_mysql_thread_id <> CONNECTION_ID()',
+      );
+      assert.deepEqual(
+        open.map((r) => Number(r.id)),
+        [holder.threadId],
+        'a transaction of the timed-out caller was left open on a pooled connection',
+      );
+    } finally {
+      await holder.end();
+    }
+    assert.equal(await locks.withLock('waited', (lock) => lock.fencingToken), 2);
+  });
+
+  it('the begin-and-take routine dropped while the app runs: the refused CALL opened nothing, START and the UPDATE go apart from then on', async () => {
+    await db.query('DROP PROCEDURE db_lock_begin_and_take_v1');
+    const before = Number((await db.logRows('hold')).at(-1)!.fencing_token);
+    const first = await count(() => locks.withLock('hold', () => undefined));
+    assert.deepEqual(first.statements, ['CALL db_lock_begin_and_take_v1', 'START', 'UPDATE', 'INSERT INTO db_lock_log', 'COMMIT']);
+    const next = await count(() => locks.withLock('hold', () => undefined));
+    assert.deepEqual(next.statements, ['START', 'UPDATE', 'INSERT INTO db_lock_log', 'COMMIT']);
+    assert.deepEqual(
+      (await db.logRows('hold')).slice(-2).map((r) => [Number(r.fencing_token), r.status]),
+      [
+        [before + 1, 'RELEASED'],
+        [before + 2, 'RELEASED'],
+      ],
+    );
   });
 });

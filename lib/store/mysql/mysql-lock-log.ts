@@ -30,7 +30,7 @@ import {
   rowStatusesPlan,
 } from './hold.sql.js';
 import { FENCING_FLOOR_KEY } from '../../core/internal-keys.js';
-import type { CommitRoutine } from './commit-routines.sql.js';
+import type { SessionRoutine } from './session-routines.sql.js';
 import { checkSchema } from './schema-check.js';
 import { UnendedRows } from './unended-rows.js';
 
@@ -50,8 +50,8 @@ const LATE_GIVE_BACK_MS = 2_500;
  */
 export class MysqlLockLog implements LockLogStore, ProcessLeaseStore {
   private id: string | undefined;
-  /** The commit routines installed (see commit-routines.sql.ts); known after start(). */
-  commitRoutines: ReadonlySet<CommitRoutine> = new Set();
+  /** The session routines installed (see session-routines.sql.ts); known after start(). */
+  sessionRoutines: ReadonlySet<SessionRoutine> = new Set();
   /** Rows a release or give-back could not end: ended before the next renewal (see UnendedRows). */
   private readonly unended = new UnendedRows();
   private readonly fast: FastGrant;
@@ -77,7 +77,7 @@ export class MysqlLockLog implements LockLogStore, ProcessLeaseStore {
 
   /** Checks the schema (and which commit routines are there) and registers this process's process-lease row. */
   async start(): Promise<void> {
-    this.commitRoutines = await checkSchema(this.pool);
+    this.sessionRoutines = await checkSchema(this.pool);
     const sentAt = Date.now();
     const answer = await this.pool.query<unknown>(`${registerProcessStatement(this.holder)};\nSELECT ${NOW} AS now_at`, { purpose: 'admin' });
     const [registered, clock] = (Array.isArray(answer) ? answer : [answer, []]) as [{ insertId: number | string }, { now_at?: string }[]];

@@ -11,7 +11,7 @@ import { MysqlLockLog } from './mysql-lock-log.js';
 import { mysqlFence, MysqlRowLockStore } from './mysql-session-store.js';
 import { lockPoolOptions } from './pool-options.js';
 import { detectServerFlavor } from './server-flavor.js';
-import { CommitRoutineCalls } from './commit-routine-calls.js';
+import { SessionRoutineCalls } from './session-routine-calls.js';
 import { MysqlSessionTransactions } from './session-transaction.js';
 
 /** What the MySQL/MariaDB store is opened with. */
@@ -42,7 +42,7 @@ export async function openMysqlStore(dataSource: DataSource, settings: MysqlStor
         : undefined;
     const transactions = new MysqlSessionTransactions(dataSource);
     // On a multi-primary cluster the end and COMMIT stay apart (see docs/clusters.md).
-    const routines = new CommitRoutineCalls(log.clustered ? new Set() : log.commitRoutines, transactions);
+    const routines = new SessionRoutineCalls(log.clustered ? new Set() : log.sessionRoutines, transactions);
     return {
       log,
       processLease: log,

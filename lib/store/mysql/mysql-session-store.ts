@@ -1,15 +1,15 @@
 import type { QueryRunner } from 'typeorm';
 import type { LockTarget } from '../../core/lock-key.js';
 import type { FenceStore, RowLockAuditRow, RowLockStore, RowLockTake } from '../lock-store.js';
-import { callEndAndCommit, callRecordAndCommit, END_AND_COMMIT, isLostSignal, RECORD_AND_COMMIT } from './commit-routines.sql.js';
-import type { CommitRoutineCalls } from './commit-routine-calls.js';
+import { BEGIN_AND_TAKE, callEndAndCommit, callRecordAndCommit, END_AND_COMMIT, isLostSignal, RECORD_AND_COMMIT } from './session-routines.sql.js';
+import type { SessionRoutineCalls } from './session-routine-calls.js';
 import { classify } from './errno.js';
 import { endInCommitStatement, fenceKeptStatement } from './hold.sql.js';
 import type { KnownFreeKeys } from './known-free-keys.js';
 import type { MysqlLockLog } from './mysql-lock-log.js';
 import { createKeyRowsStatements } from './key-rows.sql.js';
 import { insertAuditRows, leaseHoldersCheck } from './row-lock.sql.js';
-import { takeKeys, takeKeysChecked } from './row-lock-grant.js';
+import { beginAndTakeCall, takeKeys, takeKeysChecked, takenByCall } from './row-lock-grant.js';
 import { format, rowsOf } from './sql.js';
 import { type ResultHeader, sessionQuery } from './session-query.js';
 import type { MysqlSessionTransactions } from './session-transaction.js';
@@ -20,7 +20,7 @@ import { cutSession, isNoWait } from './row-lock-session.js';
  * The fence's writes, in the business transaction on the app's DataSource. Rows a commit ended are
  * durably ended once it succeeds: `knownFree` learns of them then.
  */
-export function mysqlFence(transactions: MysqlSessionTransactions, knownFree: KnownFreeKeys, routines: CommitRoutineCalls): FenceStore {
+export function mysqlFence(transactions: MysqlSessionTransactions, knownFree: KnownFreeKeys, routines: SessionRoutineCalls): FenceStore {
   const endingWith = new WeakMap<QueryRunner, string[]>();
   const fence: FenceStore = {
     begin: (runner, isolationLevel) => {
@@ -67,7 +67,7 @@ export class MysqlRowLockStore implements RowLockStore {
   constructor(
     private readonly log: MysqlLockLog,
     private readonly transactions: MysqlSessionTransactions,
-    private readonly routines: CommitRoutineCalls,
+    private readonly routines: SessionRoutineCalls,
   ) {}
 
   begin(runner: QueryRunner, isolationLevel?: string): Promise<void> {
@@ -76,6 +76,19 @@ export class MysqlRowLockStore implements RowLockStore {
 
   commit(runner: QueryRunner): Promise<void> {
     return this.transactions.commit(runner);
+  }
+
+  async beginAndTake(runner: QueryRunner, targets: readonly LockTarget[], deadline: number, isolationLevel?: string): Promise<RowLockTake> {
+    const call = isolationLevel === undefined ? beginAndTakeCall(targets, deadline, this.log.flavor) : undefined;
+    if (call !== undefined) {
+      const taken = await busyOnWait(async () => {
+        const answer = await this.routines.begin(runner, BEGIN_AND_TAKE, () => call);
+        return answer === undefined ? undefined : takenByCall(answer, targets);
+      });
+      if (taken) return taken;
+    }
+    await this.transactions.begin(runner, isolationLevel);
+    return this.take(runner, targets, deadline);
   }
 
   take(runner: QueryRunner, targets: readonly LockTarget[], deadline: number): Promise<RowLockTake> {
@@ -126,7 +139,7 @@ export class MysqlRowLockStore implements RowLockStore {
 }
 
 /** NOWAIT, the wait bound or innodb_lock_wait_timeout: the key is held. A deadlock: the caller asks again. */
-async function busyOnWait(take: () => Promise<RowLockTake>): Promise<RowLockTake> {
+async function busyOnWait<T extends RowLockTake | undefined>(take: () => Promise<T>): Promise<T | RowLockTake> {
   try {
     return await take();
   } catch (error) {

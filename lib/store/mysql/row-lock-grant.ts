@@ -3,7 +3,8 @@ import type { LockTarget } from '../../core/lock-key.js';
 import type { RowLockTake as TakeResult } from '../lock-store.js';
 import type { ServerFlavor } from './server-flavor.js';
 import { keyText, rowsOf } from './sql.js';
-import { lockKeyRowsBounded, readTokens, takeWriteKeys, takeWriteKeysBounded } from './row-lock.sql.js';
+import { boundedInStatement, lockKeyRowsBounded, readTokens, takeWriteKeys, takeWriteKeysBounded } from './row-lock.sql.js';
+import { callBeginAndTake } from './session-routines.sql.js';
 import { type ResultHeader, sessionQuery } from './session-query.js';
 
 interface KeyGroup {
@@ -70,6 +71,24 @@ export async function takeKeys(runner: QueryRunner, targets: readonly LockTarget
     }
   }
   return { taken: true, tokens };
+}
+
+/**
+ * The begin-and-take routine's CALL when the request is one write key (see session-routines.sql.ts),
+ * bounded by what is left of the budget; undefined when the transaction must open apart (several
+ * keys, a reader, or MySQL with a finite wait).
+ */
+export function beginAndTakeCall(targets: readonly LockTarget[], deadline: number, flavor: ServerFlavor): string | undefined {
+  const only = targets.length === 1 ? targets[0]! : undefined;
+  if (only?.mode !== 'write') return undefined;
+  return boundedInStatement(callBeginAndTake(only.bytes), flavor, waitLeft(deadline));
+}
+
+/** What the routine answered: its one-row result (the CALL's own OK packet follows it). */
+export function takenByCall(answer: unknown, targets: readonly LockTarget[]): TakeResult {
+  const row = rowsOf((answer as unknown[])[0])[0];
+  if (Number(row?.taken) !== 1) return { taken: false, why: 'check-log' };
+  return { taken: true, tokens: new Map([[targets[0]!.storedKey, Number(row!.token)]]) };
 }
 
 /**

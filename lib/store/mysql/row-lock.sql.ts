@@ -28,11 +28,15 @@ export type WaitBound = number;
  * the one-statement path opens again for the next holder.
  */
 export function takeWriteKeys(keys: readonly Buffer[], checked = false): string {
-  const bump = keys.length === 1 ? 'LAST_INSERT_ID(fencing_token + 1)' : 'fencing_token + 1';
-  return format(
+  return takeWriteKeysWhere(format('lock_key IN (?)', [keys]), keys.length === 1, checked);
+}
+
+/** takeWriteKeys for the rows `where` selects; `single`: one row, its token in LAST_INSERT_ID (also the begin-and-take routine's body). */
+export function takeWriteKeysWhere(where: string, single: boolean, checked = false): string {
+  const bump = single ? 'LAST_INSERT_ID(fencing_token + 1)' : 'fencing_token + 1';
+  return (
     `UPDATE ${LOCK_TABLE} SET fencing_token = ${bump}, last_granted_at = ${NOW}${checked ? ', no_lease_holders = 1' : ''} ` +
-      `WHERE lock_key IN (?)${checked ? '' : ' AND no_lease_holders = 1'}`,
-    [keys],
+    `WHERE ${where}${checked ? '' : ' AND no_lease_holders = 1'}`
   );
 }
 
@@ -99,6 +103,16 @@ export function takeWriteKeysBounded(keys: readonly Buffer[], flavor: ServerFlav
   if (waitMs === Infinity) return { update };
   if (flavor.statementTimeLimit) return { update: boundOnMariadb(update, waitMs) };
   return { lockFirst: lockKeyRowsBounded(keys, 'write', flavor, waitMs), update };
+}
+
+/**
+ * A statement that waits for the rows' locks (the begin-and-take routine's CALL), bounded in
+ * itself where the server can (MariaDB). Undefined on MySQL with a finite wait: only a locking read
+ * can be bounded there, so the bounded read must go first, in an open transaction.
+ */
+export function boundedInStatement(statement: string, flavor: ServerFlavor, waitMs: WaitBound): string | undefined {
+  if (waitMs === Infinity) return statement;
+  return flavor.statementTimeLimit ? boundOnMariadb(statement, waitMs) : undefined;
 }
 
 /**

@@ -43,6 +43,28 @@ export class MysqlSessionTransactions implements SessionTransactions {
     state.transactionDepth = 1;
   }
 
+  /**
+   * Opens the transaction by sending `statement` (a CALL that starts it) straight to mysql2, as
+   * begin() does; undefined (nothing sent) where it must open through TypeORM or the runner is
+   * already in one. The runner is marked in a transaction before the statement goes, so that a
+   * failure part-way (a lock wait that ran out after START) is rolled back by the caller's usual
+   * ROLLBACK; `notBegun` unmarks it when the statement surely started nothing.
+   */
+  async beginVia<T>(runner: QueryRunner, statement: string): Promise<T | undefined> {
+    const state = runner as unknown as RunnerState;
+    if (this.observed() || state.isTransactionActive || state.transactionDepth !== 0) return undefined;
+    state.isTransactionActive = true;
+    state.transactionDepth = 1;
+    return sessionQuery<T>(runner, statement);
+  }
+
+  /** The statement beginVia sent was refused before it ran: no transaction was opened. */
+  notBegun(runner: QueryRunner): void {
+    const state = runner as unknown as RunnerState;
+    state.isTransactionActive = false;
+    state.transactionDepth = 0;
+  }
+
   async commit(runner: QueryRunner): Promise<void> {
     if (!(await this.commitVia(runner, 'COMMIT'))) await runner.commitTransaction();
   }

@@ -92,9 +92,6 @@ export class RowLockStrategy implements LockStrategy {
     try {
       await connectWithin(runner, attempt.deadline);
       connected = true;
-      // The server's default isolation unless the caller names one: no round trip to set it. The
-      // locking statement is the transaction's first, so the work's view begins after the lock.
-      await this.store.begin(runner, attempt.isolationLevel);
       const result = await this.take(runner, attempt, true);
       if (!result.lock) return result;
       holding = true;
@@ -172,7 +169,12 @@ export class RowLockStrategy implements LockStrategy {
   /** The keys taken in `runner`'s transaction, with the rare paths (first use, lease holders) when met. */
   private async take(runner: QueryRunner, attempt: GrantAttempt, ownTransaction: boolean): Promise<AttemptResult> {
     const acquisitionId = randomUUID();
-    let result: RowLockTake = await this.store.take(runner, attempt.targets, attempt.deadline);
+    // Its own transaction opens with the take (the server's default isolation unless the caller
+    // names one: no round trip to set it). The locking statement is the transaction's first, so
+    // the work's view begins after the lock.
+    let result: RowLockTake = ownTransaction
+      ? await this.store.beginAndTake(runner, attempt.targets, attempt.deadline, attempt.isolationLevel)
+      : await this.store.take(runner, attempt.targets, attempt.deadline);
     for (let round = 0; !result.taken && (result.why === 'check-log' || result.why === 'missing-key-rows'); round++) {
       if (result.why === 'missing-key-rows') {
         if (round > 2) return {};

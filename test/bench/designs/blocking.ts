@@ -5,7 +5,7 @@
  * `GET_LOCK` (the critical section on the same connection). Both are the floors the library's
  * contention figures are compared with.
  */
-import { RECORD_AND_COMMIT } from '../../../lib/store/mysql/commit-routines.sql.js';
+import { BEGIN_AND_TAKE, RECORD_AND_COMMIT } from '../../../lib/store/mysql/session-routines.sql.js';
 import { sessionQuery } from '../../../lib/store/mysql/session-query.js';
 import { format } from '../../../lib/store/mysql/sql.js';
 import { hostNow } from '../stats.js';
@@ -22,7 +22,8 @@ function transactionDesign(
   usefulStatements: number,
   design: {
     prepare(query: Query, key: string): Promise<unknown>;
-    take(query: Query, key: string): Promise<unknown>;
+    /** Takes the lock in the transaction START TRANSACTION opened; or `openAndTake`, one statement that opens it and takes the lock. */
+    take: { inTransaction(query: Query, key: string): Promise<unknown> } | { openAndTake(query: Query, key: string): Promise<unknown> };
     beforeCommit?(query: Query, key: string): Promise<unknown>;
     /** Sent instead of `beforeCommit` and COMMIT: a statement that writes what the hold leaves behind and commits. */
     commitWith?(query: Query, key: string): Promise<unknown>;
@@ -40,9 +41,10 @@ function transactionDesign(
     },
     async hold(key, slot, body) {
       const query = countedQuery(await deps.slots.get(slot), counter);
-      await query('START TRANSACTION');
+      const take = design.take;
+      if ('inTransaction' in take) await query('START TRANSACTION');
       try {
-        await design.take(query, key);
+        await ('inTransaction' in take ? take.inTransaction(query, key) : take.openAndTake(query, key));
         const acquiredAt = hostNow();
         await body(query);
         const releasingAt = hostNow();
@@ -67,27 +69,29 @@ export function forUpdateDesign(deps: DesignDeps): LockDesign {
   // START TRANSACTION, SELECT … FOR UPDATE, COMMIT + critical section
   return transactionDesign(deps, 'for-update', 3 + 2, {
     prepare: (query, key) => query('INSERT IGNORE INTO bench_row_lock (k) VALUES (?)', [key]),
-    async take(query, key) {
-      const rows = await query('SELECT k FROM bench_row_lock WHERE k = ? FOR UPDATE', [key]);
-      if (rows.length !== 1) throw new Error(`bench_row_lock has no row '${key}'`);
+    take: {
+      async inTransaction(query, key) {
+        const rows = await query('SELECT k FROM bench_row_lock WHERE k = ? FOR UPDATE', [key]);
+        if (rows.length !== 1) throw new Error(`bench_row_lock has no row '${key}'`);
+      },
     },
   });
 }
 
+/** START and the locking UPDATE (the key's row of db_lock locked, its token bumped) in one CALL, as the library sends them where the routine is installed. */
+const OPEN_AND_TAKE = `CALL \`${BEGIN_AND_TAKE}\`(?)`;
+
 /**
  * A row-lock hold's own statements sent by hand on a plain connection, the floor of the row-lock
- * strategy under contention: the key's row of db_lock locked and its token bumped, the critical
- * section, then the audit row and COMMIT (which hands the row over) in one CALL of the
- * record-and-commit routine, as the library sends them where the routine is installed.
+ * strategy under contention: the transaction opened and the key's row locked in one CALL of the
+ * begin-and-take routine, the critical section, then the audit row and COMMIT (which hands the
+ * row over) in one CALL of the record-and-commit routine, as the library sends them.
  */
 export function rowLockByHandDesign(deps: DesignDeps): LockDesign {
-  // START TRANSACTION, the locking UPDATE, CALL (audit row + COMMIT) + critical section
-  return transactionDesign(deps, 'row-lock-hand', 3 + 2, {
+  // CALL (START + the locking UPDATE), CALL (audit row + COMMIT) + critical section
+  return transactionDesign(deps, 'row-lock-hand', 2 + 2, {
     prepare: (query, key) => query('INSERT IGNORE INTO db_lock (lock_key) VALUES (?)', [Buffer.from(key)]),
-    take: (query, key) =>
-      query('UPDATE db_lock SET fencing_token = LAST_INSERT_ID(fencing_token + 1), last_granted_at = UTC_TIMESTAMP(6) WHERE lock_key = ?', [
-        Buffer.from(key),
-      ]),
+    take: { openAndTake: (query, key) => query(OPEN_AND_TAKE, [Buffer.from(key)]) },
     commitWith: (query, key) =>
       query(`CALL \`${RECORD_AND_COMMIT}\`(?, 'write', UUID(), 'bench:hand', LAST_INSERT_ID(), 0, 0, 0)`, [Buffer.from(key)]),
   });
@@ -104,7 +108,7 @@ export function rowLockByHandOrmDesign(deps: DesignDeps): LockDesign {
   const counter = { sent: 0 };
   return {
     id: 'row-lock-hand-orm',
-    usefulStatements: 3 + 2,
+    usefulStatements: 2 + 2,
     usefulRedisCommands: 0,
     handoffRoundTrips: 0,
     gaveUp: 0,
@@ -120,10 +124,7 @@ export function rowLockByHandOrmDesign(deps: DesignDeps): LockDesign {
         return sessionQuery(runner, format(sql, params));
       };
       try {
-        await raw('START TRANSACTION');
-        await raw('UPDATE db_lock SET fencing_token = LAST_INSERT_ID(fencing_token + 1), last_granted_at = UTC_TIMESTAMP(6) WHERE lock_key = ?', [
-          Buffer.from(key),
-        ]);
+        await raw(OPEN_AND_TAKE, [Buffer.from(key)]);
         const acquiredAt = hostNow();
         await body(async (sql, params) => {
           counter.sent++;

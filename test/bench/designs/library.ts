@@ -42,8 +42,8 @@ export function grantStatements(strategy: 'lease'): number {
  * install it).
  */
 const FENCED_TRANSACTION_STATEMENTS = 3;
-/** The row-lock's own transaction: START TRANSACTION and the CALL of the record-and-commit routine (the audit row and COMMIT). */
-const ROW_LOCK_TRANSACTION_STATEMENTS = 2;
+/** A row-lock hold's own statements: the CALL of the begin-and-take routine (START and the locking UPDATE) and that of the record-and-commit routine (the audit row and COMMIT). */
+const ROW_LOCK_STATEMENTS = 2;
 /** Doorbell: GET_LOCK while waiting, RELEASE_LOCK after the release; useful statements of a handoff, one each per hold. */
 const BELL_STATEMENTS = 2;
 const CRITICAL_SECTION = 2;
@@ -110,8 +110,8 @@ export function leaseDecoratedDesign(deps: DesignDeps): LockDesign {
 export function rowLockDesign(deps: DesignDeps): LockDesign {
   return {
     id: 'row-lock',
-    // the transaction (its CALL records the audit row and commits) + the locking UPDATE (token bump) + critical section
-    usefulStatements: ROW_LOCK_TRANSACTION_STATEMENTS + 1 + CRITICAL_SECTION,
+    // the hold's two CALLs (open and take; record and commit) + critical section
+    usefulStatements: ROW_LOCK_STATEMENTS + CRITICAL_SECTION,
     usefulRedisCommands: 0,
     handoffRoundTrips: 0,
     gaveUp: 0,

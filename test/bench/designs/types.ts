@@ -29,7 +29,7 @@ export const DESIGN_LABELS: Record<DesignId, string> = {
   'lease-decorated': 'nestjs-db-lock, lease, `@WriteLock` (critical section in the fenced transaction)',
   'row-lock': 'nestjs-db-lock, row-lock (`withLock`, critical section through `handle.manager`)',
   'row-lock-hand':
-    "a row-lock hold's statements by hand (START; the locking UPDATE; critical section; the audit row and COMMIT in one CALL of the record-and-commit routine)",
+    "a row-lock hold's statements by hand (START and the locking UPDATE in one CALL of the begin-and-take routine; critical section; the audit row and COMMIT in one CALL of the record-and-commit routine)",
   'row-lock-hand-orm':
     "the same hold by hand with its critical section through TypeORM (a runner from the DataSource's pool; the lock's statements straight to mysql2, the critical section through `runner.manager`, as the row-lock's through `handle.manager`)",
   'for-update': 'bare blocking `SELECT … FOR UPDATE` (critical section in its transaction)',

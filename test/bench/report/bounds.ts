@@ -74,7 +74,7 @@ export function boundsSection(r: BenchResults): string[] {
     const raw = u('row-lock-floor-raw')!;
     lines.push(
       `- **Row-lock, uncontended.** A hold's writes sent by hand cost ${fmt(floor, 3)} ms through TypeORM's runner (START, UPDATE, INSERT, COMMIT) and ${fmt(raw, 3)} ms on a plain connection; ` +
-        'the library sends START and the UPDATE, then the INSERT and COMMIT in one CALL of the record-and-commit routine, so it saves a round trip on these and adds its own bookkeeping.',
+        'the library sends START and the UPDATE in one CALL of the begin-and-take routine, then the INSERT and COMMIT in one CALL of the record-and-commit routine, so it saves two round trips on these and adds its own bookkeeping.',
     );
   }
   if (has('hot key, wait p99') || has('same-process share')) {

@@ -96,7 +96,7 @@ function uncontendedChecks(r: BenchResults): TargetCheck[] {
       'ms',
       rowLockDecoratedFloor && plainTx
         ? `; floor (the same statements by hand in a TypeORM transaction) ${fmt(rowLockDecoratedFloor.median, 3)} ms = ${fmtRatio(rowLockDecoratedFloor.median / plainTx.median)}; ` +
-            `the library: START, the locking UPDATE, the UPDATE, and the audit row with COMMIT in one CALL of the record-and-commit routine, on the DataSource`
+            `the library: START and the locking UPDATE in one CALL of the begin-and-take routine, the UPDATE, and the audit row with COMMIT in one CALL of the record-and-commit routine, on the DataSource`
         : '',
     ),
     ratioCheck(

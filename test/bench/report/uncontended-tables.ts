@@ -42,7 +42,7 @@ export function uncontendedSection(r: BenchResults): string[] {
   out.push(
     `Decorator paths: \`@WriteLock\` running one UPDATE costs ${fmtRatio(u('lease-decorated').median / plain)} a plain TypeORM transaction with the same UPDATE (lease: the grant, then the ` +
       `fenced 'requires-new' transaction in whose commit the lock ends) and ${fmtRatio(u('row-lock-decorated').median / plain)} with \`strategy: 'row-lock'\` ` +
-      '(the locking transaction: START, the locking UPDATE, the UPDATE, the audit row INSERT and COMMIT in one CALL).',
+      '(the locking transaction: START and the locking UPDATE in one CALL, the UPDATE, the audit row INSERT and COMMIT in another CALL).',
     '',
   );
   const ids = [

@@ -1,0 +1,85 @@
+/**
+ * Development probe: where the client's time goes in one uncontended row-lock hold, as a median
+ * timeline (the call, each statement sent and answered on any mysql2 connection, the critical
+ * section's start and end), next to the same hold by hand through a TypeORM runner, interleaved op
+ * by op. Under contention the steps between the lock's answer and the critical section's first
+ * statement, and between its last answer and the COMMIT, are on every handoff's path.
+ * `node build/test/bench/probe-timeline.js [ops]`
+ */
+import 'reflect-metadata';
+import { DataSource } from 'typeorm';
+import { BEGIN_AND_TAKE, RECORD_AND_COMMIT } from '../../lib/store/mysql/session-routines.sql.js';
+import { sessionQuery } from '../../lib/store/mysql/session-query.js';
+import { createLockApp } from '../support/lock-app.js';
+import { TestDatabase } from '../support/test-database.js';
+import { runProbe } from './probe-main.js';
+import { median } from './stats.js';
+import { tapStatements } from './statement-tap.js';
+
+type Query = (sql: string) => Promise<unknown>;
+
+async function main(): Promise<void> {
+  const ops = Number(process.argv[2] ?? 2000);
+  const db = await TestDatabase.create('dblock_timeline');
+  const app = await createLockApp(db.settings, { janitor: false });
+  const dataSource = app.app.get(DataSource);
+  await db.query('CREATE TABLE counter (id INT PRIMARY KEY, n INT NOT NULL)');
+  await db.query('INSERT INTO counter VALUES (1, 0)');
+  await db.query("INSERT INTO db_lock (lock_key, fencing_token) VALUES ('hand', 0)");
+  let marks: [string, number][] | undefined;
+  const mark = (name: string): void => void marks?.push([name, performance.now()]);
+  tapStatements((sql) => {
+    const name = sql.replace(/\s+/g, ' ').replace(/^SET STATEMENT \S+ = \S+ FOR /, '').slice(0, 24);
+    mark(`send ${name}`);
+    return () => mark(`answer ${name}`);
+  });
+  const section = async (query: Query): Promise<void> => {
+    mark('fn start');
+    await query('SELECT n FROM counter WHERE id = 1');
+    await query('UPDATE counter SET n = n + 1 WHERE id = 1');
+    mark('fn end');
+  };
+  const shapes: Record<string, () => Promise<unknown>> = {
+    library: () => app.locks.withLock('k', (h) => section((sql) => h.manager!.query(sql)), { strategy: 'row-lock' }),
+    'by hand': async () => {
+      const runner = dataSource.createQueryRunner();
+      await runner.connect();
+      try {
+        await sessionQuery(runner, `CALL \`${BEGIN_AND_TAKE}\`('hand')`);
+        await section((sql) => runner.manager.query(sql));
+        await sessionQuery(runner, `CALL \`${RECORD_AND_COMMIT}\`('hand', 'write', UUID(), 'bench:hand', LAST_INSERT_ID(), 0, 0, 0)`);
+      } finally {
+        await runner.release();
+      }
+    },
+  };
+  for (let i = 0; i < 300; i++) for (const run of Object.values(shapes)) await run();
+  const gaps = new Map<string, Map<string, number[]>>(Object.keys(shapes).map((name) => [name, new Map()]));
+  const totals = new Map<string, number[]>(Object.keys(shapes).map((name) => [name, []]));
+  for (let i = 0; i < ops; i++) {
+    for (const [name, run] of Object.entries(shapes)) {
+      marks = [];
+      const t0 = performance.now();
+      await run();
+      mark('call end');
+      totals.get(name)!.push((performance.now() - t0) * 1000);
+      let previous: [string, number] = ['call', t0];
+      for (const step of marks) {
+        const key = `${previous[0]} → ${step[0]}`;
+        const values = gaps.get(name)!.get(key) ?? [];
+        values.push((step[1] - previous[1]) * 1000);
+        gaps.get(name)!.set(key, values);
+        previous = step;
+      }
+      marks = undefined;
+    }
+  }
+  for (const [name, steps] of gaps) {
+    console.log(`${name}: ${median(totals.get(name)!).toFixed(0)} µs per hold`);
+    for (const [step, values] of steps) if (values.length > ops / 2) console.log(`${median(values).toFixed(0).padStart(7)} µs  ${step}`);
+  }
+  await app.app.close();
+  await db.drop();
+}
+
+runProbe(main);

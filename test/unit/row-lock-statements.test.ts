@@ -1,0 +1,39 @@
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { resolveTargets } from '../../lib/core/lock-key.js';
+import { beginAndTakeCall, takenByCall } from '../../lib/store/mysql/row-lock-grant.js';
+import { takeWriteKeys } from '../../lib/store/mysql/row-lock.sql.js';
+import { SINGLE_MARIADB, type ServerFlavor } from '../../lib/store/mysql/server-flavor.js';
+import { BEGIN_AND_TAKE, createRoutineStatement } from '../../lib/store/mysql/session-routines.sql.js';
+
+const MYSQL: ServerFlavor = { ...SINGLE_MARIADB, kind: 'mysql', sharedLockClause: 'FOR SHARE', statementTimeLimit: false };
+const inMs = (ms: number): number => performance.now() + ms;
+
+describe('row-lock: the begin-and-take routine', () => {
+  it("its UPDATE is the one-statement take's, with the routine's parameter for the key", () => {
+    const body = createRoutineStatement(BEGIN_AND_TAKE);
+    const single = takeWriteKeys([Buffer.from('k')]).replace(/lock_key IN \([^)]*\)/, 'lock_key = p_key');
+    assert.ok(body.includes(`START TRANSACTION;\n  ${single};\n`), body);
+    assert.match(body, /SELECT ROW_COUNT\(\) AS taken, LAST_INSERT_ID\(\) AS token;\nEND$/);
+  });
+
+  it('is called for one write key only, bounded in the statement on MariaDB, and not on MySQL when the wait is bounded', () => {
+    const write = resolveTargets('k', 'write', '');
+    assert.equal(beginAndTakeCall(write, Infinity, SINGLE_MARIADB), "CALL `db_lock_begin_and_take_v1`(X'6b')");
+    assert.equal(beginAndTakeCall(write, Infinity, MYSQL), "CALL `db_lock_begin_and_take_v1`(X'6b')");
+    assert.match(beginAndTakeCall(write, inMs(1500), SINGLE_MARIADB)!, /^SET STATEMENT max_statement_time = 1\.[45]\d\d FOR CALL `db_lock_begin_and_take_v1`\(X'6b'\)$/);
+    assert.equal(beginAndTakeCall(write, 0, SINGLE_MARIADB), "SET STATEMENT innodb_lock_wait_timeout = 0 FOR CALL `db_lock_begin_and_take_v1`(X'6b')");
+    assert.equal(beginAndTakeCall(write, inMs(1500), MYSQL), undefined, 'MySQL bounds only a locking read: the transaction opens apart');
+    assert.equal(beginAndTakeCall(resolveTargets('k', 'read', ''), Infinity, SINGLE_MARIADB), undefined);
+    assert.equal(beginAndTakeCall(resolveTargets(['a', 'b'], 'write', ''), Infinity, SINGLE_MARIADB), undefined);
+  });
+
+  it("reads the routine's one-row answer: the token when it took the row, else the log must be read", () => {
+    const targets = resolveTargets('k', 'write', '');
+    assert.deepEqual(takenByCall([[{ taken: 1, token: '42' }], { affectedRows: 0 }], targets), {
+      taken: true,
+      tokens: new Map([[targets[0]!.storedKey, 42]]),
+    });
+    assert.deepEqual(takenByCall([[{ taken: 0, token: '41' }], { affectedRows: 0 }], targets), { taken: false, why: 'check-log' });
+  });
+});
