@@ -25,7 +25,7 @@ async function main(): Promise<void> {
   const dataSource = app.app.get(DataSource);
   await db.query('CREATE TABLE counter (id INT PRIMARY KEY, n INT NOT NULL)');
   await db.query('INSERT INTO counter VALUES (1, 0)');
-  await db.query("INSERT INTO db_lock (lock_key, fencing_token) VALUES ('hand', 0)");
+  await db.query("INSERT INTO db_lock (lock_key, fencing_token, no_lease_holders) VALUES ('hand', 0, 1)");
   let marks: [string, number][] | undefined;
   const mark = (name: string): void => void marks?.push([name, performance.now()]);
   tapStatements((sql) => {

@@ -29,7 +29,8 @@ export async function uncontendedSection(db: TestDatabase, redisUrl: string, con
   const { app, locks } = await createLockApp(db.settings, {});
   const designs = new Map<DesignId, LockDesign>();
   try {
-    await floor.query('INSERT INTO db_lock (lock_key, fencing_token) VALUES (?, 0), (?, 0)', [FLOOR_KEY, ROW_LOCK_FLOOR_KEY]);
+    // The row-lock floor's key row with its lease marker set, as a row-lock writer leaves it: the begin-and-take routine's UPDATE matches it.
+    await floor.query('INSERT INTO db_lock (lock_key, fencing_token, no_lease_holders) VALUES (?, 0, 0), (?, 0, 1)', [FLOOR_KEY, ROW_LOCK_FLOOR_KEY]);
     const deps = designDeps(locks, app.get(DataSource), db.settings, redisUrl);
     for (const [id, key] of UNCONTENDED_DESIGNS) {
       const design = await createDesign(id, deps);

@@ -245,7 +245,8 @@ export function uncontendedItems(deps: UncontendedDeps): UncontendedItem[] {
         try {
           const connection = (runner as unknown as { databaseConnection: unknown }).databaseConnection;
           (runner as unknown as { isTransactionActive: boolean }).isTransactionActive = true;
-          await rawQuery(connection, ROW_LOCK_BEGIN_AND_TAKE);
+          const answer = (await rawQuery(connection, ROW_LOCK_BEGIN_AND_TAKE)) as Record<string, unknown>[][];
+          if (Number(answer[0]?.[0]?.taken) !== 1) throw new Error('the begin-and-take routine did not take the floor key row');
           await runner.manager.query(UPDATE);
           await rawQuery(connection, ROW_LOCK_RECORD_AND_COMMIT);
           (runner as unknown as { isTransactionActive: boolean }).isTransactionActive = false;

@@ -80,6 +80,18 @@ export function forUpdateDesign(deps: DesignDeps): LockDesign {
 
 /** START and the locking UPDATE (the key's row of db_lock locked, its token bumped) in one CALL, as the library sends them where the routine is installed. */
 const OPEN_AND_TAKE = `CALL \`${BEGIN_AND_TAKE}\`(?)`;
+/**
+ * The key row with its lease marker set, as a row-lock writer leaves it: the routine's UPDATE then
+ * matches it. A row it does not match is not taken (at READ COMMITTED not even locked), which the
+ * library answers with its rare path and a hand-written hold must not ignore.
+ */
+const PREPARE_KEY_ROW = 'INSERT INTO db_lock (lock_key, no_lease_holders) VALUES (?, 1) ON DUPLICATE KEY UPDATE no_lease_holders = 1';
+
+/** The routine's answer says it took the row; anything else is a broken floor, not a slower one. */
+function tookTheRow(answer: unknown, key: string): void {
+  const row = (answer as Record<string, unknown>[][])[0]?.[0];
+  if (Number(row?.taken) !== 1) throw new Error(`the begin-and-take routine did not take the row of '${key}'`);
+}
 
 /**
  * A row-lock hold's own statements sent by hand on a plain connection, the floor of the row-lock
@@ -90,8 +102,8 @@ const OPEN_AND_TAKE = `CALL \`${BEGIN_AND_TAKE}\`(?)`;
 export function rowLockByHandDesign(deps: DesignDeps): LockDesign {
   // CALL (START + the locking UPDATE), CALL (audit row + COMMIT) + critical section
   return transactionDesign(deps, 'row-lock-hand', 2 + 2, {
-    prepare: (query, key) => query('INSERT IGNORE INTO db_lock (lock_key) VALUES (?)', [Buffer.from(key)]),
-    take: { openAndTake: (query, key) => query(OPEN_AND_TAKE, [Buffer.from(key)]) },
+    prepare: (query, key) => query(PREPARE_KEY_ROW, [Buffer.from(key)]),
+    take: { openAndTake: async (query, key) => tookTheRow(await query(OPEN_AND_TAKE, [Buffer.from(key)]), key) },
     commitWith: (query, key) =>
       query(`CALL \`${RECORD_AND_COMMIT}\`(?, 'write', UUID(), 'bench:hand', LAST_INSERT_ID(), 0, 0, 0)`, [Buffer.from(key)]),
   });
@@ -113,7 +125,7 @@ export function rowLockByHandOrmDesign(deps: DesignDeps): LockDesign {
     handoffRoundTrips: 0,
     gaveUp: 0,
     async prepare(key) {
-      await deps.dataSource.query('INSERT IGNORE INTO db_lock (lock_key) VALUES (?)', [Buffer.from(key)]);
+      await deps.dataSource.query(PREPARE_KEY_ROW, [Buffer.from(key)]);
     },
     async hold(key, _slot, body) {
       const runner = deps.dataSource.createQueryRunner();
@@ -124,7 +136,7 @@ export function rowLockByHandOrmDesign(deps: DesignDeps): LockDesign {
         return sessionQuery(runner, format(sql, params));
       };
       try {
-        await raw(OPEN_AND_TAKE, [Buffer.from(key)]);
+        tookTheRow(await raw(OPEN_AND_TAKE, [Buffer.from(key)]), key);
         const acquiredAt = hostNow();
         await body(async (sql, params) => {
           counter.sent++;
