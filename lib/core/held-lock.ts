@@ -69,7 +69,8 @@ export class HeldLock implements LockHandle {
    * end there); `andCommit`: and commits it, in one round trip where the store can.
    */
   commitRecord: ((runner: QueryRunner, andCommit: boolean) => Promise<void>) | undefined;
-  private readonly abort = new AbortController();
+  /** Created on first use: most holders never read their signal, and a controller with its signal costs several µs on every grant. */
+  private abort: AbortController | undefined;
 
   constructor(
     private readonly host: HeldLockHost,
@@ -108,7 +109,7 @@ export class HeldLock implements LockHandle {
   }
 
   get signal(): AbortSignal {
-    return this.abort.signal;
+    return (this.abort ??= new AbortController()).signal;
   }
 
   get manager(): EntityManager | undefined {
@@ -145,7 +146,8 @@ export class HeldLock implements LockHandle {
   /** Marks the lock lost and aborts its signal with the reason. Idempotent. */
   markLost(reason: Error): void {
     if (this.state === 'held' || this.state === 'releasing') this.state = 'lost';
-    if (!this.abort.signal.aborted) this.abort.abort(reason);
+    const abort = (this.abort ??= new AbortController());
+    if (!abort.signal.aborted) abort.abort(reason);
   }
 
   /** Marks the lock released (signal not aborted: nothing went wrong). */

@@ -54,6 +54,7 @@ interface MeterLike {
 }
 interface MetricsApiLike {
   metrics: { getMeter(name: string): MeterLike };
+  createNoopMeter(): MeterLike;
 }
 
 /** Seconds: lock waits and holds run from sub-millisecond grants to minutes-long jobs. */
@@ -103,7 +104,11 @@ export class LockMetrics {
     });
   }
 
-  /** The instruments on the global MeterProvider; undefined when @opentelemetry/api is not installed. */
+  /**
+   * The instruments on the global MeterProvider; undefined when @opentelemetry/api is not
+   * installed, or when no SDK registered a provider (the API's no-op meter would record nothing,
+   * yet every grant would still build its attribute sets).
+   */
   static async load(): Promise<LockMetrics | undefined> {
     let api: MetricsApiLike;
     try {
@@ -111,7 +116,9 @@ export class LockMetrics {
     } catch {
       return undefined;
     }
-    return new LockMetrics(api.metrics.getMeter(DB_LOCK_METER_NAME));
+    const meter = api.metrics.getMeter(DB_LOCK_METER_NAME);
+    if (Object.getPrototypeOf(meter) === Object.getPrototypeOf(api.createNoopMeter())) return undefined;
+    return new LockMetrics(meter);
   }
 
   acquired(lock: object, labels: LockLabels, waitedMs: number): void {

@@ -4,7 +4,8 @@
  * section's start and end), next to the same hold by hand through a TypeORM runner, interleaved op
  * by op. Under contention the steps between the lock's answer and the critical section's first
  * statement, and between its last answer and the COMMIT, are on every handoff's path.
- * `node build/test/bench/probe-timeline.js [ops]`
+ * `node build/test/bench/probe-timeline.js [ops]`; `PROBE_WRAP=1` adds the entry and settlement of
+ * the library's layers, and `globalThis.__m(label)` marks dropped into build/lib by hand.
  */
 import 'reflect-metadata';
 import { DataSource } from 'typeorm';
@@ -39,6 +40,8 @@ async function main(): Promise<void> {
     await query('UPDATE counter SET n = n + 1 WHERE id = 1');
     mark('fn end');
   };
+  if (process.env.PROBE_WRAP) await wrapLayers(mark);
+  (globalThis as Record<string, unknown>).__m = mark;
   const shapes: Record<string, () => Promise<unknown>> = {
     library: () => app.locks.withLock('k', (h) => section((sql) => h.manager!.query(sql)), { strategy: 'row-lock' }),
     'by hand': async () => {
@@ -80,6 +83,33 @@ async function main(): Promise<void> {
   }
   await app.app.close();
   await db.drop();
+}
+
+type Proto = Record<string, (...args: unknown[]) => unknown>;
+
+/** PROBE_WRAP=1: marks entry and settlement of the library's layers on the hold's path. */
+async function wrapLayers(mark: (name: string) => void): Promise<void> {
+  const wrap = (label: string, proto: object, name: string): void => {
+    const target = proto as Proto;
+    const original = target[name]!;
+    target[name] = function (this: unknown, ...args: unknown[]) {
+      mark(`${label} in`);
+      const out = original.apply(this, args);
+      if (out instanceof Promise) void out.then(() => mark(`${label} out`), () => undefined);
+      return out;
+    };
+  };
+  const { RowLockStrategy } = await import('../../lib/strategies/row-lock/row-lock-strategy.js');
+  const { MysqlRowLockStore } = await import('../../lib/store/mysql/mysql-session-store.js');
+  const { LockRuntime } = await import('../../lib/core/lock-runtime.js');
+  const { CallChain } = await import('../../lib/core/call-chain.js');
+  wrap('strategy.tryGrant', RowLockStrategy.prototype, 'tryGrant');
+  wrap('strategy.release', RowLockStrategy.prototype, 'release');
+  wrap('store.beginAndTake', MysqlRowLockStore.prototype, 'beginAndTake');
+  wrap('store.recordAndCommit', MysqlRowLockStore.prototype, 'recordAndCommit');
+  wrap('runtime.acquire', LockRuntime.prototype, 'acquire');
+  wrap('runtime.release', LockRuntime.prototype, 'release');
+  wrap('chain.acquire', CallChain.prototype, 'acquire');
 }
 
 runProbe(main);

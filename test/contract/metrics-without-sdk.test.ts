@@ -8,8 +8,9 @@ import { TestDatabase } from '../support/test-database.js';
 import { contractSuite } from '../support/contract-targets.js';
 
 /**
- * With @opentelemetry/api installed but no SDK registered, the library's meter is the API's no-op
- * one: every path that records a figure (grant, timeout, loss) runs and nothing fails. (Without
+ * With @opentelemetry/api installed but no SDK registered, the library builds no instruments (the
+ * API's meter would be its no-op one): every path that would record a figure (grant, timeout,
+ * loss) runs and nothing fails. (Without
  * the package at all: test/e2e/cjs-consumer, both module formats.)
  */
 contractSuite('metrics', 'OpenTelemetry metrics with no SDK registered (no-op meter)', () => {
