@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import type { INestApplicationContext } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 import mysql from 'mysql2/promise';
-import { DbLockError, type LockService, LockTimeoutError } from '../../lib/index.js';
+import { AddBeginAndTakeRoutine1797552000000, DbLockError, type LockService, LockTimeoutError } from '../../lib/index.js';
 import { createLockApp, eventually } from '../support/lock-app.js';
 import { callerTrips } from '../support/round-trips.js';
 import { TestDatabase } from '../support/test-database.js';
@@ -241,5 +241,41 @@ contractSuite('row-lock-statements', 'row-lock: statements per hold', () => {
         [before + 2, 'RELEASED'],
       ],
     );
+  });
+
+  it('the migration installs the dropped routine again (twice: the second run changes nothing); an app started after it takes with the CALL again; down drops it', async () => {
+    const migration = new AddBeginAndTakeRoutine1797552000000();
+    const runner = { query: (sql: string, params?: unknown[]) => db.query(sql, params) } as never;
+    const installed = async (): Promise<number> =>
+      Number(
+        (
+          await db.query<{ n: number }[]>(
+            "SELECT COUNT(*) AS n FROM information_schema.ROUTINES WHERE ROUTINE_SCHEMA = DATABASE() AND ROUTINE_NAME = 'db_lock_begin_and_take_v1'",
+          )
+        )[0]!.n,
+      );
+    await migration.up(runner);
+    await migration.up(runner);
+    assert.equal(await installed(), 1);
+    const started = await createLockApp(db.settings, { strategy: 'row-lock', janitor: false });
+    try {
+      const { sent: fresh } = spyOnDataSourceStatements(started.app.get(DataSource));
+      const before = Number((await db.logRows('hold')).at(-1)!.fencing_token);
+      assert.equal(await started.locks.withLock('hold', (lock) => lock.fencingToken), before + 1);
+      // The record-and-commit routine is still dropped (above): its INSERT and COMMIT go apart.
+      assert.deepEqual(
+        fresh.map((sql) =>
+          sql
+            .replace(/^SET STATEMENT .*? FOR /s, '')
+            .replace(/^CALL `(\w+)`\(.*$/s, 'CALL $1')
+            .replace(/^(CALL \w+|\S+( INTO \S+)?).*$/s, '$1'),
+        ),
+        ['CALL db_lock_begin_and_take_v1', 'INSERT INTO db_lock_log', 'COMMIT'],
+      );
+    } finally {
+      await started.app.close();
+    }
+    await migration.down(runner);
+    assert.equal(await installed(), 0);
   });
 });
