@@ -212,14 +212,20 @@ contractSuite('row-lock-statements', 'row-lock: statements per hold', () => {
         ),
       );
       assert.equal(statements[0], 'CALL db_lock_begin_and_take_v1', statements.join(' | '));
-      // The CALL's START ran, its UPDATE waited and gave up: only the holder's transaction may still be open.
-      const open = await db.query<{ id: string }[]>(
-        'SELECT trx_mysql_thread_id AS id FROM information_schema.INNODB_TRX WHERE trx_mysql_thread_id <> CONNECTION_ID()',
-      );
+      // The CALL's START ran, its UPDATE waited and gave up: no transaction may still be open on a
+      // connection of the DataSource's pool. (The library's own pool may briefly write the
+      // acquisition's terminal row meanwhile: not a leak, so not counted.)
+      const open = await db.query<{ id: string }[]>('SELECT trx_mysql_thread_id AS id FROM information_schema.INNODB_TRX');
+      const pooled = dataSourceThreadIds(app.get(DataSource));
+      assert.ok(pooled.size > 0, 'the DataSource pool has connections to look at');
       assert.deepEqual(
-        open.map((r) => Number(r.id)),
-        [holder.threadId],
+        open.map((r) => Number(r.id)).filter((id) => pooled.has(id)),
+        [],
         'a transaction of the timed-out caller was left open on a pooled connection',
+      );
+      assert.ok(
+        open.some((r) => Number(r.id) === holder.threadId),
+        "the holder's transaction is seen (else the check looks at nothing)",
       );
     } finally {
       await holder.end();
@@ -279,3 +285,9 @@ contractSuite('row-lock-statements', 'row-lock: statements per hold', () => {
     assert.equal(await installed(), 0);
   });
 });
+
+/** Thread ids of the connections in the DataSource's mysql2 pool (busy or idle). */
+function dataSourceThreadIds(dataSource: DataSource): Set<number> {
+  const pool = (dataSource.driver as unknown as { pool?: { _allConnections?: { toArray?: () => { threadId: number }[] } } }).pool;
+  return new Set((pool?._allConnections?.toArray?.() ?? []).map((connection) => connection.threadId));
+}
