@@ -4,14 +4,27 @@ import { type FenceHost, type FenceScope, FencedTransaction } from './fenced-tra
 import type { HeldLock, LockTransaction } from './held-lock.js';
 import type { LockHandle } from './lock-handle.js';
 import { DEFAULT_ISOLATION_LEVEL, type LockIsolationLevel } from './locked-call.options.js';
+import { LockTimeoutError } from '../errors/lock-timeout.error.js';
 import { toTypedError } from '../errors/to-typed-error.js';
+import { LockStatementError } from '../store/lock-statement.error.js';
 import type { FenceStore } from '../store/lock-store.js';
+import { connectWithin } from './connect-within.js';
 
 /** The locks of one fenced call: those ending with it, those of outer calls (fenced, kept), and each key's lock. */
 export interface FencedLocks {
   readonly own: readonly HeldLock[];
   readonly kept: readonly HeldLock[];
   readonly byKey: ReadonlyMap<string, HeldLock>;
+}
+
+/**
+ * A locked call's wait budget (`timeoutMs`, from when it was made): it covers the lock and the
+ * DataSource connection its transaction needs, so a pool the app's own work holds full cannot hold
+ * the call (and its granted lock, which other processes wait for) past it.
+ */
+export interface CallBudget {
+  readonly startedAt: number;
+  readonly timeoutMs: number;
 }
 
 /** What a fenced call needs from the service it runs in. */
@@ -28,7 +41,7 @@ export interface FenceSettings {
  */
 export interface BusinessTransactions {
   /** A transaction to open while the grant is asked for (see EarlyBusinessTransaction), if opening one early helps. */
-  early(isolationLevel: LockIsolationLevel | undefined): EarlyBusinessTransaction | undefined;
+  early(isolationLevel: LockIsolationLevel | undefined, budget?: CallBudget): EarlyBusinessTransaction | undefined;
   /** Runs `fn` fenced: commits only while every lock is still held, and ends `locks.own` with it. */
   run<T>(
     settings: FenceSettings,
@@ -37,6 +50,7 @@ export interface BusinessTransactions {
     fn: () => Promise<T> | T,
     isolationLevel: LockIsolationLevel | undefined,
     early?: EarlyBusinessTransaction,
+    budget?: CallBudget,
   ): Promise<T>;
   /** Runs `fn` fenced in `opened`, the transaction the lock lives in. */
   runIn<T>(settings: FenceSettings, opened: LockTransaction, handle: LockHandle, locks: FencedLocks, fn: () => Promise<T> | T): Promise<T>;
@@ -49,8 +63,8 @@ export class DataSourceTransactions implements BusinessTransactions {
     private readonly fence: FenceStore,
   ) {}
 
-  early(isolationLevel: LockIsolationLevel | undefined): EarlyBusinessTransaction {
-    return new EarlyBusinessTransaction(this.dataSource, this.fence, isolationLevel);
+  early(isolationLevel: LockIsolationLevel | undefined, budget?: CallBudget): EarlyBusinessTransaction {
+    return new EarlyBusinessTransaction(this.dataSource, this.fence, isolationLevel, deadlineOf(budget));
   }
 
   async run<T>(
@@ -60,12 +74,16 @@ export class DataSourceTransactions implements BusinessTransactions {
     fn: () => Promise<T> | T,
     isolationLevel: LockIsolationLevel | undefined,
     early?: EarlyBusinessTransaction,
+    budget?: CallBudget,
   ): Promise<T> {
     let opened: LockTransaction;
     try {
-      opened = await (early?.take() ?? openBusinessTransaction(this.dataSource, this.fence, isolationLevel));
+      opened = await (early?.take() ?? openBusinessTransaction(this.dataSource, this.fence, isolationLevel, deadlineOf(budget)));
     } catch (error) {
       for (const lock of locks.own) await lock.releaseAs(true).catch(() => undefined);
+      // The pool stayed full past the budget: a timeout, as a row-lock caller gets in the same case.
+      if (budget && error instanceof LockStatementError && error.kind === 'deadline')
+        throw new LockTimeoutError(handle.keys, handle.mode, performance.now() - budget.startedAt, budget.timeoutMs, { cause: error });
       throw toTypedError(error, 'Could not open the fenced transaction');
     }
     return this.runIn(settings, opened, handle, locks, fn);
@@ -76,18 +94,24 @@ export class DataSourceTransactions implements BusinessTransactions {
   }
 }
 
+function deadlineOf(budget: CallBudget | undefined): number {
+  return budget ? budget.startedAt + budget.timeoutMs : Infinity;
+}
+
 /**
  * A new transaction on the app's DataSource (a second connection while the caller may hold one:
- * REQUIRES_NEW), for a fenced call whose lock does not bring its own transaction.
+ * REQUIRES_NEW), for a fenced call whose lock does not bring its own transaction. Its connection
+ * is waited for until `deadline` at most (see connectWithin).
  */
 export async function openBusinessTransaction(
   dataSource: DataSource,
   fence: FenceStore,
   isolationLevel: LockIsolationLevel | undefined,
+  deadline = Infinity,
 ): Promise<LockTransaction> {
   const runner = dataSource.createQueryRunner('master');
+  await connectWithin(runner, deadline); // gives a connection that came too late back itself
   try {
-    await runner.connect();
     await fence.begin(runner, isolationLevel ?? DEFAULT_ISOLATION_LEVEL);
   } catch (error) {
     await runner.release().catch(() => undefined);
@@ -115,12 +139,13 @@ export class EarlyBusinessTransaction {
     private readonly dataSource: DataSource,
     private readonly fence: FenceStore,
     private readonly isolationLevel: LockIsolationLevel | undefined,
+    private readonly deadline = Infinity,
   ) {}
 
   /** Starts opening (once). */
   open(): void {
     if (this.opening) return;
-    this.opening = openBusinessTransaction(this.dataSource, this.fence, this.isolationLevel);
+    this.opening = openBusinessTransaction(this.dataSource, this.fence, this.isolationLevel, this.deadline);
     this.opening.catch(() => undefined); // a failure is reported by take(), or nowhere if dropped
   }
 

@@ -3,7 +3,7 @@ import type { ResolvedDbLockOptions } from '../db-lock.options.js';
 import { DbLockOptionsError } from '../errors/db-lock-options.error.js';
 import { LockTimeoutError } from '../errors/lock-timeout.error.js';
 import { LockUpgradeError } from '../errors/lock-upgrade.error.js';
-import type { BusinessTransactions, EarlyBusinessTransaction } from './business-transaction.js';
+import type { BusinessTransactions, CallBudget, EarlyBusinessTransaction } from './business-transaction.js';
 import { type FenceScope, FencedTransaction } from './fenced-transaction.js';
 import { HeldLock } from './held-lock.js';
 import { LockLostError } from '../errors/lock-lost.error.js';
@@ -119,7 +119,9 @@ export class CallChain {
   /** The locked call the decorators forward to (see LockService.runLocked). */
   async runLocked<T>(keys: ChainKeys, fn: (lock: LockHandle) => Promise<T> | T, resolved: ResolvedRunLockedOptions): Promise<T | undefined> {
     let handle: LockHandle;
-    const early = resolved.transaction === 'requires-new' ? this.transactions.early(resolved.isolationLevel) : undefined;
+    // Validated with the lock's other options by acquire(), before anything opens.
+    const budget = { startedAt: performance.now(), timeoutMs: resolved.lock.timeoutMs ?? this.options.timeoutMs };
+    const early = resolved.transaction === 'requires-new' ? this.transactions.early(resolved.isolationLevel, budget) : undefined;
     try {
       handle = await this.acquire(keys, resolved.lock, {
         quietTimeout: resolved.onLocked === 'skip',
@@ -140,7 +142,7 @@ export class CallChain {
       const lockOnly = (lock: LockHandle) => LockContext.run({ handle: lock, locks: locksOf(lock), manager: null }, () => fn(lock));
       return this.runFenced(handle, lockOnly, resolved.isolationLevel, early);
     }
-    return this.runFenced(handle, fn, resolved.isolationLevel, early);
+    return this.runFenced(handle, fn, resolved.isolationLevel, early, budget);
   }
 
   /**
@@ -177,6 +179,7 @@ export class CallChain {
     fn: (lock: LockHandle) => Promise<T> | T,
     isolationLevel: LockIsolationLevel | undefined,
     early?: EarlyBusinessTransaction,
+    budget?: CallBudget,
   ): Promise<T> {
     const own = ownLock(handle);
     const byKey = locksOf(handle);
@@ -196,7 +199,7 @@ export class CallChain {
     try {
       return await (own?.transaction
         ? this.transactions.runIn(settings, own.transaction, handle, locks, () => fn(handle))
-        : this.transactions.run(settings, handle, locks, () => fn(handle), isolationLevel, early));
+        : this.transactions.run(settings, handle, locks, () => fn(handle), isolationLevel, early, budget));
     } catch (error) {
       if (error instanceof LockLostError) this.observer.fenceRefused(own ?? locks.kept[0]!);
       throw error;

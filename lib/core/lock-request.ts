@@ -11,7 +11,10 @@ export const MIN_LEASE_MS = 100;
 export interface LockOptions {
   /** 'read' or 'write'. Default 'write'. Applies to keys given without their own mode. */
   mode?: LockMode;
-  /** Wait budget in ms; 0 = one try, Infinity = wait forever. Default: the module's timeoutMs (10000). */
+  /**
+   * Wait budget in ms, for the lock and for the DataSource connection a locked call's transaction
+   * needs; 0 = one try, Infinity = wait forever. Default: the module's timeoutMs (10000).
+   */
   timeoutMs?: number;
   /** Lease in ms. Default: the module's leaseMs (30000). */
   leaseMs?: number;

@@ -45,6 +45,8 @@ export const GUARANTEES = {
   'fenced-commit': ['processes', 'sql-tables', 'lease-expiry'],
   /** The lock or a typed timeout within the budget; "timeout" never means held. */
   'bounded-wait': ['sql-tables'],
+  /** The app's own work holding the DataSource pool full cannot hold a locked call past its budget, nor its granted lock. */
+  'bounded-connection-wait': ['sql-tables'],
   /** A grant blocked on a server row lock is cut at its deadline and leaves nothing live. */
   'bounded-wait-blocked-grant': ['mysql-server', 'sql-tables'],
   /** maxAttempts bounds the tries within timeoutMs. */

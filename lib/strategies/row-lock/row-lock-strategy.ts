@@ -10,7 +10,7 @@ import type { LockLogStore, RowLockAuditRow, RowLockStore, RowLockTake } from '.
 import { LockStatementError } from '../../store/lock-statement.error.js';
 import type { AttemptResult, GrantAttempt, LockStrategy, StrategyCapabilities } from '../lock-strategy.js';
 import { ConnectionSlots } from './connection-slots.js';
-import { connectWithin } from './connect-within.js';
+import { connectWithin } from '../../core/connect-within.js';
 import { endQuietly, keepOpen } from './open-transaction.js';
 import { auditRowsOf, TerminalRows } from './terminal-rows.js';
 

@@ -1,5 +1,5 @@
 import type { QueryRunner } from 'typeorm';
-import { LockStatementError } from '../../store/lock-statement.error.js';
+import { LockStatementError } from '../store/lock-statement.error.js';
 
 const GAVE_UP = "No connection of the app's DataSource came free within the caller's budget";
 
