@@ -40,6 +40,8 @@ describe('chaos', () => {
     t.diagnostic(describeReport(report));
     assert.ok(report.verdict.overlaps.length > 0, 'the overlap detector must see unlocked sections overlap');
     assert.ok(report.verdict.lostUpdates > 0, 'the counter must lose updates without locks');
+    // The evidence an overlap report carries: the overlapping key's audit rows around it.
+    assert.ok(report.evidence.filter((line) => line.startsWith('audit ')).length >= 2, report.evidence.slice(0, 5).join('\n'));
   });
 
   it(`under attack (${ALL_ATTACKS.join(', ')}; ${STRATEGIES.join(' + ')}): no violation`, async (t) => {
@@ -47,6 +49,7 @@ describe('chaos', () => {
     databases.push(db);
     const report = await runChaos(db, BASE);
     t.diagnostic(describeReport(report));
+    for (const line of report.evidence) t.diagnostic(line);
     assert.deepEqual(report.violations, [], describeReport(report));
     assert.ok(report.verdict.claims > 100, `too few sections to mean anything: ${report.verdict.claims}`);
     // About 56 attack draws in 40 s, of which 19–30 found a target in six runs on the 2-core CI machine

@@ -4,7 +4,7 @@ import { createLockApp } from '../support/lock-app.js';
 import type { TestDatabase } from '../support/test-database.js';
 import { LockWorker, type WorkerOptions } from '../support/worker-host.js';
 import { type Attack, ATTACKS, type AttackTarget } from './attacks.js';
-import { checkLeftovers, checkSections, type Leftovers, type Verdict, violations } from './invariants.js';
+import { checkLeftovers, checkSections, type Leftovers, overlapEvidence, type Verdict, violations } from './invariants.js';
 import { CHAOS_TABLES, type ChaosLoopArgs, type ChaosLoopResult, type SectionStyle } from './scenario.js';
 
 const SCENARIO = new URL('./scenario.js', import.meta.url).href;
@@ -35,6 +35,8 @@ export interface ChaosReport extends ChaosLoopResult {
   verdict: Verdict;
   leftovers: Leftovers;
   violations: string[];
+  /** On an overlap: the rows and attacks around the first one, for the report (empty otherwise). */
+  evidence: string[];
 }
 
 /** How a worker's process differs from the others: client clocks and time zones vary (the library must use only the server's clock). */
@@ -99,10 +101,15 @@ export async function runChaos(db: TestDatabase, plan: ChaosPlan): Promise<Chaos
     return Promise.resolve();
   };
   const context = { db, plan, relaunch, live };
+  const attackLog: string[] = [];
   while (plan.attacks.length > 0 && performance.now() - started < plan.durationMs - plan.attackEveryMs) {
     await sleep(plan.attackEveryMs * (0.5 + Math.random()));
     const attack = plan.attacks[Math.floor(Math.random() * plan.attacks.length)]!;
-    if (await ATTACKS[attack](context)) attacks[attack] = (attacks[attack] ?? 0) + 1;
+    const at = new Date().toISOString();
+    if (await ATTACKS[attack](context)) {
+      attacks[attack] = (attacks[attack] ?? 0) + 1;
+      attackLog.push(`${at} ${attack}`);
+    }
   }
   // Let every loop end on its own time, then every process close as an app would.
   await Promise.all(relaunches);
@@ -132,6 +139,7 @@ export async function runChaos(db: TestDatabase, plan: ChaosPlan): Promise<Chaos
     attacks,
     verdict,
     leftovers,
+    evidence: verdict.overlaps.length > 0 ? await overlapEvidence(db, verdict.overlaps[0]!, attackLog) : [],
     violations: [
       ...violations(verdict, leftovers, 2 * plan.keysPerStyle),
       ...(sum((r) => r.lateTimeouts) > 0 ? [`${sum((r) => r.lateTimeouts)} timeouts later than their bound`] : []),

@@ -44,7 +44,15 @@ export async function checkSections(db: TestDatabase): Promise<Verdict> {
       'TIMESTAMPDIFF(MICROSECOND, "2000-01-01", entered_at) AS entered, TIMESTAMPDIFF(MICROSECOND, "2000-01-01", exited_at) AS exited ' +
       'FROM chaos_audit ORDER BY k, entered_at, id',
   );
-  const verdict: Verdict = { claims: 0, overlaps: [], lostUpdates: 0, tokenOrder: [], uncommittedClaims: 0, abortedSections: 0, counterMismatches: [] };
+  const verdict: Verdict = {
+    claims: 0,
+    overlaps: [],
+    lostUpdates: 0,
+    tokenOrder: [],
+    uncommittedClaims: 0,
+    abortedSections: 0,
+    counterMismatches: [],
+  };
   let previous: AuditRow | undefined;
   let previousCommitted: AuditRow | undefined;
   let latestExit: AuditRow | undefined;
@@ -124,4 +132,32 @@ export function violations(verdict: Verdict, leftovers: Leftovers, expectedKeys:
   // One row per key, plus the janitor's own key and the fencing floor.
   if (leftovers.lockRows > expectedKeys + 2) out.push(`${leftovers.lockRows} lock rows for ${expectedKeys} keys`);
   return out;
+}
+
+/**
+ * What a report needs to explain an overlap after the databases are gone: the key's audit rows
+ * and log rows within 5 s of the first overlap (server times), and the attacks made (client UTC).
+ */
+export async function overlapEvidence(db: TestDatabase, overlap: string, attackLog: readonly string[]): Promise<string[]> {
+  const key = overlap.split(':')[0]!;
+  const [first] = await db.query<{ at: string }[]>(
+    "SELECT DATE_FORMAT(MIN(entered_at), '%Y-%m-%d %H:%i:%s.%f') AS at FROM chaos_audit WHERE k = ? AND aborted = 0 AND token = ?",
+    [key, Number(/token (\d+)/.exec(overlap)?.[1] ?? -1)],
+  );
+  const around = 'BETWEEN ? - INTERVAL 5 SECOND AND ? + INTERVAL 5 SECOND';
+  const at = first?.at ?? null;
+  const audit = await db.query<Record<string, unknown>[]>(
+    `SELECT style, strategy, pid, token, aborted, entered_at, exited_at, section IS NULL OR EXISTS (SELECT 1 FROM chaos_commit c WHERE c.section = a.section) AS committed FROM chaos_audit a WHERE k = ? AND entered_at ${around} ORDER BY entered_at`,
+    [key, at, at],
+  );
+  const log = await db.query<Record<string, unknown>[]>(
+    `SELECT id, strategy, mode, fencing_token, status, acquired_at, ended_at, note FROM db_lock_log WHERE lock_key = ? AND acquired_at ${around} ORDER BY id`,
+    [Buffer.from(key), at, at],
+  );
+  return [
+    `overlap on ${key} near ${at}`,
+    ...audit.map((r) => `audit ${JSON.stringify(r)}`),
+    ...log.map((r) => `log ${JSON.stringify(r)}`),
+    `attacks: ${attackLog.join(', ')}`,
+  ];
 }
