@@ -1,6 +1,6 @@
 import type { MigrationInterface, QueryRunner } from 'typeorm';
-import { classify } from '../store/mysql/errno.js';
-import { BEGIN_AND_TAKE, createRoutineStatement, ROUTINES_PRESENT } from '../store/mysql/session-routines.sql.js';
+import { BEGIN_AND_TAKE } from '../store/mysql/session-routines.sql.js';
+import { dropRoutines, installOptionalRoutines } from './optional-routines.js';
 
 /**
  * Sixth schema version (runs after AddCommitRoutines1796947200000; a shipped migration is never
@@ -15,16 +15,10 @@ export class AddBeginAndTakeRoutine1797552000000 implements MigrationInterface {
   name = 'AddBeginAndTakeRoutine1797552000000';
 
   async up(queryRunner: QueryRunner): Promise<void> {
-    const present = ((await queryRunner.query(ROUTINES_PRESENT)) as { name: string }[]).some((row) => row.name === BEGIN_AND_TAKE);
-    if (present) return;
-    try {
-      await queryRunner.query(createRoutineStatement(BEGIN_AND_TAKE));
-    } catch (error) {
-      if (classify((error as { driverError?: unknown }).driverError ?? error) !== 'denied') throw error;
-    }
+    await installOptionalRoutines(queryRunner, [BEGIN_AND_TAKE]);
   }
 
   async down(queryRunner: QueryRunner): Promise<void> {
-    await queryRunner.query(`DROP PROCEDURE IF EXISTS \`${BEGIN_AND_TAKE}\``);
+    await dropRoutines(queryRunner, [BEGIN_AND_TAKE]);
   }
 }

@@ -1,6 +1,6 @@
 import type { MigrationInterface, QueryRunner } from 'typeorm';
-import { classify } from '../store/mysql/errno.js';
-import { COMMIT_ROUTINES, createRoutineStatement, ROUTINES_PRESENT } from '../store/mysql/session-routines.sql.js';
+import { COMMIT_ROUTINES } from '../store/mysql/session-routines.sql.js';
+import { dropRoutines, installOptionalRoutines } from './optional-routines.js';
 
 /**
  * Fifth schema version (runs after AddRowLockFastPath1796342400000; a shipped migration is never
@@ -15,23 +15,10 @@ export class AddCommitRoutines1796947200000 implements MigrationInterface {
   name = 'AddCommitRoutines1796947200000';
 
   async up(queryRunner: QueryRunner): Promise<void> {
-    const present = new Set(((await queryRunner.query(ROUTINES_PRESENT)) as { name: string }[]).map((row) => row.name));
-    for (const routine of COMMIT_ROUTINES) {
-      if (present.has(routine)) continue;
-      try {
-        await queryRunner.query(createRoutineStatement(routine));
-      } catch (error) {
-        if (!isPrivilegeError(error)) throw error;
-      }
-    }
+    await installOptionalRoutines(queryRunner, COMMIT_ROUTINES);
   }
 
   async down(queryRunner: QueryRunner): Promise<void> {
-    for (const routine of COMMIT_ROUTINES) await queryRunner.query(`DROP PROCEDURE IF EXISTS \`${routine}\``);
+    await dropRoutines(queryRunner, COMMIT_ROUTINES);
   }
-}
-
-/** Access denied to create a routine (TypeORM wraps the driver's error): the optional routines are left out. */
-function isPrivilegeError(error: unknown): boolean {
-  return classify((error as { driverError?: unknown }).driverError ?? error) === 'denied';
 }
