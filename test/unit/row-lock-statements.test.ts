@@ -4,7 +4,8 @@ import { resolveTargets } from '../../lib/core/lock-key.js';
 import { beginAndTakeCall, takenByCall } from '../../lib/store/mysql/row-lock-grant.js';
 import { takeWriteKeys } from '../../lib/store/mysql/row-lock.sql.js';
 import { SINGLE_MARIADB, type ServerFlavor } from '../../lib/store/mysql/server-flavor.js';
-import { BEGIN_AND_TAKE, createRoutineStatement } from '../../lib/store/mysql/session-routines.sql.js';
+import { BEGIN_AND_TAKE, callRecordAndCommit, createRoutineStatement, RECORD_AND_COMMIT } from '../../lib/store/mysql/session-routines.sql.js';
+import { format } from '../../lib/store/mysql/sql.js';
 
 const MYSQL: ServerFlavor = { ...SINGLE_MARIADB, kind: 'mysql', sharedLockClause: 'FOR SHARE', statementTimeLimit: false };
 const inMs = (ms: number): number => performance.now() + ms;
@@ -35,5 +36,24 @@ describe('row-lock: the begin-and-take routine', () => {
       tokens: new Map([[targets[0]!.storedKey, 42]]),
     });
     assert.deepEqual(takenByCall([[{ taken: 0, token: '41' }], { affectedRows: 0 }], targets), { taken: false, why: 'check-log' });
+  });
+});
+
+describe('row-lock: the record-and-commit CALL', () => {
+  it("is built by hand exactly as format() writes it, hostile keys and holder names included", () => {
+    const keys = [Buffer.from('k'), Buffer.from("a'b\\c\u0000d"), Buffer.alloc(764, 0xff), Buffer.alloc(0)];
+    const holders = ["host:1", "o'brien\\\n\u0000:7"];
+    for (const key of keys)
+      for (const holder of holders)
+        for (const mode of ['write', 'read'] as const) {
+          const row = { key, mode, owner: '0b7e4c1e-6a4e-4d59-9f55-0f3b8f5a2c11', fencingToken: 9_007_199_254_740_991, waitedMs: 12.6, holdMs: 3.4567, status: 'RELEASED' as const, note: null };
+          const expected = format(`CALL \`${RECORD_AND_COMMIT}\`(?, ?, ?, ?, ?, ?, ?, ?)`, [key, mode, row.owner, holder, row.fencingToken, 3457, 13, 3]);
+          assert.equal(callRecordAndCommit(row, holder), expected);
+        }
+  });
+
+  it('sends 0 for a duration that is not a positive number, rather than failing the commit it rides in', () => {
+    const row = { key: Buffer.from('k'), mode: 'write' as const, owner: 'o', fencingToken: 5, waitedMs: Number.NaN, holdMs: -1, status: 'RELEASED' as const, note: null };
+    assert.equal(callRecordAndCommit(row, 'h'), "CALL `db_lock_record_and_commit_v1`(X'6b', 'write', 'o', 'h', 5, 0, 0, 0)");
   });
 });
