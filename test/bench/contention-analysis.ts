@@ -13,6 +13,8 @@ export interface HoldFigures {
   waitP99: number;
   handoffP50: number;
   handoffP99: number;
+  /** Median time a holder held (acquired → began to let go), ms: the critical section as the caller ran it. */
+  holdP50: number;
   /** Share of consecutive holds by the same caller. */
   barging: number;
   /** Share of consecutive holds by callers of the same process (the same caller included). */
@@ -47,6 +49,7 @@ export function analyseHolds(events: readonly HoldEvent[], startAt: number, dead
     waitP99: percentile(waits, 0.99),
     handoffP50: percentile(handoffs, 0.5),
     handoffP99: percentile(handoffs, 0.99),
+    holdP50: percentile(inWindow.map((e) => e[3] - e[2]), 0.5),
     barging: pairs ? same / pairs : NaN,
     sameProcess: pairs ? sameProcess / pairs : NaN,
     ops: inWindow.length,

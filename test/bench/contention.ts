@@ -194,7 +194,7 @@ async function runVariant(
       perRound.get(design)!.push(m);
       setup.log(
         `  pause=${pauseMs}ms round ${round + 1}/${config.rounds} ${design}: ${m.throughput.toFixed(0)} ops/s, wait p99 ${m.waitP99.toFixed(1)} ms, ` +
-          `same process ${(m.sameProcess * 100).toFixed(0)}%, handoff p50 ${m.handoffP50.toFixed(2)} ms, waiter ${(m.waiterShare * 100).toFixed(0)}% (client ${(m.clientWaiterShare * 100).toFixed(0)}%), lost ${m.lost}`,
+          `same process ${(m.sameProcess * 100).toFixed(0)}%, handoff p50 ${m.handoffP50.toFixed(2)} ms, hold p50 ${m.holdP50.toFixed(2)} ms, waiter ${(m.waiterShare * 100).toFixed(0)}% (client ${(m.clientWaiterShare * 100).toFixed(0)}%), lost ${m.lost}`,
       );
     }
   }

@@ -110,6 +110,20 @@ export function rowLockByHandDesign(deps: DesignDeps): LockDesign {
 }
 
 /**
+ * The by-hand hold without its audit row: the transaction opened and the key's row locked (its
+ * token bumped) in one CALL, the critical section, then a plain COMMIT. Not a design anyone should
+ * ship (a committed hold would leave no record); it measures what writing the audit row inside the
+ * hold, while the key is locked, costs a hot key.
+ */
+export function rowLockByHandNoAuditDesign(deps: DesignDeps): LockDesign {
+  // CALL (START + the locking UPDATE), COMMIT + critical section
+  return transactionDesign(deps, 'row-lock-hand-no-audit', 2 + 2, {
+    prepare: (query, key) => query(PREPARE_KEY_ROW, [Buffer.from(key)]),
+    take: { openAndTake: async (query, key) => tookTheRow(await query(OPEN_AND_TAKE, [Buffer.from(key)]), key) },
+  });
+}
+
+/**
  * The same hold by hand with its critical section through TypeORM, as the row-lock's runs through
  * `handle.manager`: a runner from the DataSource's pool, the lock's own statements straight to
  * mysql2 on its connection (as the library sends them), the critical section through

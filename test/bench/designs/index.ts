@@ -1,5 +1,5 @@
 /** Every design by id, built from the same dependencies in the bench's process or in a worker. */
-import { forUpdateDesign, getLockDesign, rowLockByHandDesign, rowLockByHandOrmDesign } from './blocking.js';
+import { forUpdateDesign, getLockDesign, rowLockByHandDesign, rowLockByHandNoAuditDesign, rowLockByHandOrmDesign } from './blocking.js';
 import { leaseDecoratedDesign, leaseDesign, rowLockDesign } from './library.js';
 import { naiveTableDesign, redlockDesign } from './peers.js';
 import type { DesignDeps, DesignId, LockDesign } from './types.js';
@@ -19,6 +19,8 @@ export async function createDesign(id: DesignId, deps: DesignDeps): Promise<Lock
       return rowLockByHandDesign(deps);
     case 'row-lock-hand-orm':
       return rowLockByHandOrmDesign(deps);
+    case 'row-lock-hand-no-audit':
+      return rowLockByHandNoAuditDesign(deps);
     case 'for-update':
       return forUpdateDesign(deps);
     case 'get-lock':

@@ -17,6 +17,7 @@ export const DESIGN_IDS = [
   'row-lock',
   'row-lock-hand',
   'row-lock-hand-orm',
+  'row-lock-hand-no-audit',
   'for-update',
   'get-lock',
   'redlock',
@@ -32,6 +33,8 @@ export const DESIGN_LABELS: Record<DesignId, string> = {
     "a row-lock hold's statements by hand (START and the locking UPDATE in one CALL of the begin-and-take routine; critical section; the audit row and COMMIT in one CALL of the record-and-commit routine)",
   'row-lock-hand-orm':
     "the same hold by hand with its critical section through TypeORM (a runner from the DataSource's pool; the lock's statements straight to mysql2, the critical section through `runner.manager`, as the row-lock's through `handle.manager`)",
+  'row-lock-hand-no-audit':
+    'the by-hand hold without its audit row (START and the locking UPDATE in one CALL of the begin-and-take routine; critical section; COMMIT): what the audit row inside the hold costs',
   'for-update': 'bare blocking `SELECT … FOR UPDATE` (critical section in its transaction)',
   'get-lock': 'bare blocking `GET_LOCK`',
   redlock: 'node-redlock (local Redis)',
@@ -44,6 +47,7 @@ export const SHORT_LABELS: Record<DesignId, string> = {
   'row-lock': 'row-lock',
   'row-lock-hand': 'row-lock by hand',
   'row-lock-hand-orm': 'row-lock by hand, TypeORM work',
+  'row-lock-hand-no-audit': 'row-lock by hand, no audit row',
   'for-update': 'FOR UPDATE',
   'get-lock': 'GET_LOCK',
   redlock: 'redlock',

@@ -148,6 +148,7 @@ function variantChecks(r: BenchResults, v: ContentionVariant): TargetCheck[] {
   const forUpdate = d('for-update');
   const byHand = d('row-lock-hand');
   const byHandOrm = d('row-lock-hand-orm');
+  const noAudit = d('row-lock-hand-no-audit');
   const redlock = d('redlock');
   const checks: TargetCheck[] = [
     ratioCheck('Lease', `hot key, wait p99 ≤ 0.25× node-redlock's${name}`, lease?.waitP99, redlock?.waitP99, 0.25, true, 'ms'),
@@ -205,6 +206,9 @@ function variantChecks(r: BenchResults, v: ContentionVariant): TargetCheck[] {
         ? `; floor (the hold's statements by hand) ${fmt(byHand.throughput.median)} ops/s = ${fmtRatio(byHand.throughput.median / forUpdate.throughput.median)}, row-lock = ${fmtRatio(rowLock!.throughput.median / byHand.throughput.median)} of it` +
             (byHandOrm
               ? `; with the critical section through TypeORM by hand ${fmt(byHandOrm.throughput.median)} ops/s = ${fmtRatio(byHandOrm.throughput.median / forUpdate.throughput.median)}, row-lock = ${fmtRatio(rowLock!.throughput.median / byHandOrm.throughput.median)} of it`
+              : '') +
+            (noAudit
+              ? `; the by-hand hold without its audit row ${fmt(noAudit.throughput.median)} ops/s = ${fmtRatio(noAudit.throughput.median / forUpdate.throughput.median)}`
               : '')
         : '',
     ),
