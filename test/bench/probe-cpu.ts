@@ -9,6 +9,7 @@ import mysql from 'mysql2/promise';
 import { DataSource } from 'typeorm';
 import { RECORD_AND_COMMIT } from '../../lib/store/mysql/session-routines.sql.js';
 import { createLockApp } from '../support/lock-app.js';
+import { DecoratedWork } from './designs/decorated.js';
 import { TestDatabase } from '../support/test-database.js';
 import { runProbe } from './probe-main.js';
 
@@ -25,7 +26,11 @@ async function main(): Promise<void> {
     await q('SELECT n FROM counter WHERE id = 1');
     await q('UPDATE counter SET n = n + 1 WHERE id = 1');
   };
+  const decorated = new DecoratedWork(app.locks);
+  const times = { acquiredAt: 0, releasingAt: 0 };
   const shapes: Record<string, () => Promise<unknown>> = {
+    'row-lock @WriteLock': () => decorated.rowLock('d', (q) => q('UPDATE counter SET n = n + 1 WHERE id = 1').then(() => undefined), times),
+    'plain TypeORM transaction': () => dataSource.transaction((m) => m.query('UPDATE counter SET n = n + 1 WHERE id = 1')),
     'empty row-lock withLock': () => app.locks.withLock('e', async () => undefined, { strategy: 'row-lock' }),
     'empty lease withLock': () => app.locks.withLock('l', async () => undefined),
     'row-lock withLock': () => app.locks.withLock('k', (h) => cs((sql, p) => h.manager!.query(sql, p)), { strategy: 'row-lock' }),
