@@ -123,11 +123,11 @@ const suite = ({ strategy }: ContractTarget): void => {
         `${key}: tokens increase in grant order: ${JSON.stringify(ofKey)}`,
       );
       const takerTokens = outcomes.filter((o) => o.key === key && o.taker.outcome === 'committed').map((o) => (o.taker as { token: number }).token);
-      const sequence = ofKey
-        .map((r) => (r.status === 'EXPIRED' ? 'holder' : r.status === 'RELEASED' && takerTokens.includes(Number(r.token)) ? 'taker' : undefined))
-        .filter((step) => step !== undefined);
+      const stepOf = (r: (typeof ofKey)[number]) =>
+        r.status === 'EXPIRED' ? 'holder' : r.status === 'RELEASED' && takerTokens.includes(Number(r.token)) ? 'taker' : undefined;
+      const sequence = ofKey.map(stepOf).filter((step) => step !== undefined);
       assert.deepEqual(sequence, Array.from({ length: 2 * ROUNDS_PER_HOLDER }, (_, i) => (i % 2 === 0 ? 'holder' : 'taker')), JSON.stringify(ofKey));
-      const others = ofKey.filter((r) => r.status !== 'EXPIRED' && !(r.status === 'RELEASED' && takerTokens.includes(Number(r.token))));
+      const others = ofKey.filter((r) => stepOf(r) === undefined);
       assert.ok(
         others.every((r) => r.status === 'RELEASED' && (r.note?.startsWith('given back') || r.note?.startsWith('abandoned'))),
         `${key}: every other row is a grant given back: ${JSON.stringify(others)}`,

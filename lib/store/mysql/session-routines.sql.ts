@@ -99,24 +99,13 @@ export function callEndAndCommit(rowId: string, owner: string): string {
 
 /** A RELEASED audit row as insertAuditRows writes it (the note is always null for a commit that ends a hold). */
 export function callRecordAndCommit(row: RowLockAuditRow, holder: string): string {
-  const numbers = [row.fencingToken, Math.round(row.holdMs * 1000), Math.round(row.waitedMs), Math.round(row.holdMs)].map(sqlInteger);
-  return `CALL \`${RECORD_AND_COMMIT}\`(${keyLiteral(row.key)}, ${escapeCached(row.mode)}, ${escape(row.owner)}, ${escapeCached(holder)}, ${numbers.join(', ')})`;
+  const numbers = [row.fencingToken, row.holdMs * 1000, row.waitedMs, row.holdMs].map(sqlInteger).join(', ');
+  return `CALL \`${RECORD_AND_COMMIT}\`(${keyLiteral(row.key)}, ${escape(row.mode)}, ${escape(row.owner)}, ${escape(holder)}, ${numbers})`;
 }
 
-/** A count or duration for an unsigned parameter: an audit figure never fails the commit it rides in. */
+/** A count or duration for an unsigned parameter, rounded: an audit figure never fails the commit it rides in. */
 function sqlInteger(value: number): string {
   return Number.isFinite(value) && value > 0 ? String(Math.round(value)) : '0';
-}
-
-/** The few strings repeated on every hold (the mode, this process's holder name), escaped once. */
-const escaped = new Map<string, string>();
-function escapeCached(value: string): string {
-  let literal = escaped.get(value);
-  if (literal === undefined) {
-    literal = escape(value);
-    if (escaped.size < 16) escaped.set(value, literal);
-  }
-  return literal;
 }
 
 /**

@@ -93,6 +93,12 @@ function tookTheRow(answer: unknown, key: string): void {
   if (Number(row?.taken) !== 1) throw new Error(`the begin-and-take routine did not take the row of '${key}'`);
 }
 
+/** A by-hand hold's key row and its take: one CALL of the begin-and-take routine, checked to have taken the row. */
+const BY_HAND_TAKE = {
+  prepare: (query: Query, key: string) => query(PREPARE_KEY_ROW, [Buffer.from(key)]),
+  take: { openAndTake: async (query: Query, key: string) => tookTheRow(await query(OPEN_AND_TAKE, [Buffer.from(key)]), key) },
+};
+
 /**
  * A row-lock hold's own statements sent by hand on a plain connection, the floor of the row-lock
  * strategy under contention: the transaction opened and the key's row locked in one CALL of the
@@ -102,8 +108,7 @@ function tookTheRow(answer: unknown, key: string): void {
 export function rowLockByHandDesign(deps: DesignDeps): LockDesign {
   // CALL (START + the locking UPDATE), CALL (audit row + COMMIT) + critical section
   return transactionDesign(deps, 'row-lock-hand', 2 + 2, {
-    prepare: (query, key) => query(PREPARE_KEY_ROW, [Buffer.from(key)]),
-    take: { openAndTake: async (query, key) => tookTheRow(await query(OPEN_AND_TAKE, [Buffer.from(key)]), key) },
+    ...BY_HAND_TAKE,
     commitWith: (query, key) =>
       query(`CALL \`${RECORD_AND_COMMIT}\`(?, 'write', UUID(), 'bench:hand', LAST_INSERT_ID(), 0, 0, 0)`, [Buffer.from(key)]),
   });
@@ -118,8 +123,7 @@ export function rowLockByHandDesign(deps: DesignDeps): LockDesign {
 export function rowLockByHandNoAuditDesign(deps: DesignDeps): LockDesign {
   // CALL (START + the locking UPDATE), COMMIT + critical section
   return transactionDesign(deps, 'row-lock-hand-no-audit', 2 + 2, {
-    prepare: (query, key) => query(PREPARE_KEY_ROW, [Buffer.from(key)]),
-    take: { openAndTake: async (query, key) => tookTheRow(await query(OPEN_AND_TAKE, [Buffer.from(key)]), key) },
+    ...BY_HAND_TAKE,
   });
 }
 
