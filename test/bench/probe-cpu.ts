@@ -2,21 +2,34 @@
  * Development probe: client CPU per uncontended hold, library row-lock (`withLock`, critical
  * section through `handle.manager`) against the same statements by hand on a mysql2 connection.
  * Under contention on a 2-core host the client's CPU is on the critical path of every hold.
- * `node build/test/bench/probe-cpu.js [ops]` (add --cpu-prof to node for a profile)
+ * The 'ablation' shapes run the library's own layers bottom-up (its store calls, the strategy, the
+ * runtime), so that what each layer adds shows apart from the layers above it.
+ * `node build/test/bench/probe-cpu.js [ops] [shape prefixes, comma-separated]`; shapes interleaved in
+ * PROBE_ROUNDS rounds (default 5), median reported; PROBE_COUNT_PROMISES=1 also counts the promises
+ * one hold creates; PROBE_OPTIONS='{"escapedWrites":"ignore"}' passes module options; add --cpu-prof
+ * to node for a profile.
  */
 import 'reflect-metadata';
 import mysql from 'mysql2/promise';
 import { DataSource } from 'typeorm';
-import { RECORD_AND_COMMIT } from '../../lib/store/mysql/session-routines.sql.js';
+import { BEGIN_AND_TAKE, RECORD_AND_COMMIT } from '../../lib/store/mysql/session-routines.sql.js';
 import { createLockApp } from '../support/lock-app.js';
 import { DecoratedWork } from './designs/decorated.js';
 import { TestDatabase } from '../support/test-database.js';
 import { runProbe } from './probe-main.js';
+import type { RowLockStore } from '../../lib/store/lock-store.js';
+import { resolveTargets } from '../../lib/core/lock-key.js';
+import type { LockRuntime } from '../../lib/core/lock-runtime.js';
+import { newWaiter } from '../../lib/core/acquire-request.js';
+
+type RawConnection = { query(sql: string, cb: (e: unknown, r: unknown) => void): void };
+const rawQuery = (connection: RawConnection, sql: string): Promise<unknown> =>
+  new Promise((resolve, reject) => connection.query(sql, (e, r) => (e ? reject(e) : resolve(r))));
 
 async function main(): Promise<void> {
   const ops = Number(process.argv[2] ?? 2000);
   const db = await TestDatabase.create('dblock_cpu');
-  const app = await createLockApp(db.settings, { janitor: false });
+  const app = await createLockApp(db.settings, { janitor: false, ...(process.env.PROBE_OPTIONS ? JSON.parse(process.env.PROBE_OPTIONS) : {}) });
   const dataSource = app.app.get(DataSource);
   await db.query('CREATE TABLE counter (id INT PRIMARY KEY, n INT NOT NULL)');
   await db.query('INSERT INTO counter VALUES (1, 0)');
@@ -27,10 +40,17 @@ async function main(): Promise<void> {
     await q('UPDATE counter SET n = n + 1 WHERE id = 1');
   };
   const decorated = new DecoratedWork(app.locks);
+  const parts = (app.locks as unknown as { parts: { store: { rowLocks: RowLockStore }; runtime: LockRuntime } }).parts;
+  const runtime = parts.runtime;
+  const strategy = runtime.strategy('row-lock');
+  const rowLocks = parts.store.rowLocks;
+  const targets = resolveTargets('abl', 'write', '');
   const times = { acquiredAt: 0, releasingAt: 0 };
   const shapes: Record<string, () => Promise<unknown>> = {
     'row-lock @WriteLock': () => decorated.rowLock('d', (q) => q('UPDATE counter SET n = n + 1 WHERE id = 1').then(() => undefined), times),
     'plain TypeORM transaction': () => dataSource.transaction((m) => m.query('UPDATE counter SET n = n + 1 WHERE id = 1')),
+    'row-lock withLock one UPDATE': () =>
+      app.locks.withLock('k1', (h) => h.manager!.query('UPDATE counter SET n = n + 1 WHERE id = 1'), { strategy: 'row-lock' }),
     'empty row-lock withLock': () => app.locks.withLock('e', async () => undefined, { strategy: 'row-lock' }),
     'empty lease withLock': () => app.locks.withLock('l', async () => undefined),
     'row-lock withLock': () => app.locks.withLock('k', (h) => cs((sql, p) => h.manager!.query(sql, p)), { strategy: 'row-lock' }),
@@ -41,6 +61,82 @@ async function main(): Promise<void> {
       );
       await cs((sql, p) => c.query(sql, p));
       await c.query(`CALL \`${RECORD_AND_COMMIT}\`('hand', 'write', UUID(), 'bench:hand', LAST_INSERT_ID(), 0, 0, 0)`);
+    },
+    // The row-lock decorator path's floor as the bench has it: the library's two CALLs straight on the runner's connection.
+    'decorator floor (runner, CALLs)': async () => {
+      const runner = dataSource.createQueryRunner();
+      await runner.connect();
+      try {
+        const connection = (runner as unknown as { databaseConnection: RawConnection }).databaseConnection;
+        (runner as unknown as { isTransactionActive: boolean }).isTransactionActive = true;
+        await rawQuery(connection, `CALL \`${BEGIN_AND_TAKE}\`('hand')`);
+        await runner.manager.query('UPDATE counter SET n = n + 1 WHERE id = 1');
+        await rawQuery(connection, `CALL \`${RECORD_AND_COMMIT}\`('hand', 'write', UUID(), 'bench:hand', LAST_INSERT_ID(), 0, 0, 0)`);
+        (runner as unknown as { isTransactionActive: boolean }).isTransactionActive = false;
+      } finally {
+        await runner.release();
+      }
+    },
+    // Ablation: the library's store calls (statement text, parsing, the runner's marks) around the same UPDATE, nothing above them.
+    'ablation: store calls only': async () => {
+      const runner = dataSource.createQueryRunner('master');
+      await runner.connect();
+      try {
+        const take = await rowLocks.beginAndTake(runner, targets, performance.now() + 120_000);
+        if (!take.taken) throw new Error('not taken');
+        await runner.manager.query('UPDATE counter SET n = n + 1 WHERE id = 1');
+        await rowLocks.recordAndCommit(runner, [
+          {
+            key: targets[0]!.bytes,
+            mode: 'write',
+            owner: 'o',
+            fencingToken: take.tokens.get(targets[0]!.storedKey) ?? 0,
+            status: 'RELEASED',
+            waitedMs: 0,
+            holdMs: 0,
+            note: null,
+          },
+        ]);
+      } finally {
+        await runner.release();
+      }
+    },
+    // Ablation: the row-lock strategy's grant and commit, nothing above it (no runtime, call chain or fence).
+    'ablation: strategy only': async () => {
+      const result = await strategy.tryGrant({
+        ...newWaiter({ targets, mode: 'write', strategy: 'row-lock', timeoutMs: 120_000, leaseMs: 30_000, maxAttempts: Infinity }, performance.now()),
+        resolve: () => undefined,
+        reject: () => undefined,
+      } as never);
+      const lock = result.lock!;
+      await lock.transaction!.runner.manager.query('UPDATE counter SET n = n + 1 WHERE id = 1');
+      await strategy.release(lock, 'RELEASED' as never);
+    },
+    'ablation: strategy, no deadline': async () => {
+      const result = await strategy.tryGrant({
+        ...newWaiter(
+          { targets, mode: 'write', strategy: 'row-lock', timeoutMs: Infinity, leaseMs: 30_000, maxAttempts: Infinity },
+          performance.now(),
+        ),
+        resolve: () => undefined,
+        reject: () => undefined,
+      } as never);
+      const lock = result.lock!;
+      await lock.transaction!.runner.manager.query('UPDATE counter SET n = n + 1 WHERE id = 1');
+      await strategy.release(lock, 'RELEASED' as never);
+    },
+    // Ablation: the runtime's acquire and release around the strategy (waiter, first try, queue driver, bookkeeping, observer), no call chain or fence.
+    'ablation: runtime': async () => {
+      const lock = await runtime.acquire({
+        targets,
+        mode: 'write',
+        strategy: 'row-lock',
+        timeoutMs: 120_000,
+        leaseMs: 30_000,
+        maxAttempts: Infinity,
+      });
+      await lock.transaction!.runner.manager.query('UPDATE counter SET n = n + 1 WHERE id = 1');
+      await runtime.release(lock, false);
     },
     'by hand (TypeORM runner)': async () => {
       const runner = dataSource.createQueryRunner();
@@ -57,17 +153,38 @@ async function main(): Promise<void> {
       }
     },
   };
+  await app.locks.withLock('abl', async () => undefined, { strategy: 'row-lock' }); // its key row
   for (const fn of Object.values(shapes)) for (let i = 0; i < 200; i++) await fn();
-  for (const [name, fn] of Object.entries(shapes).filter(([n]) => !process.argv[3] || n.startsWith(process.argv[3]))) {
-    const cpu0 = process.cpuUsage();
-    const t0 = performance.now();
-    for (let i = 0; i < ops; i++) await fn();
-    const cpu = process.cpuUsage(cpu0);
-    const wall = performance.now() - t0;
-    console.log(
-      `${name.padEnd(22)} client CPU ${(((cpu.user + cpu.system) / ops) | 0).toString().padStart(4)} µs/hold (user ${(cpu.user / ops) | 0}), wall ${(wall / ops).toFixed(3)} ms/hold`,
-    );
+  // Interleaved rounds, so that drift on the host falls on every shape alike; the median round per shape.
+  const chosen = Object.entries(shapes).filter(([n]) => !process.argv[3] || process.argv[3].split(',').some((p) => n.startsWith(p)));
+  const rounds = Number(process.env.PROBE_ROUNDS ?? 5);
+  const perRound = Math.max(1, Math.floor(ops / rounds));
+  const samples = new Map<string, { cpu: number; user: number; wall: number }[]>(chosen.map(([n]) => [n, []]));
+  for (let r = 0; r < rounds; r++)
+    for (const [name, fn] of chosen) {
+      const cpu0 = process.cpuUsage();
+      const t0 = performance.now();
+      for (let i = 0; i < perRound; i++) await fn();
+      const cpu = process.cpuUsage(cpu0);
+      samples.get(name)!.push({ cpu: (cpu.user + cpu.system) / perRound, user: cpu.user / perRound, wall: (performance.now() - t0) / perRound });
+    }
+  if (process.env.PROBE_COUNT_PROMISES) {
+    const { createHook } = await import('node:async_hooks');
+    let count = 0;
+    const hook = createHook({ init: (_id, type) => void (type === 'PROMISE' && count++) });
+    for (const [name, fn] of chosen) {
+      count = 0;
+      hook.enable();
+      for (let i = 0; i < 200; i++) await fn();
+      hook.disable();
+      console.log(`${name.padEnd(30)} ${(count / 200).toFixed(1)} promises/hold`);
+    }
   }
+  const median = (xs: number[]) => xs.sort((a, b) => a - b)[xs.length >> 1]!;
+  for (const [name, s] of samples)
+    console.log(
+      `${name.padEnd(30)} client CPU ${median(s.map((x) => x.cpu)) | 0} µs/hold (user ${median(s.map((x) => x.user)) | 0}), wall ${median(s.map((x) => x.wall)).toFixed(3)} ms/hold (median of ${rounds} rounds)`,
+    );
   await c.end();
   await app.app.close();
   await db.drop();

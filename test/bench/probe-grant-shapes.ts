@@ -25,6 +25,28 @@ async function main(): Promise<void> {
   // column, NULL once ended), its auto-increment id is the token, and the release empties the slot.
   await c.query('CREATE TABLE db_lock_slot LIKE db_lock_log');
   await c.query('ALTER TABLE db_lock_slot ADD COLUMN live_key VARBINARY(764) NULL, ADD UNIQUE KEY live_key (live_key)');
+  // A data model where the exclusive holder lives on the key row (one conditional PK UPDATE grants)
+  // and the audit row is written once, when the hold ends, by a trigger on the key row: the release
+  // is one autocommit UPDATE whose trigger inserts the finished log row in the same statement.
+  await c.query(
+    'CREATE TABLE db_lock_held (lock_key VARBINARY(764) NOT NULL PRIMARY KEY, fencing_token BIGINT NOT NULL DEFAULT 0, ' +
+      'owner CHAR(36) NULL, holder VARCHAR(255) NULL, process_id BIGINT NULL, lease_ms INT NULL, acquired_at DATETIME(6) NULL, ' +
+      "expires_at DATETIME(6) NULL, wait_ms INT NULL, end_status VARCHAR(16) NULL, readers INT NOT NULL DEFAULT 0) ENGINE=InnoDB",
+  );
+  await c.query("INSERT INTO db_lock_held (lock_key) VALUES ('t'), ('x')");
+  await c.query('CREATE TABLE db_lock_ended LIKE db_lock_log');
+  await c.query(
+    'CREATE TRIGGER db_lock_held_end AFTER UPDATE ON db_lock_held FOR EACH ROW BEGIN ' +
+      'IF OLD.owner IS NOT NULL AND NEW.owner IS NULL AND NEW.end_status IS NOT NULL THEN ' +
+      `INSERT INTO db_lock_ended (${'lock_key, mode, owner, holder, process_id, strategy, fencing_token, status, lease_ms, acquired_at, expires_at, wait_ms'}, ended_at, hold_ms) ` +
+      "VALUES (OLD.lock_key, 'write', OLD.owner, OLD.holder, OLD.process_id, 'lease', OLD.fencing_token, NEW.end_status, OLD.lease_ms, OLD.acquired_at, OLD.expires_at, OLD.wait_ms, " +
+      'UTC_TIMESTAMP(6), TIMESTAMPDIFF(MICROSECOND, OLD.acquired_at, UTC_TIMESTAMP(6)) DIV 1000); END IF; END',
+  );
+  const heldGrant = (key: string, owner: string) =>
+    c.query(
+      `UPDATE db_lock_held SET fencing_token = LAST_INSERT_ID(fencing_token + 1), owner = '${owner}', holder = 'h:1', process_id = 1, lease_ms = 30000, ` +
+        `acquired_at = UTC_TIMESTAMP(6), expires_at = UTC_TIMESTAMP(6) + INTERVAL 30 SECOND, wait_ms = 0, end_status = NULL WHERE lock_key = '${key}' AND owner IS NULL AND readers = 0`,
+    ) as unknown as Promise<[Ok]>;
   const release = (id: number | string) =>
     c.query(
       `UPDATE db_lock_log SET status = 'RELEASED', ended_at = UTC_TIMESTAMP(6), hold_ms = TIMESTAMPDIFF(MICROSECOND, acquired_at, UTC_TIMESTAMP(6)) DIV 1000 WHERE id IN (${id}) AND status IN ('ACQUIRED','COMPLETED')`,
@@ -72,6 +94,21 @@ async function main(): Promise<void> {
       )) as unknown as [Ok];
       await c.query(
         `UPDATE db_lock_slot SET status = 'RELEASED', live_key = NULL, ended_at = UTC_TIMESTAMP(6), hold_ms = TIMESTAMPDIFF(MICROSECOND, acquired_at, UTC_TIMESTAMP(6)) DIV 1000 WHERE id = ${r.insertId} AND status IN ('ACQUIRED','COMPLETED')`,
+      );
+    },
+    'holder on the key row (one UPDATE) + release writing the audit row by trigger': async () => {
+      const owner = randomUUID();
+      const [g] = await heldGrant('t', owner);
+      if (g.affectedRows !== 1) throw new Error('not granted');
+      await c.query(`UPDATE db_lock_held SET owner = NULL, end_status = 'RELEASED' WHERE lock_key = 't' AND owner = '${owner}'`);
+    },
+    'holder on the key row (one UPDATE) + release: UPDATE and INSERT in one transaction': async () => {
+      const owner = randomUUID();
+      const [g] = await heldGrant('x', owner);
+      if (g.affectedRows !== 1) throw new Error('not granted');
+      await c.query(
+        `START TRANSACTION; INSERT INTO db_lock_log (${cols}, ended_at, hold_ms) SELECT lock_key, 'write', owner, holder, process_id, 'lease', fencing_token, 'RELEASED', lease_ms, acquired_at, expires_at, wait_ms, UTC_TIMESTAMP(6), 0 FROM db_lock_held WHERE lock_key = 'x' AND owner = '${owner}' FOR UPDATE; ` +
+          `UPDATE db_lock_held SET owner = NULL WHERE lock_key = 'x' AND owner = '${owner}'; COMMIT`,
       );
     },
     'full plan (refusal path) + release': async () => {

@@ -65,7 +65,8 @@ export class LockWorker {
   /** Starts a worker and waits until its app is initialised. */
   static async start(config: WorkerConfig, options: WorkerOptions = {}): Promise<LockWorker> {
     const child = fork(WORKER_FILE, [], {
-      execArgv: options.execArgv ?? [],
+      // WORKER_EXEC_ARGV: node flags for every worker in development probes (e.g. "--cpu-prof --cpu-prof-dir=/tmp/p").
+      execArgv: options.execArgv ?? process.env.WORKER_EXEC_ARGV?.split(' ').filter(Boolean) ?? [],
       env: { ...process.env, ...options.env, DB_LOCK_WORKER: JSON.stringify(config) },
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
     });
