@@ -14,25 +14,29 @@ export const CONNECT_GRACE_MS = 250;
  * gives back nothing when released before that): the caller must not release it too, or the
  * connection would go back to the pool twice.
  */
-export async function connectWithin(runner: QueryRunner, deadline: number): Promise<void> {
+export function connectWithin(runner: QueryRunner, deadline: number): Promise<void> {
   const connecting = runner.connect();
-  if (deadline === Infinity) {
-    await connecting;
-    return;
-  }
-  let timer: NodeJS.Timeout | undefined;
-  const gaveUp = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(LockStatementError.deadline(GAVE_UP)), Math.ceil(Math.max(deadline - performance.now(), CONNECT_GRACE_MS)));
-  });
-  try {
-    await Promise.race([connecting, gaveUp]);
-  } catch (error) {
-    void connecting.then(
-      () => runner.release(),
-      () => undefined,
+  if (deadline === Infinity) return connecting.then(() => undefined);
+  // One promise settled by whichever comes first (no Promise.race): this runs on every row-lock hold.
+  return new Promise<void>((resolve, reject) => {
+    let gaveUp = false;
+    const timer = setTimeout(
+      () => {
+        gaveUp = true;
+        reject(LockStatementError.deadline(GAVE_UP));
+      },
+      Math.ceil(Math.max(deadline - performance.now(), CONNECT_GRACE_MS)),
     );
-    throw error;
-  } finally {
-    clearTimeout(timer);
-  }
+    connecting.then(
+      () => {
+        clearTimeout(timer);
+        if (gaveUp) void runner.release().catch(() => undefined);
+        else resolve();
+      },
+      (error: unknown) => {
+        clearTimeout(timer);
+        if (!gaveUp) reject(error);
+      },
+    );
+  });
 }

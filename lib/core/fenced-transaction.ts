@@ -135,7 +135,8 @@ export class FencedTransaction {
     });
   }
 
-  private ending(): HeldLock[] {
+  private ending(): readonly HeldLock[] {
+    if (this.enlisted.size === 0) return this.own; // the common case: nothing joined this transaction
     return [...new Set([...this.own, ...this.enlisted])];
   }
 

@@ -87,19 +87,28 @@ export class HeldLock implements LockHandle {
     readonly waitedMs: number,
     internal = false,
   ) {
-    this.keys = Object.freeze(targets.map((t) => t.key));
-    this.mode = targets.some((t) => t.mode === 'write') ? 'write' : 'read';
-    this.modes = Object.freeze(Object.fromEntries(targets.map((t) => [t.key, t.mode])));
+    // Plain loops rather than map/fromEntries/spread: this runs on every grant, and most grants are of one key.
+    const keys: string[] = [];
+    const modes: Record<string, LockMode> = {};
     const tokens: Record<string, number> = {};
     const ids: string[] = [];
+    let mode: LockMode = 'read';
     for (const target of targets) {
+      keys.push(target.key);
+      modes[target.key] = target.mode;
+      if (target.mode === 'write') mode = 'write';
       const row = rows.find((r) => r.storedKey === target.storedKey);
       tokens[target.key] = row?.fencingToken ?? 0;
       if (row?.id) ids.push(row.id); // a row-lock has no log row while held
     }
+    this.keys = Object.freeze(keys);
+    this.mode = mode;
+    this.modes = Object.freeze(modes);
     this.fencingTokens = Object.freeze(tokens);
     this.rowIds = Object.freeze(ids);
-    this.expiresAt = new Date(Math.min(...rows.map((r) => r.expiresAt.getTime())));
+    let expiresAt = Infinity;
+    for (const row of rows) expiresAt = Math.min(expiresAt, row.expiresAt.getTime());
+    this.expiresAt = new Date(expiresAt);
     this.leaseFrom = leaseFrom;
     this.internal = internal;
   }

@@ -38,7 +38,7 @@ export class LockObserver {
     this.metrics?.acquired(lock, labelsOf(lock), waitedMs);
     if (reclaimed > 0) this.reclaimed(lock.keys, lock.mode, reclaimed, labelsOf(lock));
     if (waitedMs > this.settings.slowThresholdMs) this.logger.warn(`Waited ${Math.round(waitedMs)} ms for ${describeLock(lock)}`);
-    this.emit({ type: 'acquired', keys: lock.keys, mode: lock.mode, fencingToken: lock.fencingToken, waitedMs });
+    if (this.settings.onEvent) this.emit({ type: 'acquired', keys: lock.keys, mode: lock.mode, fencingToken: lock.fencingToken, waitedMs });
   }
 
   reentrant(): void {
@@ -53,7 +53,7 @@ export class LockObserver {
     this.metrics?.ended(lock, labelsOf(lock), heldMs, 'released');
     if (releaseMs > this.settings.slowThresholdMs) this.logger.warn(`Releasing ${describeLock(lock)} took ${Math.round(releaseMs)} ms`);
     if (heldMs > this.settings.slowThresholdMs) this.logger.warn(`${describeLock(lock)} was held for ${Math.round(heldMs)} ms`);
-    this.emit({ type: 'released', keys: lock.keys, mode: lock.mode, fencingToken: lock.fencingToken, heldMs });
+    if (this.settings.onEvent) this.emit({ type: 'released', keys: lock.keys, mode: lock.mode, fencingToken: lock.fencingToken, heldMs });
   }
 
   timedOut(keys: readonly string[], mode: LockMode, waitedMs: number, labels: LockLabels): void {

@@ -79,8 +79,20 @@ export function checkRunLockedOptions(problems: string[], input: Record<string, 
   if (input.isolationLevel !== undefined && input.transaction === 'none') problems.push(`isolationLevel only applies to transaction 'requires-new'`);
 }
 
+/** Options objects that cannot change (a decorator's, frozen when its class loaded), resolved once. */
+const resolvedFrozen = new WeakMap<object, ResolvedRunLockedOptions>();
+
 /** Validates one `runLocked()` call's options and applies this layer's defaults. Throws before any SQL. */
 export function resolveRunLockedOptions(options: unknown): ResolvedRunLockedOptions {
+  if (typeof options === 'object' && options !== null && Object.isFrozen(options)) {
+    let resolved = resolvedFrozen.get(options);
+    if (!resolved) resolvedFrozen.set(options, (resolved = resolveOnce(options)));
+    return resolved;
+  }
+  return resolveOnce(options);
+}
+
+function resolveOnce(options: unknown): ResolvedRunLockedOptions {
   if (options === undefined || options === null) options = {};
   if (typeof options !== 'object' || Array.isArray(options))
     throw new DbLockOptionsError([`options must be an object, got ${describe(options)}`], 'runLocked() options');

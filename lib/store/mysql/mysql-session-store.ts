@@ -81,10 +81,13 @@ export class MysqlRowLockStore implements RowLockStore {
   async beginAndTake(runner: QueryRunner, targets: readonly LockTarget[], deadline: number, isolationLevel?: string): Promise<RowLockTake> {
     const call = isolationLevel === undefined ? beginAndTakeCall(targets, deadline, this.log.flavor) : undefined;
     if (call !== undefined) {
-      const taken = await busyOnWait(async () => {
-        const answer = await this.routines.begin(runner, BEGIN_AND_TAKE, () => call);
-        return answer === undefined ? undefined : takenByCall(answer, targets);
-      });
+      let taken: RowLockTake | undefined;
+      try {
+        const answer = await this.routines.begin<unknown[]>(runner, BEGIN_AND_TAKE, () => call);
+        taken = answer === undefined ? undefined : takenByCall(answer, targets);
+      } catch (error) {
+        taken = busyOrThrow(error);
+      }
       if (taken) return taken;
     }
     await this.transactions.begin(runner, isolationLevel);
@@ -143,8 +146,13 @@ async function busyOnWait<T extends RowLockTake | undefined>(take: () => Promise
   try {
     return await take();
   } catch (error) {
-    const kind = classify(error);
-    if (kind === 'retry' || kind === 'interrupted' || isNoWait(error)) return { taken: false, why: 'busy', cause: error };
-    throw error;
+    return busyOrThrow(error);
   }
+}
+
+/** A failed take: busy (see busyOnWait) or thrown. */
+function busyOrThrow(error: unknown): RowLockTake {
+  const kind = classify(error);
+  if (kind === 'retry' || kind === 'interrupted' || isNoWait(error)) return { taken: false, why: 'busy', cause: error };
+  throw error;
 }

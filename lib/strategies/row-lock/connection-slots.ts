@@ -15,15 +15,19 @@ export class ConnectionSlots {
     private readonly maxQueued: number,
   ) {}
 
+  /** A slot at once if one is free and nobody waits for one; false otherwise (then `take` waits in turn). */
+  tryTake(): boolean {
+    if (this.taken >= this.limit || this.queue.length > 0) return false;
+    this.taken++;
+    return true;
+  }
+
   /**
    * A slot, at once or once one frees; false if `deadline` (performance.now()) passed first.
    * @throws TooManyLockWaitersError when `maxQueued` callers already wait.
    */
   async take(keys: readonly string[], deadline: number): Promise<boolean> {
-    if (this.taken < this.limit && this.queue.length === 0) {
-      this.taken++;
-      return true;
-    }
+    if (this.tryTake()) return true;
     if (deadline <= performance.now()) return false;
     if (this.queue.length >= this.maxQueued)
       throw new TooManyLockWaitersError(keys, this.maxQueued, `${this.queue.length} row-lock callers of this process already wait for a connection`);

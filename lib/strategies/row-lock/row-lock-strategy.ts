@@ -80,6 +80,7 @@ export class RowLockStrategy implements LockStrategy {
 
   async tryGrant(attempt: GrantAttempt): Promise<AttemptResult> {
     if (
+      !this.slots.tryTake() &&
       !(await this.slots.take(
         attempt.targets.map((t) => t.key),
         attempt.deadline,
