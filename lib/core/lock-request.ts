@@ -71,6 +71,18 @@ export function checkLockOptions(problems: string[], input: Record<string, unkno
  * `oneTry` (tryAcquire): `timeoutMs` and `maxAttempts` are not options there and are reported like unknown ones.
  */
 export function resolveLockOptions(options: unknown, defaults: ResolvedDbLockOptions, oneTry = false): ResolvedLockOptions {
+  // Frozen options (a decorator's, as runLocked passes them on) cannot change: resolved once per module's defaults.
+  if (oneTry || typeof options !== 'object' || options === null || !Object.isFrozen(options)) return resolveOnce(options, defaults, oneTry);
+  let byOptions = resolvedFrozen.get(defaults);
+  if (!byOptions) resolvedFrozen.set(defaults, (byOptions = new WeakMap()));
+  let resolved = byOptions.get(options);
+  if (!resolved) byOptions.set(options, (resolved = Object.freeze(resolveOnce(options, defaults, false))));
+  return resolved;
+}
+
+const resolvedFrozen = new WeakMap<ResolvedDbLockOptions, WeakMap<object, ResolvedLockOptions>>();
+
+function resolveOnce(options: unknown, defaults: ResolvedDbLockOptions, oneTry: boolean): ResolvedLockOptions {
   if (options === undefined || options === null) options = {};
   if (typeof options !== 'object' || Array.isArray(options))
     throw new DbLockOptionsError([`lock options must be an object, got ${describe(options)}`], 'lock options');
