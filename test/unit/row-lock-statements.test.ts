@@ -2,7 +2,7 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { resolveTargets } from '../../lib/core/lock-key.js';
 import { beginAndTakeCall, takenByCall } from '../../lib/store/mysql/row-lock-grant.js';
-import { takeWriteKeys } from '../../lib/store/mysql/row-lock.sql.js';
+import { insertAuditRows, takeWriteKeys } from '../../lib/store/mysql/row-lock.sql.js';
 import { SINGLE_MARIADB, type ServerFlavor } from '../../lib/store/mysql/server-flavor.js';
 import { BEGIN_AND_TAKE, callRecordAndCommit, createRoutineStatement, RECORD_AND_COMMIT } from '../../lib/store/mysql/session-routines.sql.js';
 import { format } from '../../lib/store/mysql/sql.js';
@@ -55,5 +55,9 @@ describe('row-lock: the record-and-commit CALL', () => {
   it('sends 0 for a duration that is not a positive number, rather than failing the commit it rides in', () => {
     const row = { key: Buffer.from('k'), mode: 'write' as const, owner: 'o', fencingToken: 5, waitedMs: Number.NaN, holdMs: -1, status: 'RELEASED' as const, note: null };
     assert.equal(callRecordAndCommit(row, 'h'), "CALL `db_lock_record_and_commit_v1`(X'6b', 'write', 'o', 'h', 5, 0, 0, 0)");
+    // The same figures in the batched audit rows of holds that did not commit.
+    const batched = insertAuditRows([{ ...row, status: 'FAILED', note: "it's gone" }], 'h');
+    assert.doesNotMatch(batched, /NaN|-1/);
+    assert.match(batched, /VALUES \(X'6b', 'write', 'o', 'h', 'row-lock', 5, 'FAILED', 0, UTC_TIMESTAMP\(6\) - INTERVAL 0 MICROSECOND, UTC_TIMESTAMP\(6\), UTC_TIMESTAMP\(6\), 0, 0, 'it\\'s gone'\)$/);
   });
 });

@@ -2,7 +2,7 @@ import type { LockTarget } from '../../core/lock-key.js';
 import type { RowLockAuditRow } from '../lock-store.js';
 import { conflictingHolders } from './grant-statements.sql.js';
 import type { ServerFlavor } from './server-flavor.js';
-import { EFFECTIVE_EXPIRY, format, LIVE_STATUSES_SQL, LOCK_LOG_TABLE, LOCK_TABLE, LockStatus, NOW, endHoldersStatement } from './sql.js';
+import { EFFECTIVE_EXPIRY, format, LIVE_STATUSES_SQL, LOCK_LOG_TABLE, LOCK_TABLE, LockStatus, NOW, endHoldersStatement, sqlInteger } from './sql.js';
 
 /**
  * The row-lock's statements, all sent on the business transaction's own connection. The lock is
@@ -122,18 +122,11 @@ export function boundedInStatement(statement: string, flavor: ServerFlavor, wait
  */
 export function insertAuditRows(rows: readonly RowLockAuditRow[], holder: string): string {
   const values = rows.map((r) =>
-    format(`(?, ?, ?, ?, 'row-lock', ?, ?, 0, ${NOW} - INTERVAL ? MICROSECOND, ${NOW}, ${NOW}, ?, ?, ?)`, [
-      r.key,
-      r.mode,
-      r.owner,
-      holder,
-      r.fencingToken,
-      r.status,
-      Math.round(r.holdMs * 1000),
-      Math.round(r.waitedMs),
-      Math.round(r.holdMs),
-      r.note,
-    ]),
+    format(
+      `(?, ?, ?, ?, 'row-lock', ${sqlInteger(r.fencingToken)}, ?, 0, ${NOW} - INTERVAL ${sqlInteger(r.holdMs * 1000)} MICROSECOND, ${NOW}, ${NOW}, ` +
+        `${sqlInteger(r.waitedMs)}, ${sqlInteger(r.holdMs)}, ?)`,
+      [r.key, r.mode, r.owner, holder, r.status, r.note],
+    ),
   );
   return (
     `INSERT INTO ${LOCK_LOG_TABLE} (lock_key, mode, owner, holder, strategy, fencing_token, status, lease_ms, acquired_at, expires_at, ended_at, wait_ms, hold_ms, note) ` +

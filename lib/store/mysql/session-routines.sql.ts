@@ -1,7 +1,7 @@
 import type { RowLockAuditRow } from '../lock-store.js';
 import { errnoOf } from './errno.js';
 import { takeWriteKeysWhere } from './row-lock.sql.js';
-import { escape, format, keyLiteral, LIVE_STATUSES_SQL, LOCK_LOG_TABLE, LockStatus, msSince, NOW } from './sql.js';
+import { escape, format, keyLiteral, LIVE_STATUSES_SQL, LOCK_LOG_TABLE, LockStatus, msSince, NOW, sqlInteger } from './sql.js';
 
 /**
  * Stored procedures that save round trips on a business transaction's connection: one opens a
@@ -101,11 +101,6 @@ export function callEndAndCommit(rowId: string, owner: string): string {
 export function callRecordAndCommit(row: RowLockAuditRow, holder: string): string {
   const numbers = [row.fencingToken, row.holdMs * 1000, row.waitedMs, row.holdMs].map(sqlInteger).join(', ');
   return `CALL \`${RECORD_AND_COMMIT}\`(${keyLiteral(row.key)}, ${escape(row.mode)}, ${escape(row.owner)}, ${escape(holder)}, ${numbers})`;
-}
-
-/** A count or duration for an unsigned parameter, rounded: an audit figure never fails the commit it rides in. */
-function sqlInteger(value: number): string {
-  return Number.isFinite(value) && value > 0 ? String(Math.round(value)) : '0';
 }
 
 /**

@@ -14,6 +14,9 @@ export const format = (sql: string, values: readonly unknown[]): string => mysql
 /** One value as an SQL literal (strings escaped), for statements built by hand on hot paths. */
 export const escape = (value: string | number): string => mysql.escape(value);
 
+/** A count or duration for an unsigned column, rounded: an audit figure never fails the statement it rides in (NaN, negative: 0). */
+export const sqlInteger = (value: number): string => (Number.isFinite(value) && value > 0 ? String(Math.round(value)) : '0');
+
 /** A key's bytes as an SQL literal (as format() writes a Buffer). */
 export const keyLiteral = (bytes: Buffer): string => `X'${bytes.toString('hex')}'`;
 
