@@ -5,7 +5,8 @@
  * The 'ablation' shapes run the library's own layers bottom-up (its store calls, the strategy, the
  * runtime), so that what each layer adds shows apart from the layers above it.
  * `node build/test/bench/probe-cpu.js [ops] [shape prefixes, comma-separated]`; shapes interleaved in
- * PROBE_ROUNDS rounds (default 5), median reported; PROBE_COUNT_PROMISES=1 also counts the promises
+ * PROBE_ROUNDS rounds (default 5), median reported; PROBE_HEAP_PROFILE=file writes a sampled allocation
+ * profile (garbage included) of 1,000 holds of the first shape; PROBE_COUNT_PROMISES=1 also counts the promises
  * one hold creates; PROBE_OPTIONS='{"escapedWrites":"ignore"}' passes module options; add --cpu-prof
  * to node for a profile.
  */
@@ -165,6 +166,21 @@ async function main(): Promise<void> {
       hook.disable();
       console.log(`${name.padEnd(30)} ${(count / 200).toFixed(1)} promises/hold`);
     }
+  }
+  if (process.env.PROBE_HEAP_PROFILE) {
+    // Every allocation of the first chosen shape, garbage included (sampled every 512 bytes), for where a hold's garbage comes from.
+    const { Session } = await import('node:inspector/promises');
+    const session = new Session();
+    session.connect();
+    await session.post('HeapProfiler.startSampling', {
+      samplingInterval: 512,
+      includeObjectsCollectedByMajorGC: true,
+      includeObjectsCollectedByMinorGC: true,
+    } as never);
+    for (let i = 0; i < 1000; i++) await chosen[0]![1]();
+    const { profile } = (await session.post('HeapProfiler.stopSampling')) as { profile: unknown };
+    (await import('node:fs')).writeFileSync(process.env.PROBE_HEAP_PROFILE, JSON.stringify(profile));
+    session.disconnect();
   }
   const median = (xs: number[]) => xs.sort((a, b) => a - b)[xs.length >> 1]!;
   for (const [name, s] of samples)
