@@ -121,9 +121,7 @@ export class CallChain {
     let handle: LockHandle;
     // Validated with the lock's other options by acquire(), before anything opens.
     const budget = { startedAt: performance.now(), timeoutMs: resolved.lock.timeoutMs ?? this.options.timeoutMs };
-    // Only a lock that brings no transaction of its own opens its business transaction early.
-    const bringsNone = !this.runtime.strategy(resolved.lock.strategy ?? this.options.strategy).capabilities.heldByOpenTransaction;
-    const early = resolved.transaction === 'requires-new' && bringsNone ? this.transactions.early(resolved.isolationLevel, budget) : undefined;
+    const early = resolved.transaction === 'requires-new' ? this.transactions.early(resolved.isolationLevel, budget) : undefined;
     try {
       handle = await this.acquire(keys, resolved.lock, {
         quietTimeout: resolved.onLocked === 'skip',

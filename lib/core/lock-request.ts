@@ -2,7 +2,7 @@ import type { ResolvedDbLockOptions } from '../db-lock.options.js';
 import { DbLockOptionsError } from '../errors/db-lock-options.error.js';
 import { LOCK_MODES, type LockMode } from './lock-mode.js';
 import { LOCK_STRATEGY_CHOICES, LOCK_STRATEGY_NAMES, type LockStrategyName } from '../strategies/lock-strategy-name.js';
-import { checkAttempts, checkDuration, describe } from './option-checks.js';
+import { checkAttempts, checkDuration, describe, resolvedOnceIfFrozen } from './option-checks.js';
 
 /** Smallest lease accepted: renewals run every lease/3, so less is all overhead. */
 export const MIN_LEASE_MS = 100;
@@ -71,16 +71,14 @@ export function checkLockOptions(problems: string[], input: Record<string, unkno
  * `oneTry` (tryAcquire): `timeoutMs` and `maxAttempts` are not options there and are reported like unknown ones.
  */
 export function resolveLockOptions(options: unknown, defaults: ResolvedDbLockOptions, oneTry = false): ResolvedLockOptions {
-  // Frozen options (a decorator's, as runLocked passes them on) cannot change: resolved once per module's defaults.
-  if (oneTry || typeof options !== 'object' || options === null || !Object.isFrozen(options)) return resolveOnce(options, defaults, oneTry);
-  let byOptions = resolvedFrozen.get(defaults);
-  if (!byOptions) resolvedFrozen.set(defaults, (byOptions = new WeakMap()));
-  let resolved = byOptions.get(options);
-  if (!resolved) byOptions.set(options, (resolved = Object.freeze(resolveOnce(options, defaults, false))));
-  return resolved;
+  if (oneTry) return resolveOnce(options, defaults, true);
+  let cache = resolvedByDefaults.get(defaults);
+  if (!cache) resolvedByDefaults.set(defaults, (cache = new WeakMap()));
+  return resolvedOnceIfFrozen(cache, options, () => Object.freeze(resolveOnce(options, defaults, false)));
 }
 
-const resolvedFrozen = new WeakMap<ResolvedDbLockOptions, WeakMap<object, ResolvedLockOptions>>();
+/** Per module's defaults: frozen options resolved once (runLocked passes a decorator's on frozen). */
+const resolvedByDefaults = new WeakMap<ResolvedDbLockOptions, WeakMap<object, ResolvedLockOptions>>();
 
 function resolveOnce(options: unknown, defaults: ResolvedDbLockOptions, oneTry: boolean): ResolvedLockOptions {
   if (options === undefined || options === null) options = {};

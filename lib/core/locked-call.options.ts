@@ -1,6 +1,6 @@
 import { DbLockOptionsError } from '../errors/db-lock-options.error.js';
 import { checkLockOptions, LOCK_OPTION_NAMES, type LockOptions } from './lock-request.js';
-import { describe } from './option-checks.js';
+import { describe, resolvedOnceIfFrozen } from './option-checks.js';
 
 /**
  * - 'requires-new': the method runs in a NEW transaction, fenced: it commits only if the lock is
@@ -79,17 +79,12 @@ export function checkRunLockedOptions(problems: string[], input: Record<string, 
   if (input.isolationLevel !== undefined && input.transaction === 'none') problems.push(`isolationLevel only applies to transaction 'requires-new'`);
 }
 
-/** Options objects that cannot change (a decorator's, frozen when its class loaded), resolved once. */
+/** A decorator's options, frozen when its class loaded, resolved once. */
 const resolvedFrozen = new WeakMap<object, ResolvedRunLockedOptions>();
 
 /** Validates one `runLocked()` call's options and applies this layer's defaults. Throws before any SQL. */
 export function resolveRunLockedOptions(options: unknown): ResolvedRunLockedOptions {
-  if (typeof options === 'object' && options !== null && Object.isFrozen(options)) {
-    let resolved = resolvedFrozen.get(options);
-    if (!resolved) resolvedFrozen.set(options, (resolved = resolveOnce(options)));
-    return resolved;
-  }
-  return resolveOnce(options);
+  return resolvedOnceIfFrozen(resolvedFrozen, options, () => resolveOnce(options));
 }
 
 function resolveOnce(options: unknown): ResolvedRunLockedOptions {

@@ -39,3 +39,14 @@ export function describe(value: unknown): string {
   if (Array.isArray(value)) return 'an array';
   return typeof value === 'object' ? 'an object' : typeof value;
 }
+
+/**
+ * `resolve()` once per options object that cannot change (frozen, as a decorator's are, which run
+ * on every call), kept in `cache`; on every call for anything else.
+ */
+export function resolvedOnceIfFrozen<T>(cache: WeakMap<object, T>, options: unknown, resolve: () => T): T {
+  if (typeof options !== 'object' || options === null || !Object.isFrozen(options)) return resolve();
+  let resolved = cache.get(options);
+  if (resolved === undefined) cache.set(options, (resolved = resolve()));
+  return resolved;
+}

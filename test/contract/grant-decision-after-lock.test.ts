@@ -16,13 +16,9 @@ import { contractSuite } from '../support/contract-targets.js';
  * other one commits, and the library's grant must be refused.
  */
 async function untilLockWait(db: TestDatabase): Promise<void> {
-  // INNODB_TRX is refreshed only when it was not read for 100 ms: poll slower than that.
-  const deadline = performance.now() + 5_000;
-  while (performance.now() < deadline) {
-    await new Promise((resolve) => setTimeout(resolve, 150));
-    if ((await db.query(`SELECT 1 FROM information_schema.INNODB_TRX WHERE trx_state = 'LOCK WAIT'`)).length > 0) return;
-  }
-  throw new Error('Timed out waiting for the grant to wait on the key row');
+  const waiting = `SELECT 1 FROM information_schema.INNODB_TRX WHERE trx_state = 'LOCK WAIT'`;
+  if ((await db.innodbTrxUntil(waiting, [], (rows) => rows.length > 0, 5_000)).length === 0)
+    throw new Error('Timed out waiting for the grant to wait on the key row');
 }
 
 contractSuite('lease-grant-after-row-lock', 'single-key grant decided after the key row lock', () => {

@@ -4,7 +4,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { INestApplicationContext } from '@nestjs/common';
 import { LockTimeoutError, type LockService } from '../../lib/index.js';
 import { TestDatabase } from '../support/test-database.js';
-import { createLockApp, eventually } from '../support/lock-app.js';
+import { createLockApp } from '../support/lock-app.js';
 import { callerTrips } from '../support/round-trips.js';
 import { contractSuite } from '../support/contract-targets.js';
 
@@ -24,19 +24,15 @@ contractSuite('lease-mechanics', 'the fast single-key grant', (target) => {
       "SELECT fencing_token, status, DATE_FORMAT(expires_at, '%Y-%m-%dT%H:%i:%s.%fZ') AS expires_at FROM db_lock_log WHERE lock_key = ? ORDER BY id",
       [Buffer.from(key)],
     );
-  // INNODB_TRX is a cache the server refreshes only when it was not read for 100 ms (another test
-  // file reading it keeps it stale): a transaction that just ended may still be listed. A leaked one
-  // stays listed, so the checks wait for none rather than read once.
-  const noOpenTransaction = (what: string) => eventually(async () => (await openTransactions()) === 0, 2_000, what);
-  const openTransactions = async () =>
-    Number(
-      (
-        await db.query<{ n: number }[]>(
-          'SELECT COUNT(*) AS n FROM information_schema.INNODB_TRX t JOIN information_schema.PROCESSLIST p ON p.id = t.trx_mysql_thread_id WHERE p.db = ? AND p.id <> CONNECTION_ID()',
-          [db.name],
-        )
-      )[0]!.n,
+  // No transaction of the apps' connections left open (read until none, see innodbTrxUntil).
+  const noOpenTransaction = async (what: string) => {
+    const [row] = await db.innodbTrxUntil<{ n: number }>(
+      'SELECT COUNT(*) AS n FROM information_schema.INNODB_TRX t JOIN information_schema.PROCESSLIST p ON p.id = t.trx_mysql_thread_id WHERE p.db = ? AND p.id <> CONNECTION_ID()',
+      [db.name],
+      (rows) => Number(rows[0]!.n) === 0,
     );
+    assert.equal(Number(row!.n), 0, what);
+  };
 
   before(async () => {
     db = await TestDatabase.create();

@@ -19,17 +19,10 @@ import { contractSuite } from '../support/contract-targets.js';
  * table's AUTO-INC lock (innodb_autoinc_lock_mode 1) so the grant stops right after counting.
  */
 
-/**
- * Polls INNODB_TRX until a transaction matches. Not with `eventually`'s 20 ms: InnoDB refreshes
- * that table's cache only when it was not read for 100 ms, so faster polling never sees a change.
- */
+/** Waits until a transaction matching `where` is listed in INNODB_TRX (see TestDatabase.innodbTrxUntil). */
 async function untilTrx(db: TestDatabase, where: string, what: string): Promise<void> {
-  const deadline = performance.now() + 5_000;
-  while (performance.now() < deadline) {
-    await new Promise((resolve) => setTimeout(resolve, 150));
-    if ((await db.query(`SELECT 1 FROM information_schema.INNODB_TRX WHERE ${where}`)).length > 0) return;
-  }
-  throw new Error(`Timed out waiting for ${what}`);
+  const rows = await db.innodbTrxUntil(`SELECT 1 FROM information_schema.INNODB_TRX WHERE ${where}`, [], (r) => r.length > 0, 5_000);
+  if (rows.length === 0) throw new Error(`Timed out waiting for ${what}`);
 }
 
 contractSuite('lease-takeover', "grants paused on db_lock_log's AUTO-INC lock", (target) => {

@@ -1,6 +1,5 @@
 import { after, before, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { setTimeout as sleep } from 'node:timers/promises';
 import type { INestApplicationContext } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 import mysql from 'mysql2/promise';
@@ -216,17 +215,14 @@ contractSuite('row-lock-statements', 'row-lock: statements per hold', () => {
       // The CALL's START ran, its UPDATE waited and gave up: no transaction may still be open on a
       // connection of the DataSource's pool. (The library's own pool may briefly write the
       // acquisition's terminal row meanwhile: not a leak, so not counted.)
-      // INNODB_TRX is a cache refreshed only when it was not read for 100 ms (another test file may
-      // have just read it): a transaction rolled back a moment ago can still be listed, a leaked one
-      // stays listed. Read again, 150 ms apart, until no pooled connection shows one (2 s at most).
+      // Read until no pooled connection shows one (see innodbTrxUntil): a leaked one stays listed.
       const pooled = dataSourceThreadIds(app.get(DataSource));
       assert.ok(pooled.size > 0, 'the DataSource pool has connections to look at');
-      const openTransactions = () => db.query<{ id: string }[]>('SELECT trx_mysql_thread_id AS id FROM information_schema.INNODB_TRX');
-      let open = await openTransactions();
-      for (let i = 0; i < 13 && open.some((r) => pooled.has(Number(r.id))); i++) {
-        await sleep(150);
-        open = await openTransactions();
-      }
+      const open = await db.innodbTrxUntil<{ id: string }>(
+        'SELECT trx_mysql_thread_id AS id FROM information_schema.INNODB_TRX',
+        [],
+        (rows) => !rows.some((r) => pooled.has(Number(r.id))),
+      );
       assert.deepEqual(
         open.map((r) => Number(r.id)).filter((id) => pooled.has(id)),
         [],

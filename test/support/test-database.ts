@@ -88,6 +88,22 @@ export class TestDatabase {
     return Number(row!.n);
   }
 
+  /**
+   * Reads `sql`, a query on information_schema.INNODB_TRX, until `done(rows)` or `timeoutMs`
+   * passes, 150 ms apart, and returns the last rows. InnoDB refreshes that table's cache only when
+   * it was not read for 100 ms: a faster poll never sees a change, and a single read (right after
+   * another test file's) may still list a transaction that just ended.
+   */
+  async innodbTrxUntil<T>(sql: string, values: unknown[], done: (rows: T[]) => boolean, timeoutMs = 2_000): Promise<T[]> {
+    const deadline = performance.now() + timeoutMs;
+    let rows = await this.query<T[]>(sql, values);
+    while (!done(rows) && performance.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 150));
+      rows = await this.query<T[]>(sql, values);
+    }
+    return rows;
+  }
+
   /** When a process last renewed its lease (server clock), by process lease id. */
   async processRenewedAt(processId: unknown): Promise<Date | undefined> {
     const rows = await this.query<{ renewed_at: Date }[]>(`SELECT renewed_at FROM db_lock_process WHERE id = ?`, [processId]);
