@@ -1,5 +1,6 @@
 import type { QueryRunner } from 'typeorm';
 import { LockStatementError } from '../store/lock-statement.error.js';
+import { deadlines } from './deadline-watch.js';
 
 const GAVE_UP = "No connection of the app's DataSource came free within the caller's budget";
 
@@ -20,21 +21,18 @@ export function connectWithin(runner: QueryRunner, deadline: number): Promise<vo
   // One promise settled by whichever comes first (no Promise.race): this runs on every row-lock hold.
   return new Promise<void>((resolve, reject) => {
     let gaveUp = false;
-    const timer = setTimeout(
-      () => {
-        gaveUp = true;
-        reject(LockStatementError.deadline(GAVE_UP));
-      },
-      Math.ceil(Math.max(deadline - performance.now(), CONNECT_GRACE_MS)),
-    );
+    const watched = deadlines.watch(Math.max(deadline, performance.now() + CONNECT_GRACE_MS), () => {
+      gaveUp = true;
+      reject(LockStatementError.deadline(GAVE_UP));
+    });
     connecting.then(
       () => {
-        clearTimeout(timer);
+        watched.cancel();
         if (gaveUp) void runner.release().catch(() => undefined);
         else resolve();
       },
       (error: unknown) => {
-        clearTimeout(timer);
+        watched.cancel();
         if (!gaveUp) reject(error);
       },
     );

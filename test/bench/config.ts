@@ -1,8 +1,8 @@
 /**
  * Knobs of `npm run bench` (every one is listed in the report's header and in docs/guide/running-benchmarks.md).
  * BENCH_QUICK=1 gives a ~2–3 minute indicative run; the defaults are the documented run. Each
- * figure is a median over `rounds` rounds, designs interleaved round by round so drifting
- * background load hits every design alike.
+ * figure is a median over `rounds` rounds, designs interleaved (uncontended ops in blocks of 10,
+ * contention rounds round by round) so drifting background load hits every design alike.
  */
 export const SECTIONS = ['uncontended', 'contention', 'semaphore', 'scale'] as const;
 export type Section = (typeof SECTIONS)[number];

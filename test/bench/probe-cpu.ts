@@ -7,7 +7,7 @@
  * `node build/test/bench/probe-cpu.js [ops] [shape prefixes, comma-separated]`; shapes interleaved in
  * PROBE_ROUNDS rounds (default 5), median reported; PROBE_HEAP_PROFILE=file writes a sampled allocation
  * profile (garbage included) of 1,000 holds of the first shape; PROBE_COUNT_PROMISES=1 also counts the promises
- * one hold creates; PROBE_OPTIONS='{"escapedWrites":"ignore"}' passes module options; add --cpu-prof
+ * one hold creates (PROBE_PROMISE_SITES=1 adds where each is created); PROBE_OPTIONS='{"escapedWrites":"ignore"}' passes module options; add --cpu-prof
  * to node for a profile.
  */
 import 'reflect-metadata';
@@ -158,13 +158,28 @@ async function main(): Promise<void> {
   if (process.env.PROBE_COUNT_PROMISES) {
     const { createHook } = await import('node:async_hooks');
     let count = 0;
-    const hook = createHook({ init: (_id, type) => void (type === 'PROMISE' && count++) });
+    const sites = new Map<string, number>();
+    const hook = createHook({
+      init: (_id, type) => {
+        if (type !== 'PROMISE') return;
+        count++;
+        if (!process.env.PROBE_PROMISE_SITES) return;
+        const lines = (new Error().stack ?? '')
+          .split('\n')
+          .slice(2)
+          .filter((l) => !l.includes('node:internal') && !l.includes('async_hooks'));
+        const site = (lines[0] ?? '?').trim().replace(/\(.*\/(build|node_modules)\//, '(');
+        sites.set(site, (sites.get(site) ?? 0) + 1);
+      },
+    });
     for (const [name, fn] of chosen) {
       count = 0;
       hook.enable();
       for (let i = 0; i < 200; i++) await fn();
       hook.disable();
       console.log(`${name.padEnd(30)} ${(count / 200).toFixed(1)} promises/hold`);
+      for (const [site, n] of [...sites].sort((a, b) => b[1] - a[1])) console.log(`  ${(n / 200).toFixed(1)} ${site}`);
+      sites.clear();
     }
   }
   if (process.env.PROBE_HEAP_PROFILE) {

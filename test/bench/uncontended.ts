@@ -1,6 +1,6 @@
 /**
  * Uncontended section: one caller, one key, sequential operations, in the bench's own process.
- * Items are interleaved round by round; a round's value is the median latency of its ops.
+ * Items are interleaved in blocks of a few ops; a round's value is the median latency of each item's ops.
  */
 import type { BenchConfig } from './config.js';
 import { type Figure, figure, hostNow, median } from './stats.js';
@@ -18,6 +18,9 @@ export interface UncontendedFigure {
 
 export type UncontendedResult = Map<string, UncontendedFigure>;
 
+/** Sequential ops of one item before the next item's block (see runUncontended). */
+const BLOCK_OPS = 10;
+
 interface RoundOut {
   median: number;
   roundTrips: number;
@@ -25,7 +28,7 @@ interface RoundOut {
 }
 
 /**
- * Runs every item's rounds, interleaved (round 1 of all items, then round 2 ...).
+ * Runs every item's rounds, its ops interleaved with the other items' in short blocks.
  * @param roundTrips the library's round trips so far (its pool and the DataSource), for the measured column.
  */
 export async function runUncontended(
@@ -37,30 +40,55 @@ export async function runUncontended(
   const latencies = new Map<string, number[]>(items.map((i) => [i.id, []]));
   const trips = new Map<string, number[]>(items.map((i) => [i.id, []]));
   const phases = new Map<string, number[]>(items.map((i) => [i.id, []]));
-  const runRound = async (item: UncontendedItem, ops: number): Promise<RoundOut> => {
-    const round = async (): Promise<RoundOut> => {
+  const record = (item: UncontendedItem, out: RoundOut): void => {
+    latencies.get(item.id)!.push(out.median);
+    trips.get(item.id)!.push(out.roundTrips);
+    phases.get(item.id)!.push(out.phase);
+  };
+  // The host's load comes in bursts of seconds: a burst that fell on one item's whole round moved
+  // its ratio by half. A round therefore runs every item in blocks of BLOCK_OPS sequential ops,
+  // the blocks interleaved across the items, so every item and its floor see the same bursts
+  // while each op still follows one of its own item (warm, as in a loop of locked calls).
+  const interleaved = items.filter((item) => !item.wrapRound);
+  const runRound = async (ops: number): Promise<Map<UncontendedItem, RoundOut>> => {
+    const samples = interleaved.map(() => ({ latency: [] as number[], phase: [] as number[], trips: 0 }));
+    for (let done = 0; done < ops; done += BLOCK_OPS) {
+      for (const [n, item] of interleaved.entries()) {
+        for (let i = done; i < Math.min(ops, done + BLOCK_OPS); i++) {
+          const before = roundTrips();
+          const t0 = hostNow();
+          const phase = await item.op();
+          samples[n]!.latency.push(hostNow() - t0);
+          samples[n]!.trips += roundTrips() - before;
+          if (typeof phase === 'number') samples[n]!.phase.push(phase);
+        }
+      }
+    }
+    return new Map(
+      interleaved.map((item, n) => [
+        item,
+        { median: median(samples[n]!.latency), roundTrips: samples[n]!.trips / ops, phase: median(samples[n]!.phase) },
+      ]),
+    );
+  };
+  /** An item that runs a whole round inside some context (the reentrant one inside withLock) runs its round as a block. */
+  const runWrapped = (item: UncontendedItem, ops: number): Promise<RoundOut> =>
+    item.wrapRound!(async () => {
       const samples: number[] = [];
-      const phaseSamples: number[] = [];
       const before = roundTrips();
       for (let i = 0; i < ops; i++) {
         const t0 = hostNow();
-        const phase = await item.op();
+        await item.op();
         samples.push(hostNow() - t0);
-        if (typeof phase === 'number') phaseSamples.push(phase);
       }
-      return { median: median(samples), roundTrips: (roundTrips() - before) / ops, phase: median(phaseSamples) };
-    };
-    return item.wrapRound ? item.wrapRound(round) : round();
-  };
+      return { median: median(samples), roundTrips: (roundTrips() - before) / ops, phase: NaN };
+    });
   // Warm-up: connections opened, key rows created, JIT.
-  for (const item of items) await runRound(item, Math.min(30, config.opsPerRound));
+  await runRound(Math.min(30, config.opsPerRound));
+  for (const item of items) if (item.wrapRound) await runWrapped(item, Math.min(30, config.opsPerRound));
   for (let r = 0; r < config.rounds; r++) {
-    for (const item of items) {
-      const result = await runRound(item, config.opsPerRound);
-      latencies.get(item.id)!.push(result.median);
-      trips.get(item.id)!.push(result.roundTrips);
-      phases.get(item.id)!.push(result.phase);
-    }
+    for (const [item, out] of await runRound(config.opsPerRound)) record(item, out);
+    for (const item of items) if (item.wrapRound) record(item, await runWrapped(item, config.opsPerRound));
     log(`  uncontended round ${r + 1}/${config.rounds} done`);
   }
   const figures: UncontendedResult = new Map();

@@ -2,7 +2,7 @@ import mysql from 'mysql2';
 import type { Pool, PoolConnection, PoolOptions } from 'mysql2';
 import { classify } from './errno.js';
 import { LockStatementError } from '../lock-statement.error.js';
-
+import { deadlines } from '../../core/deadline-watch.js';
 import type { RoundTripPurpose } from '../lock-store.js';
 import { DedicatedConnection } from './dedicated-connection.js';
 import { closeUnderWork } from './close-under-work.js';
@@ -158,21 +158,18 @@ export class LockConnectionPool {
   private checkout(pool: Pool, deadline: number): Promise<PoolConnection> {
     if (this.closed) return Promise.reject(new LockStatementError('unreachable', new Error('The lock connection pool is closed')));
     return new Promise((resolve, reject) => {
-      let timer: NodeJS.Timeout | undefined;
       let gaveUp = false;
-      if (deadline !== Infinity) {
-        timer = setTimeout(
-          () => {
-            gaveUp = true;
-            reject(LockStatementError.deadline('No lock connection became free before the deadline'));
-          },
-          clampTimer(deadline - performance.now()),
-        );
-      }
+      const watched =
+        deadline === Infinity
+          ? undefined
+          : deadlines.watch(deadline, () => {
+              gaveUp = true;
+              reject(LockStatementError.deadline('No lock connection became free before the deadline'));
+            });
       this.waitingForPool++;
       pool.getConnection((error, connection) => {
         this.waitingForPool--;
-        if (timer) clearTimeout(timer);
+        watched?.cancel();
         if (gaveUp) {
           if (!error) connection.release();
           return;
@@ -188,22 +185,19 @@ export class LockConnectionPool {
     this.roundTrips[purpose]++;
     return new Promise<T>((resolve, reject) => {
       let settled = false;
-      let timer: NodeJS.Timeout | undefined;
-      if (deadline !== Infinity) {
-        timer = setTimeout(
-          () => {
-            if (settled) return;
-            settled = true;
-            // Never reused: it may still be running the statement on the server. Closed under
-            // work, so statements queued behind it on this connection fail now, not when it ends.
-            closeUnderWork(connection);
-            reject(LockStatementError.deadline('The lock statement did not answer before the deadline'));
-          },
-          clampTimer(deadline - performance.now()),
-        );
-      }
+      const watched =
+        deadline === Infinity
+          ? undefined
+          : deadlines.watch(deadline, () => {
+              if (settled) return;
+              settled = true;
+              // Never reused: it may still be running the statement on the server. Closed under
+              // work, so statements queued behind it on this connection fail now, not when it ends.
+              closeUnderWork(connection);
+              reject(LockStatementError.deadline('The lock statement did not answer before the deadline'));
+            });
       connection.query(sql, (error, result) => {
-        if (timer) clearTimeout(timer);
+        watched?.cancel();
         if (settled) return;
         settled = true;
         if (error) reject(LockStatementError.from(error));
@@ -232,8 +226,4 @@ export class LockConnectionPool {
       });
     });
   }
-}
-
-export function clampTimer(ms: number): number {
-  return Math.max(1, Math.min(Math.ceil(ms), 2 ** 31 - 1));
 }

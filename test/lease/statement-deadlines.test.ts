@@ -1,0 +1,68 @@
+import { after, before, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { LockConnectionPool } from '../../lib/store/mysql/lock-connection-pool.js';
+import { LockStatementError } from '../../lib/store/lock-statement.error.js';
+import { TestDatabase } from '../support/test-database.js';
+import { eventually } from '../support/lock-app.js';
+import { contractSuite } from '../support/contract-targets.js';
+
+/**
+ * A lock statement that does not answer, and a wait for a lock connection that does not come, end
+ * at the caller's deadline (one shared timer watches them all): the caller gets a 'deadline'
+ * error in time, and a connection still running the statement is closed, never reused.
+ */
+contractSuite('lease-mechanics', 'deadlines of lock statements and pool waits', () => {
+  let db: TestDatabase;
+  let pool: LockConnectionPool;
+
+  before(async () => {
+    db = await TestDatabase.create();
+    pool = new LockConnectionPool({ ...db.settings, connectionLimit: 1, multipleStatements: true });
+  });
+  after(async () => {
+    await pool?.close();
+    await db?.drop();
+  });
+
+  /** How long `run` took to fail, and with what. */
+  async function failure(run: () => Promise<unknown>): Promise<{ error: unknown; tookMs: number }> {
+    const started = performance.now();
+    try {
+      await run();
+    } catch (error) {
+      return { error, tookMs: performance.now() - started };
+    }
+    assert.fail('expected a failure');
+  }
+
+  it('ends a statement that does not answer at its deadline, and closes its connection', async () => {
+    const id = Number((await pool.query<{ id: number }[]>('SELECT CONNECTION_ID() AS id', { purpose: 'locks' }))[0]!.id);
+    // A later deadline already watched must not hold back this earlier one.
+    const later = pool.query('SELECT SLEEP(1.5)', { purpose: 'admin', lane: 'reserved', deadline: performance.now() + 1_000 });
+    const { error, tookMs } = await failure(() => pool.query('SELECT SLEEP(5)', { purpose: 'locks', deadline: performance.now() + 200 }));
+    assert.ok(error instanceof LockStatementError && error.kind === 'deadline', String(error));
+    // Margin: the deadline is 200 ms; up to 600 ms more tolerates a loaded 2-core host (never before it).
+    assert.ok(tookMs >= 195 && tookMs < 800, `failed after ${tookMs.toFixed(0)} ms`);
+    const late = await failure(() => later);
+    assert.ok(late.error instanceof LockStatementError && late.error.kind === 'deadline', String(late.error));
+    assert.ok(late.tookMs >= 700 && late.tookMs < 1_500, `the later deadline ended ${late.tookMs.toFixed(0)} ms after the first`);
+    // The cut connection left the server (closed, not kept for the next statement).
+    const gone = async () =>
+      Number((await db.query<{ n: number }[]>('SELECT COUNT(*) AS n FROM information_schema.PROCESSLIST WHERE ID = ?', [id]))[0]!.n) === 0;
+    await eventually(gone, 5_000, 'the cut connection to close');
+    const next = Number((await pool.query<{ id: number }[]>('SELECT CONNECTION_ID() AS id', { purpose: 'locks' }))[0]!.id);
+    assert.notEqual(next, id);
+  });
+
+  it('ends a wait for a lock connection at its deadline while the pool is busy', async () => {
+    const busy = pool.query('SELECT SLEEP(1)', { purpose: 'locks' }); // the shared lane's only connection
+    const { error, tookMs } = await failure(() => pool.query('SELECT 1', { purpose: 'locks', deadline: performance.now() + 150 }));
+    assert.ok(error instanceof LockStatementError && error.kind === 'deadline', String(error));
+    assert.ok(tookMs >= 145 && tookMs < 750, `failed after ${tookMs.toFixed(0)} ms`);
+    await busy;
+    // Negative control: without a deadline the same wait ends when the connection frees.
+    const again = pool.query('SELECT SLEEP(0.3)', { purpose: 'locks' });
+    assert.deepEqual(await pool.query<{ one: number }[]>('SELECT 1 AS one', { purpose: 'locks' }), [{ one: 1 }]);
+    await again;
+  });
+});
