@@ -113,7 +113,7 @@ export class CallChain {
     // A missing callback is bad input like a bad key: refused before any lock is taken.
     if (typeof fn !== 'function') throw new DbLockOptionsError([`fn must be a function, got ${describe(fn)}`], 'withLock() arguments');
     const handle = await this.acquire(keys, options, { join: FencedTransaction.current() });
-    return this.runHolding(handle, fn);
+    return await this.runHolding(handle, fn);
   }
 
   /** The locked call the decorators forward to (see LockService.runLocked). */
@@ -137,12 +137,12 @@ export class CallChain {
       return undefined;
     }
     if (resolved.transaction === 'none') {
-      if (!ownLock(handle)?.transaction) return this.runHolding(handle, fn);
+      if (!ownLock(handle)?.transaction) return await this.runHolding(handle, fn);
       // A row-lock is its own transaction, but 'none' promises the lock only: its manager stays out of reach.
       const lockOnly = (lock: LockHandle) => LockContext.run({ handle: lock, locks: locksOf(lock), manager: null }, () => fn(lock));
-      return this.runFenced(handle, lockOnly, resolved.isolationLevel, early);
+      return await this.runFenced(handle, lockOnly, resolved.isolationLevel, early);
     }
-    return this.runFenced(handle, fn, resolved.isolationLevel, early, budget);
+    return await this.runFenced(handle, fn, resolved.isolationLevel, early, budget);
   }
 
   /**
@@ -152,7 +152,7 @@ export class CallChain {
    */
   async runHolding<T>(handle: LockHandle, fn: (lock: LockHandle) => Promise<T> | T): Promise<T> {
     const own = ownLock(handle);
-    if (own?.transaction || own?.endsWithTransaction) return this.runFenced(handle, fn, undefined);
+    if (own?.transaction || own?.endsWithTransaction) return await this.runFenced(handle, fn, undefined);
     const leave = this.running.enter();
     try {
       let result: T;

@@ -23,26 +23,35 @@ export interface FirstTryHost {
  * queues its callers in the server (row-lock: the locking statement itself waits there, so asking
  * is waiting).
  */
-export async function firstTryBeforeQueue(
+export function firstTryBeforeQueue(
   request: AcquireRequest,
   waiter: FreshWaiter,
   settled: <T>(verdict: T) => T,
   host: FirstTryHost,
 ): Promise<HeldLock> {
   host.counted(1);
-  let granted: HeldLock | undefined;
+  let trying: Promise<HeldLock | undefined>;
   try {
     // A try reads the waiter's state only; a queue settles waiters, never a try.
-    granted = await host.attempt(waiter as Waiter<HeldLock>);
+    trying = host.attempt(waiter as Waiter<HeldLock>);
   } catch (error) {
-    throw settled(error);
-  } finally {
     host.counted(-1);
+    return Promise.reject(settled(error));
   }
-  if (granted) return settled(granted);
-  waiter.tries++;
-  if (waiter.lastFailure === undefined) waiter.refusals++;
-  request.onWaiting?.();
-  if (host.closing()) throw settled(new DbLockError('The lock service shut down while this caller was waiting'));
-  return host.queued();
+  // Handlers, not an async frame: the first try is on every acquisition's path.
+  return trying.then(
+    (granted) => {
+      host.counted(-1);
+      if (granted) return settled(granted);
+      waiter.tries++;
+      if (waiter.lastFailure === undefined) waiter.refusals++;
+      request.onWaiting?.();
+      if (host.closing()) throw settled(new DbLockError('The lock service shut down while this caller was waiting'));
+      return host.queued();
+    },
+    (error: unknown) => {
+      host.counted(-1);
+      throw settled(error);
+    },
+  );
 }

@@ -40,10 +40,8 @@ export function queueDriver(strategy: LockStrategy, host: QueueDriverHost): Queu
     host.observer.acquired(lock, lock.grantedAt - startedAt, reclaimed);
     return lock;
   };
-  const attempt = async (waiter: Waiter<HeldLock>): Promise<HeldLock | undefined> => {
-    const result = await tryOnce(strategy, waiter, host.closing);
-    return result && adopt(result.lock, waiter.startedAt, result.reclaimed, waiter.name);
-  };
+  const attempt = (waiter: Waiter<HeldLock>): Promise<HeldLock | undefined> =>
+    tryOnce(strategy, waiter, host.closing).then((result) => result && adopt(result.lock, waiter.startedAt, result.reclaimed, waiter.name));
   return {
     adopt,
     attempt: (waiter) => {

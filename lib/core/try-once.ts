@@ -8,25 +8,36 @@ import type { Waiter } from './wait-queue.js';
  * One try of `strategy` for `waiter`: the lock, or undefined (why is kept on the waiter). A grant
  * that lands while the service shuts down is handed straight back rather than left to expire.
  */
-export async function tryOnce(
+export function tryOnce(
   strategy: LockStrategy,
   waiter: Waiter<HeldLock>,
   closing: () => boolean,
 ): Promise<{ lock: HeldLock; reclaimed: number } | undefined> {
-  let result;
+  let granting: ReturnType<LockStrategy['tryGrant']>;
   try {
-    result = await strategy.tryGrant({ ...waiter, tries: waiter.tries, refusals: waiter.refusals });
+    granting = strategy.tryGrant({ ...waiter, tries: waiter.tries, refusals: waiter.refusals });
   } catch (error) {
-    throw toTypedError(error, `Lock statement for ${waiter.targets.map((t) => `'${t.key}'`).join(', ')} failed`);
+    return Promise.reject(typedFailure(error, waiter));
   }
-  if (!result.lock) {
-    waiter.lastFailure = result.failure;
-    return undefined;
-  }
-  waiter.lastFailure = undefined;
-  if (closing()) {
-    await strategy.release(result.lock, LockStatus.RELEASED, 'granted during shutdown').catch(() => undefined);
-    return undefined;
-  }
-  return { lock: result.lock, reclaimed: result.reclaimed };
+  // Handlers, not an async frame: one try runs on every acquisition.
+  return granting.then(
+    (result) => {
+      if (!result.lock) {
+        waiter.lastFailure = result.failure;
+        return undefined;
+      }
+      waiter.lastFailure = undefined;
+      if (!closing()) return { lock: result.lock, reclaimed: result.reclaimed };
+      return strategy.release(result.lock, LockStatus.RELEASED, 'granted during shutdown').then(nothing, nothing);
+    },
+    (error: unknown) => {
+      throw typedFailure(error, waiter);
+    },
+  );
+}
+
+const nothing = (): undefined => undefined;
+
+function typedFailure(error: unknown, waiter: Waiter<HeldLock>): Error {
+  return toTypedError(error, `Lock statement for ${waiter.targets.map((t) => `'${t.key}'`).join(', ')} failed`);
 }

@@ -119,8 +119,8 @@ export function createLockDecorator(
       // Looked up per call: modules register when the app initialises, long after classes load.
       const service = LockServiceRegistry.resolve(dataSourceName as string | undefined, notReady);
       const run = () => method.apply(this, args);
-      if (semaphoreLimit !== undefined) return service.runSemaphore(keyOf(args, this) as string, semaphoreLimit, run, forwarded);
-      return service.runLocked(keyOf(args, this), run, forwarded);
+      if (semaphoreLimit !== undefined) return await service.runSemaphore(keyOf(args, this) as string, semaphoreLimit, run, forwarded);
+      return await service.runLocked(keyOf(args, this), run, forwarded);
     };
 
     // Other decorators (@Get, @Cron, @OnEvent, @EventPattern...) keep their metadata on the function

@@ -78,18 +78,19 @@ export class MysqlRowLockStore implements RowLockStore {
     return this.transactions.commit(runner);
   }
 
-  async beginAndTake(runner: QueryRunner, targets: readonly LockTarget[], deadline: number, isolationLevel?: string): Promise<RowLockTake> {
+  beginAndTake(runner: QueryRunner, targets: readonly LockTarget[], deadline: number, isolationLevel?: string): Promise<RowLockTake> {
     const call = isolationLevel === undefined ? beginAndTakeCall(targets, deadline, this.log.flavor) : undefined;
-    if (call !== undefined) {
-      let taken: RowLockTake | undefined;
-      try {
-        const answer = await this.routines.begin<unknown[]>(runner, BEGIN_AND_TAKE, () => call);
-        taken = answer === undefined ? undefined : takenByCall(answer, targets);
-      } catch (error) {
-        taken = busyOrThrow(error);
-      }
-      if (taken) return taken;
-    }
+    const sent = call === undefined ? undefined : this.routines.begin<unknown[]>(runner, BEGIN_AND_TAKE, () => call);
+    if (!sent) return this.beginThenTake(runner, targets, deadline, isolationLevel);
+    // One handler for both outcomes, no async frame: this is every row-lock hold's first statement.
+    return sent.then(
+      (answer) => (answer === undefined ? undefined : takenByCall(answer, targets)) ?? this.beginThenTake(runner, targets, deadline, isolationLevel),
+      busyOrThrow,
+    );
+  }
+
+  /** START, then the take: no routine to do both in one CALL, or one that answered nothing. */
+  private async beginThenTake(runner: QueryRunner, targets: readonly LockTarget[], deadline: number, isolationLevel?: string): Promise<RowLockTake> {
     await this.transactions.begin(runner, isolationLevel);
     return this.take(runner, targets, deadline);
   }
@@ -115,8 +116,14 @@ export class MysqlRowLockStore implements RowLockStore {
     await sessionQuery(runner, insertAuditRows(rows, this.log.holder));
   }
 
-  async recordAndCommit(runner: QueryRunner, rows: readonly RowLockAuditRow[]): Promise<void> {
-    if (rows.length === 1 && (await this.routines.commit(runner, RECORD_AND_COMMIT, () => callRecordAndCommit(rows[0]!, this.log.holder)))) return;
+  recordAndCommit(runner: QueryRunner, rows: readonly RowLockAuditRow[]): Promise<void> {
+    if (rows.length !== 1) return this.recordThenCommit(runner, rows);
+    return this.routines
+      .commit(runner, RECORD_AND_COMMIT, () => callRecordAndCommit(rows[0]!, this.log.holder))
+      .then((committed) => (committed ? undefined : this.recordThenCommit(runner, rows)));
+  }
+
+  private async recordThenCommit(runner: QueryRunner, rows: readonly RowLockAuditRow[]): Promise<void> {
     await this.recordInCommit(runner, rows);
     await this.transactions.commit(runner);
   }

@@ -49,8 +49,11 @@ export class MysqlSessionTransactions implements SessionTransactions {
    * already in one. The runner is marked in a transaction before the statement goes, so that a
    * failure part-way (a lock wait that ran out after START) is rolled back by the caller's usual
    * ROLLBACK; `notBegun` unmarks it when the statement surely started nothing.
+   *
+   * This and commitVia answer with the statement's own promise, not from an async function: they
+   * are on every row-lock hold's path, where each async layer costs a frame and microtask hops.
    */
-  async beginVia<T>(runner: QueryRunner, statement: string): Promise<T | undefined> {
+  beginVia<T>(runner: QueryRunner, statement: string): Promise<T> | undefined {
     const state = runner as unknown as RunnerState;
     if (this.observed() || state.isTransactionActive || state.transactionDepth !== 0) return undefined;
     state.isTransactionActive = true;
@@ -65,22 +68,22 @@ export class MysqlSessionTransactions implements SessionTransactions {
     state.transactionDepth = 0;
   }
 
-  async commit(runner: QueryRunner): Promise<void> {
-    if (!(await this.commitVia(runner, 'COMMIT'))) await runner.commitTransaction();
+  commit(runner: QueryRunner): Promise<void> {
+    return this.commitVia(runner, 'COMMIT') ?? runner.commitTransaction();
   }
 
   /**
-   * Commits by sending `statement` (COMMIT, or a CALL that commits) straight to mysql2; false
+   * Commits by sending `statement` (COMMIT, or a CALL that commits) straight to mysql2; undefined
    * (nothing sent) where the commit must go through TypeORM. The runner is marked committed only
    * if the statement succeeded.
    */
-  async commitVia(runner: QueryRunner, statement: string): Promise<boolean> {
+  commitVia(runner: QueryRunner, statement: string): Promise<void> | undefined {
     const state = runner as unknown as RunnerState;
-    if (this.observed() || !state.isTransactionActive || state.transactionDepth !== 1) return false;
-    await sessionQuery(runner, statement);
-    state.isTransactionActive = false;
-    state.transactionDepth = 0;
-    return true;
+    if (this.observed() || !state.isTransactionActive || state.transactionDepth !== 1) return undefined;
+    return sessionQuery(runner, statement).then(() => {
+      state.isTransactionActive = false;
+      state.transactionDepth = 0;
+    });
   }
 
   private observed(): boolean {

@@ -119,7 +119,7 @@ export class RowLockStrategy implements LockStrategy {
   }
 
   /** A nested call inside the chain's fenced transaction: that transaction takes the keys. */
-  async grantWithin(transaction: FencedTransaction, attempt: GrantAttempt): Promise<AttemptResult> {
+  grantWithin(transaction: FencedTransaction, attempt: GrantAttempt): Promise<AttemptResult> {
     return this.take(transaction.runner, attempt, false);
   }
 
@@ -168,14 +168,30 @@ export class RowLockStrategy implements LockStrategy {
   }
 
   /** The keys taken in `runner`'s transaction, with the rare paths (first use, lease holders) when met. */
-  private async take(runner: QueryRunner, attempt: GrantAttempt, ownTransaction: boolean): Promise<AttemptResult> {
+  private take(runner: QueryRunner, attempt: GrantAttempt, ownTransaction: boolean): Promise<AttemptResult> {
     const acquisitionId = randomUUID();
     // Its own transaction opens with the take (the server's default isolation unless the caller
     // names one: no round trip to set it). The locking statement is the transaction's first, so
     // the work's view begins after the lock.
-    let result: RowLockTake = ownTransaction
-      ? await this.store.beginAndTake(runner, attempt.targets, attempt.deadline, attempt.isolationLevel)
-      : await this.store.take(runner, attempt.targets, attempt.deadline);
+    const first = ownTransaction
+      ? this.store.beginAndTake(runner, attempt.targets, attempt.deadline, attempt.isolationLevel)
+      : this.store.take(runner, attempt.targets, attempt.deadline);
+    // A handler, not an async frame, for the common answer (taken at once).
+    return first.then((result) =>
+      result.taken
+        ? { lock: this.grantOf(attempt, acquisitionId, result.tokens), reclaimed: 0 }
+        : this.takeRare(runner, attempt, ownTransaction, acquisitionId, result),
+    );
+  }
+
+  private async takeRare(
+    runner: QueryRunner,
+    attempt: GrantAttempt,
+    ownTransaction: boolean,
+    acquisitionId: string,
+    first: RowLockTake,
+  ): Promise<AttemptResult> {
+    let result = first;
     for (let round = 0; !result.taken && (result.why === 'check-log' || result.why === 'missing-key-rows'); round++) {
       if (result.why === 'missing-key-rows') {
         if (round > 2) return {};
