@@ -16,19 +16,40 @@ const TAKEN_OVER = 'its lease ran out and another holder took the key over befor
  * the hold and commits where the store can (FenceStore.endAndCommit for a lease lock of one row,
  * RowLockStore.recordAndCommit for a row-lock hold).
  */
-export async function fenceAndCommit(store: FenceStore, runner: QueryRunner, ending: readonly HeldLock[], kept: readonly HeldLock[]): Promise<void> {
+export function fenceAndCommit(store: FenceStore, runner: QueryRunner, ending: readonly HeldLock[], kept: readonly HeldLock[]): Promise<void> {
+  const alone = ending.length === 1 && kept.length === 0 ? ending[0]! : undefined;
+  if (alone?.live && (alone.commitRecord || alone.rowIds.length === 1)) return endAlone(store, runner, alone);
+  return fenceAndCommitAll(store, runner, ending, kept);
+}
+
+/**
+ * The commonest shapes, one live lock ending here and nothing else, in one statement that ends the
+ * hold and commits where the store can: handlers instead of an async frame, as this runs on every
+ * fenced call.
+ */
+function endAlone(store: FenceStore, runner: QueryRunner, lock: HeldLock): Promise<void> {
+  lock.fencesInProgress++;
+  const committed = lock.commitRecord
+    ? committing(lock, () => lock.commitRecord!(runner, true)).then(() => true)
+    : committing(lock, () => store.endAndCommit(runner, lock.rowIds[0]!, lock.acquisitionId));
+  return committed.then(
+    (ended) => {
+      lock.fencesInProgress--;
+      if (!ended) throw new LockLostError(lock.keys[0]!, lock.fencingToken, TAKEN_OVER);
+    },
+    (error: unknown) => {
+      lock.fencesInProgress--;
+      throw error;
+    },
+  );
+}
+
+async function fenceAndCommitAll(store: FenceStore, runner: QueryRunner, ending: readonly HeldLock[], kept: readonly HeldLock[]): Promise<void> {
   const all = [...ending, ...kept];
   for (const lock of all) lock.fencesInProgress++;
   try {
     // Known lost (taken over, lease ran out unconfirmed, maxHoldMs): never commit on it.
     for (const lock of all) if (!lock.live) throw lostReason(lock, `it was already ${lock.state} before the commit`);
-    const alone = ending.length === 1 && kept.length === 0 ? ending[0]! : undefined;
-    if (alone?.commitRecord) return await committing(alone, () => alone.commitRecord!(runner, true));
-    if (alone && alone.rowIds.length === 1) {
-      const committed = await committing(alone, () => store.endAndCommit(runner, alone.rowIds[0]!, alone.acquisitionId));
-      if (!committed) throw new LockLostError(alone.keys[0]!, alone.fencingToken, TAKEN_OVER);
-      return;
-    }
     await fence(
       ending.filter((lock) => !lock.commitRecord),
       (lock) => store.endInCommit(runner, lock.rowIds, lock.acquisitionId),
@@ -49,29 +70,40 @@ export async function fenceAndCommit(store: FenceStore, runner: QueryRunner, end
 }
 
 /** COMMIT (or the statement that commits), its failures typed. */
-async function committing<T>(lock: HeldLock, commit: () => Promise<T>): Promise<T> {
+function committing<T>(lock: HeldLock, commit: () => Promise<T>): Promise<T> {
+  let sent: Promise<T>;
   try {
-    return await commit();
+    sent = commit();
   } catch (error) {
-    // A Galera certification failure at COMMIT, or a deadlock or lock wait of a statement sent with
-    // it: a conflicting write to our rows (a takeover, a holder on another node) won, and nothing of ours committed.
-    // Anything else: the commit's outcome is not known.
-    const kind = LockStatementError.from(error).kind;
-    if (kind === 'retry')
-      throw new LockLostError(
-        lock.keys[0]!,
-        lock.fencingToken,
-        'the commit failed: a conflicting transaction on its rows won first; nothing was committed',
-        { cause: error },
-      );
-    // The server refused the statement: its COMMIT (or the routine's, which an error stops first) did not
-    // happen. A broken connection, or a statement interrupted mid-way, leaves the outcome unknown.
-    const known = kind !== 'connection-lost' && kind !== 'deadline' && kind !== 'unreachable' && kind !== 'interrupted';
-    throw toTypedError(
-      error,
-      `The fenced COMMIT failed; ${known ? 'the server refused it, so nothing was committed' : 'whether the transaction committed is unknown'}`,
-    );
+    return Promise.reject(commitFailure(lock, error));
   }
+  return sent.then(undefined, (error: unknown) => {
+    throw commitFailure(lock, error);
+  });
+}
+
+/** A failed COMMIT (or statement that commits), typed. */
+function commitFailure(lock: HeldLock, error: unknown): Error {
+  // A Galera certification failure at COMMIT, or a deadlock or lock wait of a statement sent with
+  // it: a conflicting write to our rows (a takeover, a holder on another node) won, and nothing of ours committed.
+  // Anything else: the commit's outcome is not known.
+  const kind = LockStatementError.from(error).kind;
+  if (kind === 'retry')
+    return new LockLostError(
+      lock.keys[0]!,
+      lock.fencingToken,
+      'the commit failed: a conflicting transaction on its rows won first; nothing was committed',
+      {
+        cause: error,
+      },
+    );
+  // The server refused the statement: its COMMIT (or the routine's, which an error stops first) did not
+  // happen. A broken connection, or a statement interrupted mid-way, leaves the outcome unknown.
+  const known = kind !== 'connection-lost' && kind !== 'deadline' && kind !== 'unreachable' && kind !== 'interrupted';
+  return toTypedError(
+    error,
+    `The fenced COMMIT failed; ${known ? 'the server refused it, so nothing was committed' : 'whether the transaction committed is unknown'}`,
+  );
 }
 
 async function fence(locks: readonly HeldLock[], write: (lock: HeldLock) => Promise<number>): Promise<void> {

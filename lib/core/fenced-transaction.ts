@@ -141,15 +141,11 @@ export class FencedTransaction {
   }
 
   /** The fence, then COMMIT (see fenceAndCommit). */
-  private async fenceAndCommit(): Promise<void> {
+  private fenceAndCommit(): Promise<void> {
     this.state = 'ending';
     const ending = this.ending();
-    await fenceAndCommit(
-      this.store,
-      this.opened.runner,
-      ending,
-      this.kept.filter((lock) => !ending.includes(lock)),
-    );
+    const kept = this.kept.length === 0 ? this.kept : this.kept.filter((lock) => !ending.includes(lock));
+    return fenceAndCommit(this.store, this.opened.runner, ending, kept);
   }
 
   private async rollbackQuietly(logger: Logger): Promise<void> {

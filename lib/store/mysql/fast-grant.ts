@@ -51,15 +51,13 @@ export class FastGrant {
   }
 
   /** Granted, or undefined when refused (nothing was written; the full plan decides again and says why). */
-  async tryGrant(input: GrantInput, deadline: number): Promise<GrantOutcome | undefined> {
+  tryGrant(input: GrantInput, deadline: number): Promise<GrantOutcome | undefined> {
     const key = input.targets[0]!.storedKey;
     const plan = fastSingleKeyGrantPlan(input, this.serverNow, this.knownFree.tokenOf(key));
-    try {
-      return await runPlan(this.pool, plan, { purpose: 'locks', deadline, oneByOne: false });
-    } catch (error) {
+    return runPlan(this.pool, plan, { purpose: 'locks', deadline, oneByOne: false }).then(undefined, (error: unknown) => {
       if (!isFastGrantRefusal(error)) throw error;
       this.knownFree.forget(key);
       return undefined; // the full plan follows, and notes the key if it refuses too
-    }
+    });
   }
 }

@@ -13,12 +13,13 @@ export interface StatementPlan<T> {
   parse(results: readonly unknown[]): T;
 }
 
-export async function runPlan<T>(pool: LockConnectionPool, plan: StatementPlan<T>, options: QueryOptions & { oneByOne: boolean }): Promise<T> {
-  if (!options.oneByOne) {
-    const results = await pool.query<unknown>(plan.statements.join(';\n'), options);
-    return plan.parse(plan.statements.length === 1 ? [results] : (results as unknown[]));
-  }
-  return pool.session(options, (session) => runOneByOne(session, plan));
+/** Sends `plan` and parses its answer (a handler, not an async frame: every grant and release goes this way). */
+export function runPlan<T>(pool: LockConnectionPool, plan: StatementPlan<T>, options: QueryOptions & { oneByOne: boolean }): Promise<T> {
+  if (options.oneByOne) return pool.session(options, (session) => runOneByOne(session, plan));
+  const single = plan.statements.length === 1;
+  return pool
+    .query<unknown>(single ? plan.statements[0]! : plan.statements.join(';\n'), options)
+    .then((results) => plan.parse(single ? [results] : (results as unknown[])));
 }
 
 /**

@@ -44,13 +44,14 @@ export function keepOpen(lock: HeldLock, runner: QueryRunner, store: RowLockStor
   });
   lock.transaction = {
     runner,
-    finish: async (committed: boolean) => {
-      if (!settle()) return;
-      if (!committed) await endQuietly(runner);
-      else await runner.release().catch(() => undefined);
+    finish: (committed: boolean) => {
+      if (!settle()) return SETTLED;
+      return committed ? runner.release().catch(() => undefined) : endQuietly(runner);
     },
   };
 }
+
+const SETTLED = Promise.resolve();
 
 /** Rolls back if a transaction is open and returns the connection; the server rolls back a broken one itself. */
 export async function endQuietly(runner: QueryRunner): Promise<void> {
