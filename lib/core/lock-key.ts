@@ -39,7 +39,28 @@ export interface LockTarget {
  * so multi-key locks never deadlock. Duplicates merge; a key asked for in both modes is taken
  * in write mode. Throws InvalidLockKeyError before any SQL can run.
  */
-export function resolveTargets(keys: unknown, defaultMode: LockMode, namespace: string): LockTarget[] {
+export function resolveTargets(keys: unknown, defaultMode: LockMode, namespace: string): readonly LockTarget[] {
+  // Anything but a single key in a valid mode takes the full path (which also reports what is wrong).
+  if (typeof keys !== 'string' || (defaultMode !== 'read' && defaultMode !== 'write')) return resolveAll(keys, defaultMode, namespace);
+  // A key locked again and again (a hot key, a decorator's fixed key) is checked and encoded once.
+  // Keyed by namespace and mode apart, never by a joined string: keys and namespaces may hold any character.
+  let perNamespace = singleKeyTargets.get(namespace);
+  if (perNamespace === undefined) singleKeyTargets.set(namespace, (perNamespace = { read: new Map(), write: new Map() }));
+  const byKey = perNamespace[defaultMode];
+  let targets = byKey.get(keys);
+  if (targets === undefined) {
+    targets = Object.freeze(resolveAll(keys, defaultMode, namespace));
+    if (byKey.size >= MAX_CACHED_KEYS) byKey.clear();
+    byKey.set(keys, targets);
+  }
+  return targets;
+}
+
+/** Resolved targets of single string keys, per namespace and mode (targets are frozen, so they can be shared); a full map is cleared whole. */
+const singleKeyTargets = new Map<string, Record<LockMode, Map<string, readonly LockTarget[]>>>();
+const MAX_CACHED_KEYS = 1024;
+
+function resolveAll(keys: unknown, defaultMode: LockMode, namespace: string): LockTarget[] {
   const specs: { key: unknown; mode: unknown }[] = [];
   if (typeof keys === 'string') specs.push({ key: keys, mode: defaultMode });
   else if (Array.isArray(keys)) {

@@ -65,7 +65,7 @@ export class SemaphoreKey {
 export type ChainKeys = LockKeys | SemaphoreKey;
 
 /** The validated targets of a call, in the global lock order (InvalidLockKeyError before any SQL). */
-export function targetsOf(keys: ChainKeys, mode: LockMode, namespace: string): LockTarget[] {
+export function targetsOf(keys: ChainKeys, mode: LockMode, namespace: string): readonly LockTarget[] {
   return keys instanceof SemaphoreKey ? [keys.target(namespace)] : resolveTargets(keys, mode, namespace);
 }
 

@@ -28,8 +28,32 @@ describe('resolveTargets', () => {
 
   it('merges duplicates; a key asked for in both modes is taken for writing', () => {
     assert.deepEqual(summary(resolveTargets(['a', 'a', 'a'], 'read', '')), ['a/read']);
-    assert.deepEqual(summary(resolveTargets([{ key: 'a', mode: 'read' }, { key: 'a', mode: 'write' }], 'read', '')), ['a/write']);
-    assert.deepEqual(summary(resolveTargets([{ key: 'a', mode: 'write' }, { key: 'a', mode: 'read' }], 'read', '')), ['a/write']);
+    assert.deepEqual(
+      summary(
+        resolveTargets(
+          [
+            { key: 'a', mode: 'read' },
+            { key: 'a', mode: 'write' },
+          ],
+          'read',
+          '',
+        ),
+      ),
+      ['a/write'],
+    );
+    assert.deepEqual(
+      summary(
+        resolveTargets(
+          [
+            { key: 'a', mode: 'write' },
+            { key: 'a', mode: 'read' },
+          ],
+          'read',
+          '',
+        ),
+      ),
+      ['a/write'],
+    );
     assert.deepEqual(summary(resolveTargets([{ key: 'a', mode: 'read' }, 'a'], 'read', '')), ['a/read']);
     assert.deepEqual(summary(resolveTargets([{ key: 'b' }, { key: 'a', mode: 'read' }], 'write', '')), ['a/read', 'b/write']);
     // Exact comparison: look-alikes are not duplicates.
@@ -77,5 +101,22 @@ describe('resolveTargets', () => {
   it('rejects a mode other than read/write with DbLockOptionsError', () => {
     assert.throws(() => resolveTargets([{ key: 'a', mode: 'shared' }], 'write', ''), DbLockOptionsError);
     assert.throws(() => resolveTargets('a', 'shared' as never, ''), DbLockOptionsError);
+  });
+
+  it('resolves a repeated single key once, and never mixes up namespaces, modes or keys that contain separators', () => {
+    const first = resolveTargets('hot', 'write', 'ns');
+    assert.equal(resolveTargets('hot', 'write', 'ns'), first, 'the same frozen targets for the same key, mode and namespace');
+    assert.ok(Object.isFrozen(first) && Object.isFrozen(first[0]));
+    assert.equal(resolveTargets('hot', 'read', 'ns')[0]!.mode, 'read');
+    // Keys and namespaces may hold NUL and ':': two different locks whatever a joined cache key would say.
+    assert.equal(resolveTargets('b\u0000c', 'write', 'a')[0]!.storedKey, 'a:b\u0000c');
+    assert.equal(resolveTargets('c', 'write', 'a\u0000b')[0]!.storedKey, 'a\u0000b:c');
+    assert.equal(resolveTargets('b:c', 'write', 'a')[0]!.storedKey, 'a:b:c');
+    assert.equal(resolveTargets('c', 'write', 'a:b')[0]!.storedKey, 'a:b:c');
+    // Past the bound the cache starts over, and every answer stays right.
+    for (let i = 0; i < 3_000; i++) assert.equal(resolveTargets(`k${i}`, 'write', 'bound')[0]!.storedKey, `bound:k${i}`);
+    // Bad keys are never cached: each call still throws.
+    for (let i = 0; i < 2; i++) assert.throws(() => resolveTargets('', 'write', 'ns'), InvalidLockKeyError);
+    assert.throws(() => resolveTargets('a', '__proto__' as never, ''), DbLockOptionsError);
   });
 });
