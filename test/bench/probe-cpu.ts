@@ -55,6 +55,7 @@ async function main(): Promise<void> {
   const times = { acquiredAt: 0, releasingAt: 0 };
   const shapes: Record<string, () => Promise<unknown>> = {
     'row-lock @WriteLock': () => decorated.rowLock('d', (q) => q('UPDATE counter SET n = n + 1 WHERE id = 1').then(() => undefined), times),
+    'lease acquire + release': async () => void (await (await app.locks.acquire('la')).release()),
     'lease @WriteLock': () => decorated.lease('dl', (q) => q('UPDATE counter SET n = n + 1 WHERE id = 1').then(() => undefined), times),
     'plain TypeORM transaction': () => dataSource.transaction((m) => m.query('UPDATE counter SET n = n + 1 WHERE id = 1')),
     'row-lock withLock one UPDATE': () =>
