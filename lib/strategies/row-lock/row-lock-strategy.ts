@@ -13,6 +13,7 @@ import { ConnectionSlots } from './connection-slots.js';
 import { connectWithin } from '../../core/connect-within.js';
 import { endQuietly, keepOpen } from './open-transaction.js';
 import { auditRowsOf, TerminalRows } from './terminal-rows.js';
+import { takeRarely } from './rare-take.js';
 
 export interface RowLockSettings {
   readonly retryMinDelayMs: number;
@@ -177,54 +178,16 @@ export class RowLockStrategy implements LockStrategy {
       ? this.store.beginAndTake(runner, attempt.targets, attempt.deadline, attempt.isolationLevel)
       : this.store.take(runner, attempt.targets, attempt.deadline);
     // A handler, not an async frame, for the common answer (taken at once).
+    const answer = (result: RowLockTake): AttemptResult => {
+      // Lease holders taken over are told through their process lease; the count is not reported here.
+      if (result.taken) return { lock: this.grantOf(attempt, acquisitionId, result.tokens), reclaimed: 0 };
+      // A wait cut short is a failed try: a timeout then keeps its driver error as cause.
+      if (result.why === 'busy' && result.cause !== undefined) return { failure: LockStatementError.from(result.cause) };
+      return {};
+    };
     return first.then((result) =>
-      result.taken
-        ? { lock: this.grantOf(attempt, acquisitionId, result.tokens), reclaimed: 0 }
-        : this.takeRare(runner, attempt, ownTransaction, acquisitionId, result),
+      result.taken ? answer(result) : takeRarely(this.store, this.log, runner, { ...attempt, acquisitionId, ownTransaction }, result).then(answer),
     );
-  }
-
-  private async takeRare(
-    runner: QueryRunner,
-    attempt: GrantAttempt,
-    ownTransaction: boolean,
-    acquisitionId: string,
-    first: RowLockTake,
-  ): Promise<AttemptResult> {
-    let result = first;
-    for (let round = 0; !result.taken && (result.why === 'check-log' || result.why === 'missing-key-rows'); round++) {
-      if (result.why === 'missing-key-rows') {
-        if (round > 2) return {};
-        await this.createKeyRows(runner, attempt, ownTransaction);
-      } else if (ownTransaction && attempt.targets.length > 1) {
-        // Rows a partial UPDATE bumped are rolled back first, so committed tokens never skip.
-        await this.restart(runner, attempt);
-      }
-      result = await this.store.takeChecked(runner, attempt.targets, attempt.deadline, acquisitionId);
-    }
-    // Lease holders taken over are told through their process lease; the count is not reported here.
-    if (result.taken) return { lock: this.grantOf(attempt, acquisitionId, result.tokens), reclaimed: 0 };
-    // A wait cut short is a failed try: a timeout then keeps its driver error as cause.
-    if (result.why === 'busy' && result.cause !== undefined) return { failure: LockStatementError.from(result.cause) };
-    return {};
-  }
-
-  /**
-   * First use of a key (or reaped). Its own transaction: the row is created in its own committed
-   * statement on the library's pool, after a rollback that drops any gap lock of ours the insert
-   * would wait for. A joined transaction cannot be rolled back: the row is created inside it.
-   */
-  private async createKeyRows(runner: QueryRunner, attempt: GrantAttempt, ownTransaction: boolean): Promise<void> {
-    const keys = attempt.targets.map((t) => t.bytes);
-    if (!ownTransaction) return this.store.createKeyRowsIn(runner, keys);
-    await this.restart(runner, attempt, () => this.log.createKeyRows(keys));
-  }
-
-  /** A new transaction in place of the open one (its bumps and locks rolled back); `between` runs outside any. */
-  private async restart(runner: QueryRunner, attempt: GrantAttempt, between?: () => Promise<void>): Promise<void> {
-    await runner.rollbackTransaction();
-    await between?.();
-    await this.store.begin(runner, attempt.isolationLevel);
   }
 
   private grantOf(attempt: GrantAttempt, acquisitionId: string, tokens: ReadonlyMap<string, number>): HeldLock {
