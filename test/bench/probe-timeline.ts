@@ -4,10 +4,12 @@
  * section's start and end), next to the same hold by hand through a TypeORM runner, interleaved op
  * by op. Under contention the steps between the lock's answer and the critical section's first
  * statement, and between its last answer and the COMMIT, are on every handoff's path.
- * `node build/test/bench/probe-timeline.js [ops]`; `PROBE_WRAP=1` adds the entry and settlement of
+ * `node build/test/bench/probe-timeline.js [ops]`; `PROBE_LEASE=1` times a lease acquire + release against its
+ * physical floor instead; `PROBE_WRAP=1` adds the entry and settlement of
  * the library's layers, and `globalThis.__m(label)` marks dropped into build/lib by hand.
  */
 import 'reflect-metadata';
+import mysql from 'mysql2/promise';
 import { DataSource } from 'typeorm';
 import { BEGIN_AND_TAKE, RECORD_AND_COMMIT } from '../../lib/store/mysql/session-routines.sql.js';
 import { sessionQuery } from '../../lib/store/mysql/session-query.js';
@@ -30,7 +32,10 @@ async function main(): Promise<void> {
   let marks: [string, number][] | undefined;
   const mark = (name: string): void => void marks?.push([name, performance.now()]);
   tapStatements((sql) => {
-    const name = sql.replace(/\s+/g, ' ').replace(/^SET STATEMENT \S+ = \S+ FOR /, '').slice(0, 24);
+    const name = sql
+      .replace(/\s+/g, ' ')
+      .replace(/^SET STATEMENT \S+ = \S+ FOR /, '')
+      .slice(0, 24);
     mark(`send ${name}`);
     return () => mark(`answer ${name}`);
   });
@@ -56,6 +61,26 @@ async function main(): Promise<void> {
       }
     },
   };
+  if (process.env.PROBE_LEASE) {
+    // The lease's acquire + release against its physical floor's two round trips on a plain connection.
+    const floor = await mysql.createConnection({ ...db.settings, multipleStatements: true });
+    await db.query("INSERT INTO db_lock (lock_key, fencing_token) VALUES ('floor', 0)");
+    for (const name of Object.keys(shapes)) delete shapes[name];
+    shapes.lease = async () => {
+      const lock = await app.locks.acquire('lease');
+      mark('acquired');
+      await lock.release();
+    };
+    shapes['physical floor'] = async () => {
+      const [results] = (await floor.query(
+        'START TRANSACTION; INSERT INTO db_lock_log (lock_key, mode, owner, holder, strategy, fencing_token, status, lease_ms, acquired_at, expires_at, wait_ms) ' +
+          "VALUES ('floor', 'write', UUID(), 'floor', 'lease', 1, 'ACQUIRED', 30000, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL 30 SECOND, 0); " +
+          "UPDATE db_lock SET fencing_token = fencing_token + 1 WHERE lock_key = 'floor'; COMMIT",
+      )) as unknown as [{ insertId: number }[]];
+      mark('acquired');
+      await floor.query("UPDATE db_lock_log SET status = 'RELEASED', ended_at = UTC_TIMESTAMP(6), hold_ms = 0 WHERE id = ?", [results[1]!.insertId]);
+    };
+  }
   for (let i = 0; i < 300; i++) for (const run of Object.values(shapes)) await run();
   const gaps = new Map<string, Map<string, number[]>>(Object.keys(shapes).map((name) => [name, new Map()]));
   const totals = new Map<string, number[]>(Object.keys(shapes).map((name) => [name, []]));
@@ -95,7 +120,11 @@ async function wrapLayers(mark: (name: string) => void): Promise<void> {
     target[name] = function (this: unknown, ...args: unknown[]) {
       mark(`${label} in`);
       const out = original.apply(this, args);
-      if (out instanceof Promise) void out.then(() => mark(`${label} out`), () => undefined);
+      if (out instanceof Promise)
+        void out.then(
+          () => mark(`${label} out`),
+          () => undefined,
+        );
       return out;
     };
   };
