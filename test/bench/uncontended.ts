@@ -50,38 +50,36 @@ export async function runUncontended(
   // the blocks interleaved across the items, so every item and its floor see the same bursts
   // while each op still follows one of its own item (warm, as in a loop of locked calls).
   const interleaved = items.filter((item) => !item.wrapRound);
-  const runRound = async (ops: number): Promise<Map<UncontendedItem, RoundOut>> => {
-    const samples = interleaved.map(() => ({ latency: [] as number[], phase: [] as number[], trips: 0 }));
-    for (let done = 0; done < ops; done += BLOCK_OPS) {
-      for (const [n, item] of interleaved.entries()) {
-        for (let i = done; i < Math.min(ops, done + BLOCK_OPS); i++) {
-          const before = roundTrips();
-          const t0 = hostNow();
-          const phase = await item.op();
-          samples[n]!.latency.push(hostNow() - t0);
-          samples[n]!.trips += roundTrips() - before;
-          if (typeof phase === 'number') samples[n]!.phase.push(phase);
-        }
-      }
+  type Samples = { latency: number[]; phase: number[]; trips: number };
+  const newSamples = (): Samples => ({ latency: [], phase: [], trips: 0 });
+  /** Runs `count` sequential ops of `item`, adding what they measured to `into`. */
+  const timeOps = async (item: UncontendedItem, count: number, into: Samples): Promise<void> => {
+    for (let i = 0; i < count; i++) {
+      const before = roundTrips();
+      const t0 = hostNow();
+      const phase = await item.op();
+      into.latency.push(hostNow() - t0);
+      into.trips += roundTrips() - before;
+      if (typeof phase === 'number') into.phase.push(phase);
     }
-    return new Map(
-      interleaved.map((item, n) => [
-        item,
-        { median: median(samples[n]!.latency), roundTrips: samples[n]!.trips / ops, phase: median(samples[n]!.phase) },
-      ]),
-    );
+  };
+  const roundOut = (samples: Samples, ops: number): RoundOut => ({
+    median: median(samples.latency),
+    roundTrips: samples.trips / ops,
+    phase: median(samples.phase),
+  });
+  const runRound = async (ops: number): Promise<Map<UncontendedItem, RoundOut>> => {
+    const samples = interleaved.map(newSamples);
+    for (let done = 0; done < ops; done += BLOCK_OPS)
+      for (const [n, item] of interleaved.entries()) await timeOps(item, Math.min(BLOCK_OPS, ops - done), samples[n]!);
+    return new Map(interleaved.map((item, n) => [item, roundOut(samples[n]!, ops)]));
   };
   /** An item that runs a whole round inside some context (the reentrant one inside withLock) runs its round as a block. */
   const runWrapped = (item: UncontendedItem, ops: number): Promise<RoundOut> =>
     item.wrapRound!(async () => {
-      const samples: number[] = [];
-      const before = roundTrips();
-      for (let i = 0; i < ops; i++) {
-        const t0 = hostNow();
-        await item.op();
-        samples.push(hostNow() - t0);
-      }
-      return { median: median(samples), roundTrips: (roundTrips() - before) / ops, phase: NaN };
+      const samples = newSamples();
+      await timeOps(item, ops, samples);
+      return roundOut(samples, ops);
     });
   // Warm-up: connections opened, key rows created, JIT.
   await runRound(Math.min(30, config.opsPerRound));

@@ -12,6 +12,11 @@ export interface RareTake {
   readonly ownTransaction: boolean;
 }
 
+/** Whether an answer needs the rare path: its key rows missing, or a lease holder possibly live. */
+export function needsRarePath(result: RowLockTake): result is Exclude<RowLockTake, { taken: true }> {
+  return !result.taken && (result.why === 'check-log' || result.why === 'missing-key-rows');
+}
+
 /**
  * The rare paths of a row-lock take, after a first answer that did not take the keys: their rows
  * missing (first use, or reaped), or a lease holder possibly live (the log must be read first).
@@ -26,7 +31,7 @@ export async function takeRarely(
   first: RowLockTake,
 ): Promise<RowLockTake> {
   let result = first;
-  for (let round = 0; !result.taken && (result.why === 'check-log' || result.why === 'missing-key-rows'); round++) {
+  for (let round = 0; needsRarePath(result); round++) {
     if (result.why === 'missing-key-rows') {
       if (round > 2) return result;
       await createKeyRows(store, log, runner, take);

@@ -13,7 +13,7 @@ import { ConnectionSlots } from './connection-slots.js';
 import { connectWithin } from '../../core/connect-within.js';
 import { endQuietly, keepOpen } from './open-transaction.js';
 import { auditRowsOf, TerminalRows } from './terminal-rows.js';
-import { takeRarely } from './rare-take.js';
+import { needsRarePath, takeRarely } from './rare-take.js';
 
 export interface RowLockSettings {
   readonly retryMinDelayMs: number;
@@ -186,7 +186,9 @@ export class RowLockStrategy implements LockStrategy {
       return {};
     };
     return first.then((result) =>
-      result.taken ? answer(result) : takeRarely(this.store, this.log, runner, { ...attempt, acquisitionId, ownTransaction }, result).then(answer),
+      needsRarePath(result)
+        ? takeRarely(this.store, this.log, runner, { ...attempt, acquisitionId, ownTransaction }, result).then(answer)
+        : answer(result),
     );
   }
 
