@@ -20,11 +20,18 @@ async function main(): Promise<void> {
   const db = await TestDatabase.create('dblock_shape');
   const c = await mysql.createConnection({ ...db.settings, multipleStatements: true, dateStrings: true, timezone: 'Z' });
   await c.query('SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED');
-  for (const k of ['f', 'full', 'fast', 'bare', 'm']) await c.query(`INSERT INTO db_lock (lock_key, fencing_token) VALUES ('${k}', 0)`);
+  for (const k of ['f', 'full', 'fast', 'bare', 'm', 'g', 'h']) await c.query(`INSERT INTO db_lock (lock_key, fencing_token) VALUES ('${k}', 0)`);
   // A data model where the grant is one INSERT: the log row takes the key's live slot (a unique
   // column, NULL once ended), its auto-increment id is the token, and the release empties the slot.
   await c.query('CREATE TABLE db_lock_slot LIKE db_lock_log');
   await c.query('ALTER TABLE db_lock_slot ADD COLUMN live_key VARBINARY(764) NULL, ADD UNIQUE KEY live_key (live_key)');
+  // A data model where the grant is one INSERT that claims the key's next token: a unique index on
+  // (lock_key, claimed token), the token the client's own last grant of the key plus one (a row
+  // that claimed it first, any holder since, makes the INSERT fail with a duplicate key).
+  await c.query('CREATE TABLE db_lock_claim LIKE db_lock_log');
+  await c.query(
+    "ALTER TABLE db_lock_claim ADD COLUMN token_claim BIGINT UNSIGNED AS (IF(status = 'FAILED', NULL, fencing_token)) STORED, ADD UNIQUE KEY key_token (lock_key, token_claim)",
+  );
   // A data model where the exclusive holder lives on the key row (one conditional PK UPDATE grants)
   // and the audit row is written once, when the hold ends, by a trigger on the key row: the release
   // is one autocommit UPDATE whose trigger inserts the finished log row in the same statement.
@@ -69,6 +76,8 @@ async function main(): Promise<void> {
     const sql = fastSingleKeyGrantPlan(input(key), Date.now).statements.join(';\n');
     return withProbe ? sql : sql.replace(/ AND NOT EXISTS \(.*?\.lock_key\)/s, '');
   };
+  let sharedTokens = 0;
+  let claimedTokens = 0;
   const shapes: Record<string, () => Promise<unknown>> = {
     'two pk updates': async () => {
       await c.query("UPDATE db_lock SET fencing_token = fencing_token + 1 WHERE lock_key = 'm'");
@@ -88,6 +97,28 @@ async function main(): Promise<void> {
       const [r] = (await c.query(fastSql('bare', false))) as unknown as [Ok[]];
       await release(r[2]!.insertId);
     },
+    ...(process.env.PROBE_FAST_PARTS
+      ? {
+          'fast, no NOT EXISTS, no SET STATEMENT': async () => {
+            const sql = fastSql('bare', false).replace(/SET STATEMENT \S+ = \S+ FOR /g, '');
+            const [r] = (await c.query(sql)) as unknown as [Ok[]];
+            await release(r[2]!.insertId);
+          },
+          'fast, no NOT EXISTS, no bell test': async () => {
+            const sql = fastSql('bare', false).replace(/ AND COALESCE\(IS_USED_LOCK.*?= CONNECTION_ID\(\)/s, '');
+            const [r] = (await c.query(sql)) as unknown as [Ok[]];
+            await release(r[2]!.insertId);
+          },
+          'fast, neither, no extra columns': async () => {
+            const sql = fastSql('bare', false)
+              .replace(/SET STATEMENT \S+ = \S+ FOR /g, '')
+              .replace(/ AND COALESCE\(IS_USED_LOCK.*?= CONNECTION_ID\(\)/s, '')
+              .replace(/, last_granted_at = [^,]+, no_lease_holders = 0, writer_waiting_until = NULL/, '');
+            const [r] = (await c.query(sql)) as unknown as [Ok[]];
+            await release(r[2]!.insertId);
+          },
+        }
+      : {}),
     'one INSERT taking the live slot + release emptying it': async () => {
       const [r] = (await c.query(
         `INSERT INTO db_lock_slot (${cols}, live_key) VALUES ('s', 'write', '${randomUUID()}', 'h:1', 1, 'lease', 1, 'ACQUIRED', 30000, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL 30 SECOND, 0, 's')`,
@@ -95,6 +126,28 @@ async function main(): Promise<void> {
       await c.query(
         `UPDATE db_lock_slot SET status = 'RELEASED', live_key = NULL, ended_at = UTC_TIMESTAMP(6), hold_ms = TIMESTAMPDIFF(MICROSECOND, acquired_at, UTC_TIMESTAMP(6)) DIV 1000 WHERE id = ${r.insertId} AND status IN ('ACQUIRED','COMPLETED')`,
       );
+    },
+    'one INSERT claiming the next token (unique key, token) + release': async () => {
+      const [r] = (await c.query(
+        `INSERT INTO db_lock_claim (${cols}) VALUES ('c', 'write', '${randomUUID()}', 'h:1', 1, 'lease', ${++claimedTokens}, 'ACQUIRED', 30000, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL 30 SECOND, 0)`,
+      )) as unknown as [Ok];
+      await c.query(
+        `UPDATE db_lock_claim SET status = 'RELEASED', ended_at = UTC_TIMESTAMP(6), hold_ms = TIMESTAMPDIFF(MICROSECOND, acquired_at, UTC_TIMESTAMP(6)) DIV 1000 WHERE id IN (${r.insertId}) AND status IN ('ACQUIRED','COMPLETED')`,
+      );
+    },
+    'one INSERT … SELECT testing the key row under a shared lock + release': async () => {
+      const [r] = (await c.query(
+        `INSERT INTO db_lock_log (${cols}) SELECT lock_key, 'write', '${randomUUID()}', 'h:1', 1, 'lease', fencing_token + ${++sharedTokens}, 'ACQUIRED', 30000, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL 30 SECOND, 0 ` +
+          `FROM db_lock WHERE lock_key = 'g' AND fencing_token = 0 LOCK IN SHARE MODE`,
+      )) as unknown as [Ok];
+      if (r.affectedRows !== 1) throw new Error('not granted');
+      await release(r.insertId);
+    },
+    'one INSERT … VALUES into the log (no test at all) + release': async () => {
+      const [r] = (await c.query(
+        `INSERT INTO db_lock_log (${cols}) VALUES ('h', 'write', '${randomUUID()}', 'h:1', 1, 'lease', ${++sharedTokens}, 'ACQUIRED', 30000, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL 30 SECOND, 0)`,
+      )) as unknown as [Ok];
+      await release(r.insertId);
     },
     'holder on the key row (one UPDATE) + release writing the audit row by trigger': async () => {
       const owner = randomUUID();
