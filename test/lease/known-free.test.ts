@@ -92,6 +92,44 @@ contractSuite('lease-mechanics', 'grants of a key this process knows to be free'
     await lock.release();
   });
 
+  it('the janitor reaped the key row after our release, another process re-created, held and released it: our token test refuses, and our token is above theirs', async () => {
+    const key = 'free:reaped';
+    const ours = await mine.acquire(key);
+    await ours.release();
+    // A janitor that reaps every idle key row at once (its timer is effectively off: it runs once, here).
+    const janitor = await createLockApp(db.settings, { ...target.options(), janitor: { intervalMs: 3_600_000, idleKeyMs: 0 } });
+    try {
+      assert.equal((await janitor.locks.runJanitor()).ran, true);
+    } finally {
+      await janitor.app.close();
+    }
+    const keyRows = await db.query<{ n: number }[]>('SELECT COUNT(*) AS n FROM db_lock WHERE lock_key = ?', [Buffer.from(key)]);
+    assert.equal(Number(keyRows[0]!.n), 0, 'the key row was reaped');
+    const theirLock = await theirs.acquire(key);
+    await theirLock.release();
+    assert.ok(theirLock.fencingToken > ours.fencingToken, 'the re-created row continued above the reaped token');
+    grantsSent();
+    const next = await mine.acquire(key, { timeoutMs: 5_000 });
+    assert.equal(grantsSent()[0]?.match(knownFreeTest)?.[1], String(ours.fencingToken), 'first the token test of our own last hold, refused');
+    assert.ok(next.fencingToken > theirLock.fencingToken, `token ${next.fencingToken} above theirs (${theirLock.fencingToken})`);
+    await next.release();
+  });
+
+  it('the janitor reaped the key row after our release and nobody took the key since: the next grant re-creates it above our token', async () => {
+    const key = 'free:reaped-alone';
+    const ours = await mine.acquire(key);
+    await ours.release();
+    const janitor = await createLockApp(db.settings, { ...target.options(), janitor: { intervalMs: 3_600_000, idleKeyMs: 0 } });
+    try {
+      await janitor.locks.runJanitor();
+    } finally {
+      await janitor.app.close();
+    }
+    const next = await mine.acquire(key, { timeoutMs: 5_000 });
+    assert.ok(next.fencingToken > ours.fencingToken, `token ${next.fencingToken} above our last one (${ours.fencingToken})`);
+    await next.release();
+  });
+
   it('a row-lock reader still open holds the token test back until it commits', async () => {
     await (await mine.acquire('free:reader')).release();
     const dataSource = apps[1]!.get(DataSource);
