@@ -130,6 +130,24 @@ contractSuite('lease-mechanics', 'grants of a key this process knows to be free'
     await next.release();
   });
 
+  it('the janitor pruned every ended row of the key after our release: the next grant continues above our token', async () => {
+    const key = 'free:pruned';
+    const ours = await mine.acquire(key);
+    await ours.release();
+    // Retention 0: every ended row goes; the key row stays (idle keys are kept for an hour here).
+    const janitor = await createLockApp(db.settings, { ...target.options(), janitor: { intervalMs: 3_600_000, logRetentionMs: 0 } });
+    try {
+      await janitor.locks.runJanitor();
+    } finally {
+      await janitor.app.close();
+    }
+    const logRows = await db.query<{ n: number }[]>('SELECT COUNT(*) AS n FROM db_lock_log WHERE lock_key = ?', [Buffer.from(key)]);
+    assert.equal(Number(logRows[0]!.n), 0, 'the key has no log row left');
+    const next = await mine.acquire(key, { timeoutMs: 5_000 });
+    assert.equal(next.fencingToken, ours.fencingToken + 1);
+    await next.release();
+  });
+
   it('a row-lock reader still open holds the token test back until it commits', async () => {
     await (await mine.acquire('free:reader')).release();
     const dataSource = apps[1]!.get(DataSource);
