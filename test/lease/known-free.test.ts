@@ -148,6 +148,31 @@ contractSuite('lease-mechanics', 'grants of a key this process knows to be free'
     await next.release();
   });
 
+  it('a row-lock writer still open holds the token test back until it commits, and our token follows its', async () => {
+    await (await mine.acquire('free:writer')).release();
+    let commit!: () => void;
+    const committed = new Promise<void>((resolve) => (commit = resolve));
+    let writerIn!: (token: number) => void;
+    const writerHolds = new Promise<number>((resolve) => (writerIn = resolve));
+    const writer = theirs.withLock(
+      'free:writer',
+      async (lock) => {
+        writerIn(lock.fencingToken);
+        await committed;
+      },
+      { strategy: 'row-lock' },
+    );
+    const writerToken = await writerHolds;
+    grantsSent();
+    await assert.rejects(mine.acquire('free:writer', { timeoutMs: 300 }), LockTimeoutError, 'the writer holds the key');
+    assert.match(grantsSent()[0] ?? '', knownFreeTest, 'the token test was sent and waited on the row lock');
+    commit();
+    await writer;
+    const lock = await mine.acquire('free:writer', { timeoutMs: 5_000 });
+    assert.ok(lock.fencingToken > writerToken, `token ${lock.fencingToken} above the writer's (${writerToken})`);
+    await lock.release();
+  });
+
   it('a row-lock reader still open holds the token test back until it commits', async () => {
     await (await mine.acquire('free:reader')).release();
     const dataSource = apps[1]!.get(DataSource);
