@@ -24,6 +24,24 @@ contractSuite('lease-mechanics', 'grants of a key this process knows to be free'
   /** The grant statements `mine` sent since the last call. */
   const grantsSent = () => sent.splice(0).filter((sql) => sql.startsWith('START TRANSACTION'));
   const knownFreeTest = /AND fencing_token = (\d+)/;
+  /** Our acquire and release of `key`: the key is known free at its token afterwards. */
+  const heldOnce = async (key: string) => {
+    const handle = await mine.acquire(key);
+    await handle.release();
+    return handle;
+  };
+  /** Rows of `key` in a lock table. */
+  const rowsOfKey = async (table: 'db_lock' | 'db_lock_log', key: string) =>
+    Number((await db.query<{ n: number }[]>(`SELECT COUNT(*) AS n FROM ${table} WHERE lock_key = ?`, [Buffer.from(key)]))[0]!.n);
+  /** One janitor run with these settings, from a process of its own (its timer effectively off); its report. */
+  const runJanitorOnce = async (janitor: { idleKeyMs?: number; logRetentionMs?: number }) => {
+    const run = await createLockApp(db.settings, { ...target.options(), janitor: { intervalMs: 3_600_000, ...janitor } });
+    try {
+      return await run.locks.runJanitor();
+    } finally {
+      await run.app.close();
+    }
+  };
 
   before(async () => {
     db = await TestDatabase.create();
@@ -94,17 +112,10 @@ contractSuite('lease-mechanics', 'grants of a key this process knows to be free'
 
   it('the janitor reaped the key row after our release, another process re-created, held and released it: our token test refuses, and our token is above theirs', async () => {
     const key = 'free:reaped';
-    const ours = await mine.acquire(key);
-    await ours.release();
-    // A janitor that reaps every idle key row at once (its timer is effectively off: it runs once, here).
-    const janitor = await createLockApp(db.settings, { ...target.options(), janitor: { intervalMs: 3_600_000, idleKeyMs: 0 } });
-    try {
-      assert.equal((await janitor.locks.runJanitor()).ran, true);
-    } finally {
-      await janitor.app.close();
-    }
-    const keyRows = await db.query<{ n: number }[]>('SELECT COUNT(*) AS n FROM db_lock WHERE lock_key = ?', [Buffer.from(key)]);
-    assert.equal(Number(keyRows[0]!.n), 0, 'the key row was reaped');
+    const ours = await heldOnce(key);
+    // A janitor that reaps every idle key row at once.
+    assert.equal((await runJanitorOnce({ idleKeyMs: 0 })).ran, true);
+    assert.equal(await rowsOfKey('db_lock', key), 0, 'the key row was reaped');
     const theirLock = await theirs.acquire(key);
     await theirLock.release();
     assert.ok(theirLock.fencingToken > ours.fencingToken, 'the re-created row continued above the reaped token');
@@ -117,14 +128,8 @@ contractSuite('lease-mechanics', 'grants of a key this process knows to be free'
 
   it('the janitor reaped the key row after our release and nobody took the key since: the next grant re-creates it above our token', async () => {
     const key = 'free:reaped-alone';
-    const ours = await mine.acquire(key);
-    await ours.release();
-    const janitor = await createLockApp(db.settings, { ...target.options(), janitor: { intervalMs: 3_600_000, idleKeyMs: 0 } });
-    try {
-      await janitor.locks.runJanitor();
-    } finally {
-      await janitor.app.close();
-    }
+    const ours = await heldOnce(key);
+    assert.equal((await runJanitorOnce({ idleKeyMs: 0 })).ran, true);
     const next = await mine.acquire(key, { timeoutMs: 5_000 });
     assert.ok(next.fencingToken > ours.fencingToken, `token ${next.fencingToken} above our last one (${ours.fencingToken})`);
     await next.release();
@@ -132,17 +137,10 @@ contractSuite('lease-mechanics', 'grants of a key this process knows to be free'
 
   it('the janitor pruned every ended row of the key after our release: the next grant continues above our token', async () => {
     const key = 'free:pruned';
-    const ours = await mine.acquire(key);
-    await ours.release();
+    const ours = await heldOnce(key);
     // Retention 0: every ended row goes; the key row stays (idle keys are kept for an hour here).
-    const janitor = await createLockApp(db.settings, { ...target.options(), janitor: { intervalMs: 3_600_000, logRetentionMs: 0 } });
-    try {
-      await janitor.locks.runJanitor();
-    } finally {
-      await janitor.app.close();
-    }
-    const logRows = await db.query<{ n: number }[]>('SELECT COUNT(*) AS n FROM db_lock_log WHERE lock_key = ?', [Buffer.from(key)]);
-    assert.equal(Number(logRows[0]!.n), 0, 'the key has no log row left');
+    assert.equal((await runJanitorOnce({ logRetentionMs: 0 })).ran, true);
+    assert.equal(await rowsOfKey('db_lock_log', key), 0, 'the key has no log row left');
     const next = await mine.acquire(key, { timeoutMs: 5_000 });
     assert.equal(next.fencingToken, ours.fencingToken + 1);
     await next.release();
