@@ -38,7 +38,7 @@ async function main(): Promise<void> {
   await c.query(
     'CREATE TABLE db_lock_held (lock_key VARBINARY(764) NOT NULL PRIMARY KEY, fencing_token BIGINT NOT NULL DEFAULT 0, ' +
       'owner CHAR(36) NULL, holder VARCHAR(255) NULL, process_id BIGINT NULL, lease_ms INT NULL, acquired_at DATETIME(6) NULL, ' +
-      "expires_at DATETIME(6) NULL, wait_ms INT NULL, end_status VARCHAR(16) NULL, readers INT NOT NULL DEFAULT 0) ENGINE=InnoDB",
+      'expires_at DATETIME(6) NULL, wait_ms INT NULL, end_status VARCHAR(16) NULL, readers INT NOT NULL DEFAULT 0) ENGINE=InnoDB',
   );
   await c.query("INSERT INTO db_lock_held (lock_key) VALUES ('t'), ('x')");
   await c.query('CREATE TABLE db_lock_ended LIKE db_lock_log');
@@ -54,9 +54,9 @@ async function main(): Promise<void> {
       `UPDATE db_lock_held SET fencing_token = LAST_INSERT_ID(fencing_token + 1), owner = '${owner}', holder = 'h:1', process_id = 1, lease_ms = 30000, ` +
         `acquired_at = UTC_TIMESTAMP(6), expires_at = UTC_TIMESTAMP(6) + INTERVAL 30 SECOND, wait_ms = 0, end_status = NULL WHERE lock_key = '${key}' AND owner IS NULL AND readers = 0`,
     ) as unknown as Promise<[Ok]>;
-  const release = (id: number | string) =>
+  const release = (id: number | string, table = 'db_lock_log') =>
     c.query(
-      `UPDATE db_lock_log SET status = 'RELEASED', ended_at = UTC_TIMESTAMP(6), hold_ms = TIMESTAMPDIFF(MICROSECOND, acquired_at, UTC_TIMESTAMP(6)) DIV 1000 WHERE id IN (${id}) AND status IN ('ACQUIRED','COMPLETED')`,
+      `UPDATE ${table} SET status = 'RELEASED', ended_at = UTC_TIMESTAMP(6), hold_ms = TIMESTAMPDIFF(MICROSECOND, acquired_at, UTC_TIMESTAMP(6)) DIV 1000 WHERE id IN (${id}) AND status IN ('ACQUIRED','COMPLETED')`,
     );
   const input = (key: string): GrantInput => ({
     acquisitionId: randomUUID(),
@@ -76,6 +76,13 @@ async function main(): Promise<void> {
     const sql = fastSingleKeyGrantPlan(input(key), Date.now).statements.join(';\n');
     return withProbe ? sql : sql.replace(/ AND NOT EXISTS \(.*?\.lock_key\)/s, '');
   };
+  /** The fast plan without its NOT EXISTS and with `edit` applied, then the release. */
+  const fastWithout = (edit: (sql: string) => string) => async () => {
+    const [r] = (await c.query(edit(fastSql('bare', false)))) as unknown as [Ok[]];
+    await release(r[2]!.insertId);
+  };
+  const noBound = (sql: string) => sql.replace(/SET STATEMENT \S+ = \S+ FOR /g, '');
+  const noBell = (sql: string) => sql.replace(/ AND COALESCE\(IS_USED_LOCK.*?= CONNECTION_ID\(\)/s, '');
   let sharedTokens = 0;
   let claimedTokens = 0;
   const shapes: Record<string, () => Promise<unknown>> = {
@@ -99,24 +106,11 @@ async function main(): Promise<void> {
     },
     ...(process.env.PROBE_FAST_PARTS
       ? {
-          'fast, no NOT EXISTS, no SET STATEMENT': async () => {
-            const sql = fastSql('bare', false).replace(/SET STATEMENT \S+ = \S+ FOR /g, '');
-            const [r] = (await c.query(sql)) as unknown as [Ok[]];
-            await release(r[2]!.insertId);
-          },
-          'fast, no NOT EXISTS, no bell test': async () => {
-            const sql = fastSql('bare', false).replace(/ AND COALESCE\(IS_USED_LOCK.*?= CONNECTION_ID\(\)/s, '');
-            const [r] = (await c.query(sql)) as unknown as [Ok[]];
-            await release(r[2]!.insertId);
-          },
-          'fast, neither, no extra columns': async () => {
-            const sql = fastSql('bare', false)
-              .replace(/SET STATEMENT \S+ = \S+ FOR /g, '')
-              .replace(/ AND COALESCE\(IS_USED_LOCK.*?= CONNECTION_ID\(\)/s, '')
-              .replace(/, last_granted_at = [^,]+, no_lease_holders = 0, writer_waiting_until = NULL/, '');
-            const [r] = (await c.query(sql)) as unknown as [Ok[]];
-            await release(r[2]!.insertId);
-          },
+          'fast, no NOT EXISTS, no SET STATEMENT': fastWithout(noBound),
+          'fast, no NOT EXISTS, no bell test': fastWithout(noBell),
+          'fast, neither, no extra columns': fastWithout((sql) =>
+            noBound(noBell(sql)).replace(/, last_granted_at = [^,]+, no_lease_holders = 0, writer_waiting_until = NULL/, ''),
+          ),
         }
       : {}),
     'one INSERT taking the live slot + release emptying it': async () => {
@@ -131,9 +125,7 @@ async function main(): Promise<void> {
       const [r] = (await c.query(
         `INSERT INTO db_lock_claim (${cols}) VALUES ('c', 'write', '${randomUUID()}', 'h:1', 1, 'lease', ${++claimedTokens}, 'ACQUIRED', 30000, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL 30 SECOND, 0)`,
       )) as unknown as [Ok];
-      await c.query(
-        `UPDATE db_lock_claim SET status = 'RELEASED', ended_at = UTC_TIMESTAMP(6), hold_ms = TIMESTAMPDIFF(MICROSECOND, acquired_at, UTC_TIMESTAMP(6)) DIV 1000 WHERE id IN (${r.insertId}) AND status IN ('ACQUIRED','COMPLETED')`,
-      );
+      await release(r.insertId, 'db_lock_claim');
     },
     'one INSERT … SELECT testing the key row under a shared lock + release': async () => {
       const [r] = (await c.query(

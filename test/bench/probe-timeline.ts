@@ -18,6 +18,7 @@ import { TestDatabase } from '../support/test-database.js';
 import { runProbe } from './probe-main.js';
 import { median } from './stats.js';
 import { tapStatements } from './statement-tap.js';
+import { FLOOR_KEY, GRANT_SHAPE, RELEASE_SHAPE } from './uncontended-items.js';
 
 type Query = (sql: string) => Promise<unknown>;
 
@@ -64,7 +65,7 @@ async function main(): Promise<void> {
   if (process.env.PROBE_LEASE) {
     // The lease's acquire + release against its physical floor's two round trips on a plain connection.
     const floor = await mysql.createConnection({ ...db.settings, multipleStatements: true });
-    await db.query("INSERT INTO db_lock (lock_key, fencing_token) VALUES ('floor', 0)");
+    await db.query('INSERT INTO db_lock (lock_key, fencing_token) VALUES (?, 0)', [FLOOR_KEY]);
     for (const name of Object.keys(shapes)) delete shapes[name];
     shapes.lease = async () => {
       const lock = await app.locks.acquire('lease');
@@ -72,13 +73,9 @@ async function main(): Promise<void> {
       await lock.release();
     };
     shapes['physical floor'] = async () => {
-      const [results] = (await floor.query(
-        'START TRANSACTION; INSERT INTO db_lock_log (lock_key, mode, owner, holder, strategy, fencing_token, status, lease_ms, acquired_at, expires_at, wait_ms) ' +
-          "VALUES ('floor', 'write', UUID(), 'floor', 'lease', 1, 'ACQUIRED', 30000, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL 30 SECOND, 0); " +
-          "UPDATE db_lock SET fencing_token = fencing_token + 1 WHERE lock_key = 'floor'; COMMIT",
-      )) as unknown as [{ insertId: number }[]];
+      const [results] = (await floor.query(GRANT_SHAPE)) as unknown as [{ insertId: number }[]];
       mark('acquired');
-      await floor.query("UPDATE db_lock_log SET status = 'RELEASED', ended_at = UTC_TIMESTAMP(6), hold_ms = 0 WHERE id = ?", [results[1]!.insertId]);
+      await floor.query(RELEASE_SHAPE, [results[1]!.insertId]);
     };
   }
   for (let i = 0; i < 300; i++) for (const run of Object.values(shapes)) await run();
