@@ -6,6 +6,8 @@
  * - RELEASED: given back by its holder. FAILED: given back after the business work failed.
  * - EXPIRED: its lease ran out and another holder (or the janitor) reclaimed it, or (row-lock)
  *   its holder's connection closed before the transaction ended.
+ * - CLAIMED: no holder: a row-lock take claimed the key's next token before it locked a key a lease
+ *   used last, so that no lease grant can take that token beside it. Ended as written.
  */
 export const LockStatus = Object.freeze({
   /** Granted and live. */
@@ -18,6 +20,8 @@ export const LockStatus = Object.freeze({
   FAILED: 'FAILED',
   /** Its lease ran out and another holder or the janitor took it over. */
   EXPIRED: 'EXPIRED',
+  /** A token claimed by a row-lock take (no holder; terminal as written). */
+  CLAIMED: 'CLAIMED',
 } as const);
 export type LockStatus = (typeof LockStatus)[keyof typeof LockStatus];
 

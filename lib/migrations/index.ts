@@ -4,6 +4,7 @@ import { AddSemaphores1795996800000 } from './add-semaphores.migration.js';
 import { AddRowLockFastPath1796342400000 } from './add-row-lock-fast-path.migration.js';
 import { AddCommitRoutines1796947200000 } from './add-commit-routines.migration.js';
 import { AddBeginAndTakeRoutine1797552000000 } from './add-begin-and-take-routine.migration.js';
+import { AddTokenClaims1798156800000 } from './add-token-claims.migration.js';
 
 export {
   AddBeginAndTakeRoutine1797552000000,
@@ -11,6 +12,7 @@ export {
   AddProcessLeasesAndRowLocks1795392000000,
   AddRowLockFastPath1796342400000,
   AddSemaphores1795996800000,
+  AddTokenClaims1798156800000,
   CreateDbLockTables1763769600000,
 };
 
@@ -26,4 +28,5 @@ export const DB_LOCK_MIGRATIONS: Function[] = Object.freeze([
   AddRowLockFastPath1796342400000,
   AddCommitRoutines1796947200000,
   AddBeginAndTakeRoutine1797552000000,
+  AddTokenClaims1798156800000,
 ]) as unknown as Function[];

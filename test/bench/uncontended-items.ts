@@ -62,7 +62,7 @@ const oneUpdate: Body = async (query) => void (await query(UPDATE));
 /** Round trip 1 of the physical floor: a durable grant with its audit row (db_lock_log and its indexes) and its counter. */
 export const GRANT_SHAPE =
   'START TRANSACTION; INSERT INTO db_lock_log (lock_key, mode, owner, holder, strategy, fencing_token, status, lease_ms, acquired_at, expires_at, wait_ms) ' +
-  `VALUES ('${FLOOR_KEY}', 'write', UUID(), 'bench:floor', 'lease', 1, 'ACQUIRED', 30000, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL 30 SECOND, 0); ` +
+  `VALUES ('${FLOOR_KEY}', 'write', UUID(), 'bench:floor', 'lease', (@bench_t := COALESCE(@bench_t, 0) + 1), 'ACQUIRED', 30000, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL 30 SECOND, 0); ` +
   `UPDATE db_lock SET fencing_token = fencing_token + 1 WHERE lock_key = '${FLOOR_KEY}'; COMMIT`;
 /** Round trip 2: the durable release, one PK UPDATE of that log row. */
 export const RELEASE_SHAPE = "UPDATE db_lock_log SET status = 'RELEASED', ended_at = UTC_TIMESTAMP(6), hold_ms = 0 WHERE id = ?";

@@ -2,7 +2,7 @@ import type { GrantInput, GrantOutcome } from './grant.sql.js';
 import { bound } from './grant-statements.sql.js';
 import { decisionUpdate, logRowValues } from './single-key-grant.sql.js';
 import { errnoOf } from './errno.js';
-import { LOCK_LOG_TABLE } from './sql.js';
+import { escape, LOCK_LOG_TABLE } from './sql.js';
 import type { StatementPlan } from './statement-plan.js';
 
 /** A single-row INSERT of NULL into a NOT NULL column fails, in strict mode or not. */
@@ -26,6 +26,7 @@ export const ER_BAD_NULL_ERROR = 1048;
  */
 export function fastSingleKeyGrantPlan(input: GrantInput, estimatedServerNow: () => number, freeAtToken?: number): StatementPlan<GrantOutcome> {
   const target = input.targets[0]!;
+  if (freeAtToken !== undefined && input.claims === true) return claimingGrantPlan(input, estimatedServerNow, freeAtToken + 1);
   const row = logRowValues(input, 'IF(ROW_COUNT() = 1, LAST_INSERT_ID(), NULL)');
   const [decision] = bound(input, [decisionUpdate(input, freeAtToken)]);
   const statements = ['START TRANSACTION', decision!, `INSERT INTO ${LOCK_LOG_TABLE} (${row.columns}) VALUES (${row.values})`, 'COMMIT'];
@@ -51,8 +52,36 @@ export function fastSingleKeyGrantPlan(input: GrantInput, estimatedServerNow: ()
   };
 }
 
+/**
+ * The grant of a key this process knows free at `token - 1` where tokens are claimed
+ * (AddTokenClaims): one autocommit INSERT of the log row with the key's next token. Every grant
+ * of any strategy claims the key's next token in the log before it lets anyone in (a row-lock take
+ * claims one first where a lease held the key last), so a duplicate in the claim index (1062)
+ * means someone was granted since: the refusal, nothing written. While another session holds the
+ * key's doorbell the token is NULL (1048), as in fastSingleKeyGrantPlan. The key row is not
+ * touched: the next grant that reads it hands out a token above the claims (nextTokenSql).
+ */
+function claimingGrantPlan(input: GrantInput, estimatedServerNow: () => number, token: number): StatementPlan<GrantOutcome> {
+  const target = input.targets[0]!;
+  const value = input.doorbell ? `IF(COALESCE(IS_USED_LOCK(${escape(input.doorbell)}), CONNECTION_ID()) = CONNECTION_ID(), ${token}, NULL)` : String(token);
+  const row = logRowValues(input, value);
+  const [insert] = bound(input, [`INSERT INTO ${LOCK_LOG_TABLE} (${row.columns}) VALUES (${row.values})`]);
+  return {
+    statements: [insert!],
+    parse: (results) => {
+      const logged = results[0] as { insertId?: number | string };
+      const expiresAt = new Date(estimatedServerNow() + input.leaseMs);
+      return { granted: true, rows: [{ id: String(logged.insertId), storedKey: target.storedKey, fencingToken: token, expiresAt }], reclaimed: 0, serverWaitMs: 0 };
+    },
+  };
+}
+
+/** A duplicate key: the claim index refused a claimed token. */
+const ER_DUP_ENTRY = 1062;
+
 /** The fast grant's refusal (see fastSingleKeyGrantPlan), as the driver reports it. */
 export function isFastGrantRefusal(error: unknown): boolean {
   const cause = (error as { cause?: unknown } | null)?.cause ?? error;
-  return errnoOf(cause) === ER_BAD_NULL_ERROR;
+  const errno = errnoOf(cause);
+  return errno === ER_BAD_NULL_ERROR || errno === ER_DUP_ENTRY;
 }

@@ -1,7 +1,7 @@
 import type { GrantedRow } from '../../core/held-lock.js';
 import type { LockTarget } from '../../core/lock-key.js';
 import type { GrantInput } from './grant.sql.js';
-import { LEASE_GRANTED, format, keyText, LOCK_LOG_TABLE, LOCK_TABLE, LockStatus, NOW, parseDate } from './sql.js';
+import { LEASE_GRANTED, format, keyText, LOCK_LOG_TABLE, LOCK_TABLE, LockStatus, nextTokenSql, NOW, parseDate } from './sql.js';
 
 /** The statements both grant plans share (grant.sql.ts). */
 
@@ -65,7 +65,7 @@ export function grantWrites(input: GrantInput, granted: string): string[] {
   const mode = readKeys.length === 0 ? `'write'` : writeKeys.length === 0 ? `'read'` : format(`IF(l.lock_key IN (?), 'read', 'write')`, [readKeys]);
   return [
     format(
-      `UPDATE ${LOCK_TABLE} SET fencing_token = fencing_token + 1, last_granted_at = ${NOW}, ${LEASE_GRANTED}` +
+      `UPDATE ${LOCK_TABLE} SET fencing_token = ${nextTokenSql(`${LOCK_TABLE}.lock_key`, input.claims === true)}, last_granted_at = ${NOW}, ${LEASE_GRANTED}` +
         (writeKeys.length > 0 ? `, writer_waiting_until = IF(lock_key IN (?), NULL, writer_waiting_until)` : '') +
         ` WHERE lock_key IN (?) AND ${granted}`,
       writeKeys.length > 0 ? [writeKeys, keys] : [keys],

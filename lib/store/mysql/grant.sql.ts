@@ -53,6 +53,8 @@ export interface GrantInput {
    * the others being held to the session's one-second innodb_lock_wait_timeout. Undefined: unbounded.
    */
   readonly statementLimit?: { readonly kind: 'mariadb' | 'mysql'; readonly ms: number };
+  /** Tokens are claimed (AddTokenClaims): each grant hands out one above the key row's and every claim's. */
+  readonly claims?: boolean;
 }
 
 export type { GrantOutcome };

@@ -65,33 +65,50 @@ export function expiredCandidatesStatement(batchSize: number): string {
  * Deletes up to `batchSize` terminal log rows that ended more than `retentionMs` ago. Found
  * through the grant time (an index written once, at insert): a row ends after its grant.
  */
-export function pruneBatchPlan(retentionMs: number, batchSize: number): StatementPlan<number> {
-  return {
-    statements: [
-      format(
-        `DELETE FROM ${LOCK_LOG_TABLE} WHERE acquired_at < ${NOW} - INTERVAL ? MICROSECOND AND ended_at < ${NOW} - INTERVAL ? MICROSECOND ` +
-          `AND status NOT IN ${LIVE_STATUSES_SQL} ORDER BY acquired_at, id LIMIT ?`,
-        [retentionMs * 1000, retentionMs * 1000, batchSize],
-      ),
-    ],
-    parse: (results) => affectedRowsOf(results[0]),
-  };
+export function pruneBatchPlan(retentionMs: number, batchSize: number, claims = false): StatementPlan<number> {
+  const prunable = format(
+    `acquired_at < ${NOW} - INTERVAL ? MICROSECOND AND ended_at < ${NOW} - INTERVAL ? MICROSECOND AND status NOT IN ${LIVE_STATUSES_SQL}` +
+      (claims ? ` AND (token_claim IS NULL OR ended_at < ${NOW} - INTERVAL ? MICROSECOND)` : ''),
+    [retentionMs * 1000, retentionMs * 1000, ...(claims ? [CLAIMS_KEPT_MS * 1000] : [])],
+  );
+  const remove = format(`DELETE FROM ${LOCK_LOG_TABLE} WHERE ${prunable} ORDER BY acquired_at, id LIMIT ?`, [batchSize]);
+  if (!claims) return { statements: [remove], parse: (results) => affectedRowsOf(results[0]) };
+  // A key row may lag behind claims (fast grants never write it): lifted above the claims about to go, so no later grant goes below them.
+  const lift = format(
+    `UPDATE ${LOCK_TABLE} k JOIN (SELECT lock_key, MAX(token_claim) AS m FROM (SELECT lock_key, token_claim FROM ${LOCK_LOG_TABLE} WHERE ${prunable} ` +
+      `ORDER BY acquired_at, id LIMIT ?) AS batch GROUP BY lock_key) AS d ON d.lock_key = k.lock_key SET k.fencing_token = GREATEST(k.fencing_token, d.m) WHERE d.m IS NOT NULL`,
+    [batchSize],
+  );
+  return { statements: ['START TRANSACTION', lift, remove, 'COMMIT'], parse: (results) => affectedRowsOf(results[2]) };
 }
 
+/**
+ * How long a claimed token's row outlives its end, whatever the retention: longer than a process
+ * trusts a key it knows free after its release (KnownFreeKeys), so a stale one-INSERT grant always
+ * meets the claim that refutes it.
+ */
+export const CLAIMS_KEPT_MS = 10 * 60_000;
+
 /** A key row is idle: no live log row, no recent grant, no waiting writer, not an internal row. */
-function idleCondition(idleMs: number): { sql: string; values: unknown[] } {
+function idleCondition(idleMs: number, claims = false): { sql: string; values: unknown[] } {
   return {
     sql:
       `l.lock_key < ? AND (l.last_granted_at IS NULL OR l.last_granted_at < ${NOW} - INTERVAL ? MICROSECOND) ` +
       `AND (l.writer_waiting_until IS NULL OR l.writer_waiting_until < ${NOW}) ` +
-      `AND NOT EXISTS (SELECT 1 FROM ${LOCK_LOG_TABLE} g WHERE g.lock_key = l.lock_key AND g.status IN ${LIVE_STATUSES_SQL})`,
-    values: [Buffer.from([INTERNAL_KEY_BYTE]), idleMs * 1000],
+      `AND NOT EXISTS (SELECT 1 FROM ${LOCK_LOG_TABLE} g WHERE g.lock_key = l.lock_key AND g.status IN ${LIVE_STATUSES_SQL})` +
+      // One-INSERT grants never touch the key row: its newest claim says when the key was last held (its end: a
+      // process trusts a key free for a while after its release, however long it held it).
+      (claims
+        ? ` AND COALESCE((SELECT COALESCE(c.ended_at, ${NOW}) FROM ${LOCK_LOG_TABLE} c WHERE c.lock_key = l.lock_key AND c.token_claim IS NOT NULL ` +
+          `ORDER BY c.token_claim DESC LIMIT 1), '1970-01-01') < ${NOW} - INTERVAL ? MICROSECOND`
+        : ''),
+    values: [Buffer.from([INTERNAL_KEY_BYTE]), idleMs * 1000, ...(claims ? [Math.max(idleMs, CLAIMS_KEPT_MS) * 1000] : [])],
   };
 }
 
 /** Candidate idle key rows (a plain read, no locks). */
-export function idleKeysStatement(idleMs: number, batchSize: number): string {
-  const idle = idleCondition(idleMs);
+export function idleKeysStatement(idleMs: number, batchSize: number, claims = false): string {
+  const idle = idleCondition(idleMs, claims);
   return format(`SELECT l.lock_key FROM ${LOCK_TABLE} l WHERE ${idle.sql} ORDER BY l.lock_key LIMIT ?`, [...idle.values, batchSize]);
 }
 
@@ -101,15 +118,18 @@ export function idleKeysStatement(idleMs: number, batchSize: number): string {
  * come back from an old floor), raises the floor to the highest token deleted, and deletes only rows
  * whose token the floor covers.
  */
-export function reapPlan(keys: readonly Buffer[], idleMs: number): StatementPlan<number> {
-  const idle = idleCondition(idleMs);
+export function reapPlan(keys: readonly Buffer[], idleMs: number, claims = false): StatementPlan<number> {
+  const idle = idleCondition(idleMs, claims);
+  // Where tokens are claimed the floor also covers the reaped keys' claims (their rows may lag behind them).
+  const reaped = 'COALESCE(MAX(l.fencing_token), 0)';
+  const floor = claims ? format(`GREATEST(${reaped}, (SELECT COALESCE(MAX(c.token_claim), 0) FROM ${LOCK_LOG_TABLE} c WHERE c.lock_key IN (?)))`, [keys]) : reaped;
   const statements = [
     'START TRANSACTION',
     format(`INSERT INTO ${LOCK_TABLE} (lock_key, fencing_token) VALUES (?, 0) ON DUPLICATE KEY UPDATE lock_key = lock_key`, [FENCING_FLOOR_KEY]),
-    format(`SELECT COALESCE(MAX(l.fencing_token), 0) INTO @dbl_reap_max FROM ${LOCK_TABLE} l WHERE l.lock_key IN (?) AND ${idle.sql} FOR UPDATE`, [
-      keys,
-      ...idle.values,
-    ]),
+    format(
+      `SELECT ${floor} INTO @dbl_reap_max FROM ${LOCK_TABLE} l WHERE l.lock_key IN (?) AND ${idle.sql} FOR UPDATE`,
+      [keys, ...idle.values],
+    ),
     format(`UPDATE ${LOCK_TABLE} SET fencing_token = GREATEST(fencing_token, @dbl_reap_max) WHERE lock_key = ?`, [FENCING_FLOOR_KEY]),
     format(`DELETE l FROM ${LOCK_TABLE} l WHERE l.lock_key IN (?) AND l.fencing_token <= @dbl_reap_max AND ${idle.sql}`, [keys, ...idle.values]),
     'SELECT ROW_COUNT() AS reaped',

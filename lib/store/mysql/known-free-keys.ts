@@ -4,6 +4,13 @@ import type { GrantInput, GrantOutcome } from './grant.sql.js';
 const KEYS_MAX = 10_000;
 
 /**
+ * How long a key stays known free after our release. Where tokens are claimed the one-INSERT grant
+ * trusts it without reading the key row: it must end well before the janitor may prune the claims
+ * or reap the key row that would refute it (CLAIMS_KEPT_MS, 10 min).
+ */
+export const KNOWN_FREE_FOR_MS = 60_000;
+
+/**
  * Keys this process knows to be free without searching the log: it held the key alone and its
  * release is durable. Its own exclusive grant left no other live holder of the key (a writer is
  * granted only when none is live), and every grant of any strategy bumps the key's token in the
@@ -17,11 +24,14 @@ const KEYS_MAX = 10_000;
 export class KnownFreeKeys {
   /** Exclusive single-key grants of this process, by log row id, until their release. */
   private readonly held = new Map<string, { readonly storedKey: string; readonly token: number }>();
-  /** The token a key's row has while nobody has held the key since our release. */
-  private readonly freeAt = new Map<string, number>();
+  /** The token a key's row has while nobody has held the key since our release, and when it was noted. */
+  private readonly freeAt = new Map<string, { readonly token: number; readonly at: number }>();
 
   tokenOf(storedKey: string): number | undefined {
-    return this.freeAt.get(storedKey);
+    const free = this.freeAt.get(storedKey);
+    if (free === undefined || performance.now() - free.at <= KNOWN_FREE_FOR_MS) return free?.token;
+    this.freeAt.delete(storedKey);
+    return undefined;
   }
 
   /** After any grant of this process: its keys' tokens moved on; a single-key writer's is noted until its end. */
@@ -43,7 +53,7 @@ export class KnownFreeKeys {
       this.held.delete(id);
       if (ended !== rowIds.length) continue;
       if (this.freeAt.size >= KEYS_MAX) this.freeAt.clear();
-      this.freeAt.set(grant.storedKey, grant.token);
+      this.freeAt.set(grant.storedKey, { token: grant.token, at: performance.now() });
     }
     return ended;
   }

@@ -24,13 +24,13 @@ export class MysqlJanitorStore implements JanitorStore {
   }
 
   prune(retentionMs: number, batchSize: number): Promise<number> {
-    return this.retried(() => this.log.run(pruneBatchPlan(retentionMs, batchSize), 'janitor'));
+    return this.retried(() => this.log.run(pruneBatchPlan(retentionMs, batchSize, this.log.schema.claims), 'janitor'));
   }
 
   async reapIdleKeys(idleMs: number, batchSize: number): Promise<{ candidates: number; reaped: number }> {
-    const candidates = rowsOf(await this.query(idleKeysStatement(idleMs, batchSize))).map((r) => r.lock_key as Buffer);
+    const candidates = rowsOf(await this.query(idleKeysStatement(idleMs, batchSize, this.log.schema.claims))).map((r) => r.lock_key as Buffer);
     if (candidates.length === 0) return { candidates: 0, reaped: 0 };
-    const reaped = await this.retried(() => this.log.run(reapPlan(candidates, idleMs), 'janitor'));
+    const reaped = await this.retried(() => this.log.run(reapPlan(candidates, idleMs, this.log.schema.claims), 'janitor'));
     await this.reapRowLockRows(candidates);
     return { candidates: candidates.length, reaped };
   }

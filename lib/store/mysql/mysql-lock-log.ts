@@ -30,8 +30,7 @@ import {
   rowStatusesPlan,
 } from './hold.sql.js';
 import { FENCING_FLOOR_KEY } from '../../core/internal-keys.js';
-import type { SessionRoutine } from './session-routines.sql.js';
-import { checkSchema } from './schema-check.js';
+import { checkSchema, type SchemaFeatures } from './schema-check.js';
 import { UnendedRows } from './unended-rows.js';
 
 /** How long an (idempotent) release, extend or renewal is re-sent through deadlocks, lock-wait timeouts and broken connections: giving up would leave the key taken until its lease runs out. */
@@ -50,8 +49,8 @@ const LATE_GIVE_BACK_MS = 2_500;
  */
 export class MysqlLockLog implements LockLogStore, ProcessLeaseStore {
   private id: string | undefined;
-  /** The session routines installed (see session-routines.sql.ts); known after start(). */
-  sessionRoutines: ReadonlySet<SessionRoutine> = new Set();
+  /** What the schema offers beyond the tables: session routines, token claims; known after start(). */
+  schema: SchemaFeatures = { routines: new Set(), claims: false };
   /** Rows a release or give-back could not end: ended before the next renewal (see UnendedRows). */
   private readonly unended = new UnendedRows();
   private readonly fast: FastGrant;
@@ -77,7 +76,7 @@ export class MysqlLockLog implements LockLogStore, ProcessLeaseStore {
 
   /** Checks the schema (and which commit routines are there) and registers this process's process-lease row. */
   async start(): Promise<void> {
-    this.sessionRoutines = await checkSchema(this.pool);
+    this.schema = await checkSchema(this.pool);
     const sentAt = Date.now();
     const answer = await this.pool.query<unknown>(`${registerProcessStatement(this.holder)};\nSELECT ${NOW} AS now_at`, { purpose: 'admin' });
     const [registered, clock] = (Array.isArray(answer) ? answer : [answer, []]) as [{ insertId: number | string }, { now_at?: string }[]];
@@ -101,6 +100,7 @@ export class MysqlLockLog implements LockLogStore, ProcessLeaseStore {
       ...request,
       holder: this.holder,
       processId: this.processId,
+      claims: this.schema.claims,
       statementLimit:
         options.serverBoundMs === undefined || options.serverBoundMs === Infinity ? undefined : { kind: this.flavor.kind, ms: options.serverBoundMs },
     };

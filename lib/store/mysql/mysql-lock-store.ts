@@ -42,7 +42,7 @@ export async function openMysqlStore(dataSource: DataSource, settings: MysqlStor
         : undefined;
     const transactions = new MysqlSessionTransactions(dataSource);
     // On a multi-primary cluster the end and COMMIT stay apart (see docs/clusters.md).
-    const routines = new SessionRoutineCalls(log.clustered ? new Set() : log.sessionRoutines, transactions);
+    const routines = new SessionRoutineCalls(log.clustered ? new Set() : log.schema.routines, transactions);
     return {
       log,
       processLease: log,

@@ -3,14 +3,14 @@ import type { LockTarget } from '../../core/lock-key.js';
 import type { FenceStore, RowLockAuditRow, RowLockStore, RowLockTake } from '../lock-store.js';
 import { BEGIN_AND_TAKE, callEndAndCommit, callRecordAndCommit, END_AND_COMMIT, isLostSignal, RECORD_AND_COMMIT } from './session-routines.sql.js';
 import type { SessionRoutineCalls } from './session-routine-calls.js';
-import { classify } from './errno.js';
+import { classify, errnoOf } from './errno.js';
 import { endInCommitStatement, fenceKeptStatement } from './hold.sql.js';
 import type { KnownFreeKeys } from './known-free-keys.js';
 import type { MysqlLockLog } from './mysql-lock-log.js';
 import { createKeyRowsStatements } from './key-rows.sql.js';
-import { insertAuditRows, leaseHoldersCheck } from './row-lock.sql.js';
+import { claimTokens, insertAuditRows, leaseHoldersCheck } from './row-lock.sql.js';
 import { beginAndTakeCall, takeKeys, takeKeysChecked, takenByCall } from './row-lock-grant.js';
-import { format, rowsOf } from './sql.js';
+import { format, keyText, rowsOf } from './sql.js';
 import { type ResultHeader, sessionQuery } from './session-query.js';
 import type { MysqlSessionTransactions } from './session-transaction.js';
 import { FENCING_FLOOR_KEY } from '../../core/internal-keys.js';
@@ -100,10 +100,16 @@ export class MysqlRowLockStore implements RowLockStore {
   }
 
   takeChecked(runner: QueryRunner, targets: readonly LockTarget[], deadline: number, acquisitionId: string): Promise<RowLockTake> {
-    const leaseHolders = async (): Promise<number> => {
-      const sql = leaseHoldersCheck(targets, acquisitionId);
-      const results = await this.log.withRetries('locks', () => this.log.pool.query<unknown[]>(sql, { purpose: 'locks' }));
-      return Number(rowsOf(results[1])[0]?.live ?? 0);
+    const leaseHolders = async (): Promise<{ live: number; claimed?: ReadonlyMap<string, number> }> => {
+      const claims = this.log.schema.claims ? claimTokens(targets, acquisitionId, this.log.holder) : [];
+      const sql = [...claims, leaseHoldersCheck(targets, acquisitionId)].join(';\n');
+      const send = () => this.log.withRetries('locks', () => this.log.pool.query<unknown[]>(sql, { purpose: 'locks' }));
+      // A duplicate claim: a lease grant took that token first; the claim goes above it, and the read after it sees that grant.
+      let results: unknown[] | undefined;
+      for (let attempt = 0; results === undefined; attempt++) results = await send().catch((e: unknown) => (attempt < 5 && isDuplicate(e) ? undefined : Promise.reject(e)));
+      const live = Number(rowsOf(results[claims.length + 1])[0]?.live ?? 0);
+      if (claims.length === 0) return { live };
+      return { live, claimed: new Map(rowsOf(results[1]).map((row) => [keyText(row.lock_key), Number(row.token)])) };
     };
     return busyOnWait(() => takeKeysChecked(runner, targets, deadline, this.log.flavor, leaseHolders));
   }
@@ -162,4 +168,9 @@ function busyOrThrow(error: unknown): RowLockTake {
   const kind = classify(error);
   if (kind === 'retry' || kind === 'interrupted' || isNoWait(error)) return { taken: false, why: 'busy', cause: error };
   throw error;
+}
+
+/** A duplicate key (1062), as the driver or the pool reports it. */
+function isDuplicate(error: unknown): boolean {
+  return errnoOf((error as { cause?: unknown } | null)?.cause ?? error) === 1062;
 }

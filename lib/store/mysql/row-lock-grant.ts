@@ -3,7 +3,7 @@ import type { LockTarget } from '../../core/lock-key.js';
 import type { RowLockTake as TakeResult } from '../lock-store.js';
 import type { ServerFlavor } from './server-flavor.js';
 import { keyText, rowsOf } from './sql.js';
-import { boundedInStatement, lockKeyRowsBounded, readTokens, takeWriteKeys, takeWriteKeysBounded } from './row-lock.sql.js';
+import { boundedInStatement, lockKeyRowsBounded, readTokens, takeClaimedWriteKeys, takeWriteKeys, takeWriteKeysBounded } from './row-lock.sql.js';
 import { callBeginAndTake } from './session-routines.sql.js';
 import { type ResultHeader, sessionQuery } from './session-query.js';
 
@@ -102,17 +102,22 @@ export async function takeKeysChecked(
   targets: readonly LockTarget[],
   deadline: number,
   flavor: ServerFlavor,
-  leaseHolders: () => Promise<number>,
+  leaseHolders: () => Promise<{ live: number; claimed?: ReadonlyMap<string, number> }>,
 ): Promise<TakeResult> {
   const current = new Map<string, number>();
   for (const group of groups(targets))
     for (const row of await lockRows(runner, group, deadline, flavor)) current.set(keyText(row.lock_key), Number(row.fencing_token));
   if (current.size < targets.length) return { taken: false, why: 'missing-key-rows' };
-  if ((await leaseHolders()) > 0) return { taken: false, why: 'lease-holder' };
+  const { live, claimed } = await leaseHolders();
+  if (live > 0) return { taken: false, why: 'lease-holder' };
   const tokens = new Map<string, number>();
   for (const group of groups(targets)) {
-    if (group.mode === 'read') for (const stored of group.stored) tokens.set(stored, current.get(stored)!);
-    else await bumped(runner, group, await sessionQuery<ResultHeader>(runner, takeWriteKeys(group.keys, true)), tokens);
+    // Where tokens are claimed a reader's token is its claim's: the key row may lag behind the lease writers it reads after.
+    if (group.mode === 'read') for (const stored of group.stored) tokens.set(stored, claimed?.get(stored) ?? current.get(stored)!);
+    else {
+      const update = claimed ? takeClaimedWriteKeys(group.keys, group.stored, claimed) : takeWriteKeys(group.keys, true);
+      await bumped(runner, group, await sessionQuery<ResultHeader>(runner, update), tokens);
+    }
   }
   return { taken: true, tokens };
 }

@@ -2,7 +2,7 @@ import type { LockTarget } from '../../core/lock-key.js';
 import type { RowLockAuditRow } from '../lock-store.js';
 import { conflictingHolders } from './grant-statements.sql.js';
 import type { ServerFlavor } from './server-flavor.js';
-import { EFFECTIVE_EXPIRY, format, LIVE_STATUSES_SQL, LOCK_LOG_TABLE, LOCK_TABLE, LockStatus, NOW, endHoldersStatement, sqlInteger } from './sql.js';
+import { EFFECTIVE_EXPIRY, format, keyLiteral, LIVE_STATUSES_SQL, LOCK_LOG_TABLE, LOCK_TABLE, LockStatus, NOW, endHoldersStatement, newestClaimSql, nextTokenSql, sqlInteger } from './sql.js';
 
 /**
  * The row-lock's statements, all sent on the business transaction's own connection. The lock is
@@ -38,6 +38,49 @@ export function takeWriteKeysWhere(where: string, single: boolean, checked = fal
     `UPDATE ${LOCK_TABLE} SET fencing_token = ${bump}, last_granted_at = ${NOW}${checked ? ', no_lease_holders = 1' : ''} ` +
     `WHERE ${where}${checked ? '' : ' AND no_lease_holders = 1'}`
   );
+}
+
+/**
+ * The checked writers' UPDATE where tokens are claimed (AddTokenClaims): each key's token is the
+ * one this take claimed for it (`claimed`: stored key → token; read from the claim's round trip, so
+ * that no subquery on the log runs in the business transaction), above the row's.
+ */
+export function takeClaimedWriteKeys(keys: readonly Buffer[], stored: readonly string[], claimed: ReadonlyMap<string, number>): string {
+  const claim = `CASE lock_key ${keys.map((key, i) => `WHEN ${keyLiteral(key)} THEN ${sqlInteger(claimed.get(stored[i]!) ?? 0)}`).join(' ')} ELSE 0 END`;
+  // The claim is the writer's own token: tokens stay consecutive where nothing else happened.
+  const next = `GREATEST(fencing_token + 1, ${claim})`;
+  return (
+    `UPDATE ${LOCK_TABLE} SET fencing_token = ${keys.length === 1 ? `LAST_INSERT_ID(${next})` : next}, last_granted_at = ${NOW}, no_lease_holders = 1 ` +
+    format('WHERE lock_key IN (?)', [keys])
+  );
+}
+
+/**
+ * A row-lock take's claims (AddTokenClaims), sent on the library's pool before it reads the log
+ * for lease holders, in the same round trip: one CLAIMED row per key with the key's next token, so
+ * that a lease grant that knows the key free (one INSERT of the same token) is refused from now
+ * on; then the tokens claimed. A duplicate means a lease grant claimed that token first: sent again.
+ * Only keys with a claim row: a one-INSERT grant needs a key its process knows free, which it knows
+ * only for a while after its own grant's claim row ended, and the janitor keeps claim rows longer
+ * (CLAIMS_KEPT_MS); without one, every later lease grant decides on the key row this take holds
+ * locked. So a key only row-locks ever used writes no claim rows.
+ */
+export function claimTokens(targets: readonly LockTarget[], acquisitionId: string, holder: string): string[] {
+  const keys = targets.map((t) => t.bytes);
+  return [
+    format(
+      `INSERT INTO ${LOCK_LOG_TABLE} (lock_key, mode, owner, holder, strategy, fencing_token, status, lease_ms, acquired_at, expires_at, ended_at, wait_ms, hold_ms, note) ` +
+        `SELECT k.lock_key, 'write', ?, ?, 'row-lock', ${nextTokenSql('k.lock_key', true, 'k.fencing_token')}, '${LockStatus.CLAIMED}', 0, ${NOW}, ${NOW}, ${NOW}, 0, 0, ` +
+        `'claimed before a row-lock take' FROM ${LOCK_TABLE} k WHERE k.lock_key IN (?) AND ${newestClaimSql('k.lock_key', 'e')} IS NOT NULL ` +
+        // Tried again (a lease holder was live): a new claim only where someone claimed since ours.
+        `AND NOT EXISTS (SELECT 1 FROM ${LOCK_LOG_TABLE} o WHERE o.lock_key = k.lock_key AND o.owner = ? AND o.status = '${LockStatus.CLAIMED}' ` +
+        `AND o.token_claim = ${newestClaimSql('k.lock_key', 'n')})`,
+      [acquisitionId, holder, keys, acquisitionId],
+    ),
+    format(`SELECT lock_key, MAX(fencing_token) AS token FROM ${LOCK_LOG_TABLE} WHERE owner = ? AND status = '${LockStatus.CLAIMED}' GROUP BY lock_key`, [
+      acquisitionId,
+    ]),
+  ];
 }
 
 /**

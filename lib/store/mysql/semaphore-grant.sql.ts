@@ -4,6 +4,7 @@ import {
   EFFECTIVE_EXPIRY,
   LEASE_GRANTED,
   format,
+  nextTokenSql,
   LIVE_STATUSES_SQL,
   LOCK_LOG_TABLE,
   LOCK_TABLE,
@@ -59,7 +60,7 @@ export function semaphoreGrantPlan(input: GrantInput, limit: number, takeover: b
       [limit, limit, key],
     ),
     format(
-      `UPDATE ${LOCK_TABLE} SET fencing_token = LAST_INSERT_ID(fencing_token + 1), last_granted_at = ${NOW}, ${LEASE_GRANTED}, semaphore_limit = ? WHERE lock_key = ? AND @dbl_granted`,
+      `UPDATE ${LOCK_TABLE} SET fencing_token = LAST_INSERT_ID(${nextTokenSql(`${LOCK_TABLE}.lock_key`, input.claims === true)}), last_granted_at = ${NOW}, ${LEASE_GRANTED}, semaphore_limit = ? WHERE lock_key = ? AND @dbl_granted`,
       [limit, key],
     ),
     format(

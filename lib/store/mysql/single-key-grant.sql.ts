@@ -10,6 +10,7 @@ import {
   LOCK_LOG_TABLE,
   LOCK_TABLE,
   LockStatus,
+  nextTokenSql,
   NOW,
   parseDate,
   rowsOf,
@@ -58,7 +59,7 @@ export function decisionUpdate(input: GrantInput, freeAtToken?: number): string 
       ? `NOT EXISTS (SELECT 1 FROM ${LOCK_LOG_TABLE} g WHERE g.lock_key = ${key} AND g.status IN ${LIVE_STATUSES_SQL}${write ? '' : ` AND g.mode <> 'read'`} AND g.lock_key = ${LOCK_TABLE}.lock_key)`
       : `fencing_token = ${Number(freeAtToken)}`;
   return (
-    `UPDATE ${LOCK_TABLE} SET fencing_token = LAST_INSERT_ID(fencing_token + 1), last_granted_at = ${NOW}, ${LEASE_GRANTED}${write ? ', writer_waiting_until = NULL' : ''} ` +
+    `UPDATE ${LOCK_TABLE} SET fencing_token = LAST_INSERT_ID(${nextTokenSql(`${LOCK_TABLE}.lock_key`, input.claims === true)}), last_granted_at = ${NOW}, ${LEASE_GRANTED}${write ? ', writer_waiting_until = NULL' : ''} ` +
     `WHERE lock_key = ${key} AND ${free}${conditions}`
   );
 }

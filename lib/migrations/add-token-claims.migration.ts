@@ -1,0 +1,39 @@
+import type { MigrationInterface, QueryRunner } from 'typeorm';
+import { CLAIM_INDEX, LOCK_LOG_TABLE, TOKEN_CLAIM_EXPRESSION } from '../store/mysql/sql.js';
+
+/**
+ * Seventh schema version (runs after AddBeginAndTakeRoutine1797552000000; a shipped migration is
+ * never edited). `db_lock_log` gains `token_claim`, a virtual column, and a unique index on
+ * `(lock_key, token_claim)`: a lease grant of a key its process knows free is then one INSERT that
+ * claims the key's next token, refused by a duplicate when anyone was granted since. Both changes
+ * are online (a virtual column is metadata; the index is built without blocking writes). Locks held
+ * during the upgrade are untouched; processes that started before it keep today's grant until they
+ * restart, and a process only uses the one-INSERT grant once it sees the index.
+ */
+export class AddTokenClaims1798156800000 implements MigrationInterface {
+  name = 'AddTokenClaims1798156800000';
+
+  async up(queryRunner: QueryRunner): Promise<void> {
+    const present = (await queryRunner.query(
+      `SELECT COUNT(*) AS n FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND INDEX_NAME = ?`,
+      [LOCK_LOG_TABLE, CLAIM_INDEX],
+    )) as { n: number | string }[];
+    if (Number(present[0]?.n ?? 0) > 0) return;
+    const duplicates = (await queryRunner.query(
+      `SELECT HEX(lock_key) AS k, fencing_token AS t FROM \`${LOCK_LOG_TABLE}\` WHERE NOT (strategy = 'row-lock' AND status <> 'CLAIMED') ` +
+        `GROUP BY lock_key, fencing_token HAVING COUNT(*) > 1 LIMIT 5`,
+    )) as { k: string; t: string }[];
+    if (duplicates.length > 0)
+      throw new Error(
+        `${LOCK_LOG_TABLE} has lease rows sharing a key's fencing token (${duplicates.map((d) => `0x${d.k}:${d.t}`).join(', ')}), ` +
+          'which no version of this library writes: inspect them before upgrading.',
+      );
+    await queryRunner.query(`ALTER TABLE \`${LOCK_LOG_TABLE}\` ADD COLUMN \`token_claim\` BIGINT AS (${TOKEN_CLAIM_EXPRESSION}) VIRTUAL`);
+    await queryRunner.query(`ALTER TABLE \`${LOCK_LOG_TABLE}\` ADD UNIQUE INDEX \`${CLAIM_INDEX}\` (\`lock_key\`, \`token_claim\`)`);
+  }
+
+  async down(queryRunner: QueryRunner): Promise<void> {
+    await queryRunner.query(`ALTER TABLE \`${LOCK_LOG_TABLE}\` DROP INDEX \`${CLAIM_INDEX}\``);
+    await queryRunner.query(`ALTER TABLE \`${LOCK_LOG_TABLE}\` DROP COLUMN \`token_claim\``);
+  }
+}
