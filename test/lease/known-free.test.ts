@@ -9,11 +9,13 @@ import { mysqlLogOf } from '../support/lock-internals.js';
 import { contractSuite } from '../support/contract-targets.js';
 
 /**
- * A process that held a key alone and ended it durably grants it next by testing the key row's
- * token instead of searching the log (`fencing_token = T` in the deciding UPDATE). What must
- * hold: that test is what the grant sent (else these tests prove nothing), and any grant by
- * anyone since — a lease holder of another process, a row-lock writer that committed, a row-lock
- * reader still open — makes it refuse, or wait, exactly as the log search would.
+ * A process that held a key alone and ended it durably grants it next by one INSERT of its log row
+ * claiming the key's next token (T + 1 after its own T), refused by the claim index when anyone
+ * was granted since, instead of deciding on the key row and searching the log. What must hold:
+ * that INSERT is what the grant sent (else these tests prove nothing), and any grant by anyone
+ * since — a lease holder of another process, a row-lock writer that committed, a row-lock writer
+ * or reader still open — makes it refuse, exactly as the log search would, and the janitor never
+ * removes what would refute it while a process may still know the key free.
  */
 contractSuite('lease-mechanics', 'grants of a key this process knows to be free', (target) => {
   let db: TestDatabase;
@@ -22,8 +24,15 @@ contractSuite('lease-mechanics', 'grants of a key this process knows to be free'
   let theirs: LockService;
   let sent: string[];
   /** The grant statements `mine` sent since the last call. */
-  const grantsSent = () => sent.splice(0).filter((sql) => sql.startsWith('START TRANSACTION'));
-  const knownFreeTest = /AND fencing_token = (\d+)/;
+  const grantsSent = () => sent.splice(0).filter((sql) => sql.startsWith('START TRANSACTION') || /^(SET STATEMENT .* FOR )?INSERT INTO db_lock_log/.test(sql));
+  /** The one-INSERT grant and the token it claims (a literal; wrapped in the doorbell test when the key has a bell). */
+  const knownFreeGrant = /^(?:SET STATEMENT [^;]* FOR )?INSERT INTO db_lock_log \(.*\) VALUES \(.*'lease', (?:IF\(.*, )?(\d+)(?:, NULL\))?, 'ACQUIRED'/;
+  /** Backdates every log row of `key` by an hour: as if the janitor's keeping times had passed (a process's knowledge would have expired too). */
+  const agedAnHour = (key: string) =>
+    db.query(
+      'UPDATE db_lock_log SET acquired_at = acquired_at - INTERVAL 1 HOUR, expires_at = expires_at - INTERVAL 1 HOUR, ended_at = ended_at - INTERVAL 1 HOUR WHERE lock_key = ?',
+      [Buffer.from(key)],
+    );
   /** Our acquire and release of `key`: the key is known free at its token afterwards. */
   const heldOnce = async (key: string) => {
     const handle = await mine.acquire(key);
@@ -69,27 +78,27 @@ contractSuite('lease-mechanics', 'grants of a key this process knows to be free'
     grantsSent();
     const second = await mine.acquire('free:own');
     const [grant] = grantsSent();
-    assert.equal(grant?.match(knownFreeTest)?.[1], String(first.fencingToken), 'the grant tested the token of its own last hold');
-    assert.doesNotMatch(grant!, /NOT EXISTS/, 'no log search');
+    assert.equal(grant?.match(knownFreeGrant)?.[1], String(first.fencingToken + 1), 'the grant claimed the token after its own last hold');
+    assert.doesNotMatch(grant!, /NOT EXISTS|UPDATE db_lock /, 'no log search, no key row');
     assert.equal(second.fencingToken, first.fencingToken + 1);
     await second.release();
   });
 
-  it('a fenced call ends its lock in its business commit; after that commit the next grant tests the token too', async () => {
+  it('a fenced call ends its lock in its business commit; after that commit the next grant claims the next token too', async () => {
     const token = await mine.runLocked('free:fenced', (lock) => lock.fencingToken);
     grantsSent();
     const next = await mine.acquire('free:fenced');
-    assert.equal(grantsSent()[0]?.match(knownFreeTest)?.[1], String(token));
+    assert.equal(grantsSent()[0]?.match(knownFreeGrant)?.[1], String(token! + 1));
     assert.equal(next.fencingToken, token! + 1);
     await next.release();
   });
 
-  it('another process holding the key since: the token test refuses, and nothing is written', async () => {
+  it('another process holding the key since: the claim refuses, and nothing is written', async () => {
     await (await mine.acquire('free:theirs')).release();
     const theirLock = await theirs.acquire('free:theirs');
     grantsSent();
     assert.equal(await mine.tryAcquire('free:theirs'), null);
-    assert.match(grantsSent()[0] ?? '', knownFreeTest, 'the refused try was the token test');
+    assert.match(grantsSent()[0] ?? '', knownFreeGrant, 'the refused try was the one-INSERT grant');
     const rows = await db.query<{ n: number }[]>("SELECT COUNT(*) AS n FROM db_lock_log WHERE lock_key = ? AND status = 'ACQUIRED'", [
       Buffer.from('free:theirs'),
     ]);
@@ -105,15 +114,29 @@ contractSuite('lease-mechanics', 'grants of a key this process knows to be free'
     const rowLock = await theirs.withLock('free:row-lock', (lock) => lock.fencingToken, { strategy: 'row-lock' });
     grantsSent();
     const lock = await mine.acquire('free:row-lock', { timeoutMs: 5_000 });
-    assert.match(grantsSent()[0] ?? '', knownFreeTest, 'first the token test, refused');
+    assert.match(grantsSent()[0] ?? '', knownFreeGrant, 'first the one-INSERT grant, refused');
     assert.equal(lock.fencingToken, rowLock + 1);
     await lock.release();
   });
 
-  it('the janitor reaped the key row after our release, another process re-created, held and released it: our token test refuses, and our token is above theirs', async () => {
+  it('the janitor keeps the key row and its newest claim while a process may still know the key free, whatever its settings', async () => {
+    const key = 'free:kept';
+    const ours = await heldOnce(key);
+    assert.equal((await runJanitorOnce({ idleKeyMs: 0, logRetentionMs: 0 })).ran, true);
+    assert.equal(await rowsOfKey('db_lock', key), 1, 'the key row was kept');
+    assert.equal(await rowsOfKey('db_lock_log', key), 1, 'our claim was kept');
+    grantsSent();
+    const next = await mine.acquire(key, { timeoutMs: 5_000 });
+    assert.equal(grantsSent()[0]?.match(knownFreeGrant)?.[1], String(ours.fencingToken + 1));
+    assert.equal(next.fencingToken, ours.fencingToken + 1);
+    await next.release();
+  });
+
+  it('the janitor reaped the key row after our release, another process re-created, held and released it: our claim refuses, and our token is above theirs', async () => {
     const key = 'free:reaped';
     const ours = await heldOnce(key);
-    // A janitor that reaps every idle key row at once.
+    // A janitor that reaps every idle key row at once, an hour later (as far as the rows tell).
+    await agedAnHour(key);
     assert.equal((await runJanitorOnce({ idleKeyMs: 0 })).ran, true);
     assert.equal(await rowsOfKey('db_lock', key), 0, 'the key row was reaped');
     const theirLock = await theirs.acquire(key);
@@ -121,7 +144,7 @@ contractSuite('lease-mechanics', 'grants of a key this process knows to be free'
     assert.ok(theirLock.fencingToken > ours.fencingToken, 'the re-created row continued above the reaped token');
     grantsSent();
     const next = await mine.acquire(key, { timeoutMs: 5_000 });
-    assert.equal(grantsSent()[0]?.match(knownFreeTest)?.[1], String(ours.fencingToken), 'first the token test of our own last hold, refused');
+    assert.equal(grantsSent()[0]?.match(knownFreeGrant)?.[1], String(ours.fencingToken + 1), 'first the claim after our own last hold, refused');
     assert.ok(next.fencingToken > theirLock.fencingToken, `token ${next.fencingToken} above theirs (${theirLock.fencingToken})`);
     await next.release();
   });
@@ -129,7 +152,9 @@ contractSuite('lease-mechanics', 'grants of a key this process knows to be free'
   it('the janitor reaped the key row after our release and nobody took the key since: the next grant re-creates it above our token', async () => {
     const key = 'free:reaped-alone';
     const ours = await heldOnce(key);
+    await agedAnHour(key);
     assert.equal((await runJanitorOnce({ idleKeyMs: 0 })).ran, true);
+    assert.equal(await rowsOfKey('db_lock', key), 0, 'the key row was reaped');
     const next = await mine.acquire(key, { timeoutMs: 5_000 });
     assert.ok(next.fencingToken > ours.fencingToken, `token ${next.fencingToken} above our last one (${ours.fencingToken})`);
     await next.release();
@@ -138,7 +163,8 @@ contractSuite('lease-mechanics', 'grants of a key this process knows to be free'
   it('the janitor pruned every ended row of the key after our release: the next grant continues above our token', async () => {
     const key = 'free:pruned';
     const ours = await heldOnce(key);
-    // Retention 0: every ended row goes; the key row stays (idle keys are kept for an hour here).
+    // Retention 0 an hour later: every ended row goes, claims too; the key row stays (idle keys are kept for an hour here).
+    await agedAnHour(key);
     assert.equal((await runJanitorOnce({ logRetentionMs: 0 })).ran, true);
     assert.equal(await rowsOfKey('db_lock_log', key), 0, 'the key has no log row left');
     const next = await mine.acquire(key, { timeoutMs: 5_000 });
@@ -146,7 +172,7 @@ contractSuite('lease-mechanics', 'grants of a key this process knows to be free'
     await next.release();
   });
 
-  it('a row-lock writer still open holds the token test back until it commits, and our token follows its', async () => {
+  it('a row-lock writer still open claimed the next token: our one-INSERT grant is refused, the full grant waits until it commits, and our token follows its', async () => {
     await (await mine.acquire('free:writer')).release();
     let commit!: () => void;
     const committed = new Promise<void>((resolve) => (commit = resolve));
@@ -162,8 +188,15 @@ contractSuite('lease-mechanics', 'grants of a key this process knows to be free'
     );
     const writerToken = await writerHolds;
     grantsSent();
+    assert.deepEqual(
+      (await db.claimRows('free:writer')).map((r) => Number(r.fencing_token)),
+      [writerToken],
+      'the take claimed its token before it read the log',
+    );
     await assert.rejects(mine.acquire('free:writer', { timeoutMs: 300 }), LockTimeoutError, 'the writer holds the key');
-    assert.match(grantsSent()[0] ?? '', knownFreeTest, 'the token test was sent and waited on the row lock');
+    const [oneInsert, full] = grantsSent();
+    assert.equal(oneInsert?.match(knownFreeGrant)?.[1], String(writerToken), 'the one-INSERT grant tried the token the writer claimed');
+    assert.match(full ?? '', /^START TRANSACTION/, 'then the full grant, which waited on the row lock');
     commit();
     await writer;
     const lock = await mine.acquire('free:writer', { timeoutMs: 5_000 });
@@ -171,8 +204,8 @@ contractSuite('lease-mechanics', 'grants of a key this process knows to be free'
     await lock.release();
   });
 
-  it('a row-lock reader still open holds the token test back until it commits', async () => {
-    await (await mine.acquire('free:reader')).release();
+  it('a row-lock reader still open claimed the next token: our one-INSERT grant is refused, the full grant waits until it commits', async () => {
+    const ours = await heldOnce('free:reader');
     const dataSource = apps[1]!.get(DataSource);
     let commit!: () => void;
     const committed = new Promise<void>((resolve) => (commit = resolve));
@@ -190,10 +223,14 @@ contractSuite('lease-mechanics', 'grants of a key this process knows to be free'
     assert.ok(dataSource.isInitialized);
     grantsSent();
     await assert.rejects(mine.acquire('free:reader', { timeoutMs: 300 }), LockTimeoutError, 'the reader holds the key');
-    assert.match(grantsSent()[0] ?? '', knownFreeTest, 'the token test was sent and waited on the row lock');
+    const [oneInsert, full] = grantsSent();
+    assert.equal(oneInsert?.match(knownFreeGrant)?.[1], String(ours.fencingToken + 1), 'the one-INSERT grant tried the next token');
+    assert.match(full ?? '', /^START TRANSACTION/, 'then the full grant, which waited on the row lock');
+    assert.equal((await db.claimRows('free:reader')).length, 1, 'the reader claimed that token');
     commit();
     await reader;
     const lock = await mine.acquire('free:reader', { timeoutMs: 5_000 });
+    assert.ok(lock.fencingToken > ours.fencingToken + 1, `token ${lock.fencingToken} above the reader's claim`);
     await lock.release();
   });
 });

@@ -64,13 +64,19 @@ export class TestDatabase {
   /**
    * Log rows for a key (namespace included), oldest first, each with `lease_ends_at`: when its
    * lease ends by the server clock (its own expiry, or its process's latest renewal plus its lease).
+   * Holds only: the CLAIMED rows a row-lock take writes on a key a lease used are left out (`claimRows`).
    */
   async logRows(storedKey: string): Promise<Record<string, unknown>[]> {
     return this.query(
       `SELECT g.*, GREATEST(g.expires_at, COALESCE(p.renewed_at + INTERVAL g.lease_ms * 1000 MICROSECOND, g.expires_at)) AS lease_ends_at ` +
-        `FROM db_lock_log g LEFT JOIN db_lock_process p ON p.id = g.process_id WHERE g.lock_key = ? ORDER BY g.id`,
+        `FROM db_lock_log g LEFT JOIN db_lock_process p ON p.id = g.process_id WHERE g.lock_key = ? AND g.status <> 'CLAIMED' ORDER BY g.id`,
       [Buffer.from(storedKey)],
     );
+  }
+
+  /** The tokens row-lock takes claimed on a key (CLAIMED rows), oldest first. */
+  async claimRows(storedKey: string): Promise<{ fencing_token: number; owner: string }[]> {
+    return this.query(`SELECT fencing_token, owner FROM db_lock_log WHERE lock_key = ? AND status = 'CLAIMED' ORDER BY id`, [Buffer.from(storedKey)]);
   }
 
   /**

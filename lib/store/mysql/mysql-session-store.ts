@@ -102,14 +102,14 @@ export class MysqlRowLockStore implements RowLockStore {
   takeChecked(runner: QueryRunner, targets: readonly LockTarget[], deadline: number, acquisitionId: string): Promise<RowLockTake> {
     const leaseHolders = async (): Promise<{ live: number; claimed?: ReadonlyMap<string, number> }> => {
       const claims = this.log.schema.claims ? claimTokens(targets, acquisitionId, this.log.holder) : [];
-      const sql = [...claims, leaseHoldersCheck(targets, acquisitionId)].join(';\n');
+      const sql = leaseHoldersCheck(targets, acquisitionId, claims);
       const send = () => this.log.withRetries('locks', () => this.log.pool.query<unknown[]>(sql, { purpose: 'locks' }));
       // A duplicate claim: a lease grant took that token first; the claim goes above it, and the read after it sees that grant.
       let results: unknown[] | undefined;
       for (let attempt = 0; results === undefined; attempt++) results = await send().catch((e: unknown) => (attempt < 5 && isDuplicate(e) ? undefined : Promise.reject(e)));
       const live = Number(rowsOf(results[claims.length + 1])[0]?.live ?? 0);
       if (claims.length === 0) return { live };
-      return { live, claimed: new Map(rowsOf(results[1]).map((row) => [keyText(row.lock_key), Number(row.token)])) };
+      return { live, claimed: new Map(rowsOf(results[2]).map((row) => [keyText(row.lock_key), Number(row.token)])) };
     };
     return busyOnWait(() => takeKeysChecked(runner, targets, deadline, this.log.flavor, leaseHolders));
   }

@@ -56,10 +56,12 @@ export function takeClaimedWriteKeys(keys: readonly Buffer[], stored: readonly s
 }
 
 /**
- * A row-lock take's claims (AddTokenClaims), sent on the library's pool before it reads the log
- * for lease holders, in the same round trip: one CLAIMED row per key with the key's next token, so
- * that a lease grant that knows the key free (one INSERT of the same token) is refused from now
- * on; then the tokens claimed. A duplicate means a lease grant claimed that token first: sent again.
+ * A row-lock take's claims (AddTokenClaims), sent on the library's pool after it ended expired
+ * lease holders and before it counts the live ones, in the same round trip: one CLAIMED row per
+ * key with the key's next token, so that a lease grant that knows the key free (one INSERT of the
+ * same token) is refused from now on; then the tokens claimed. A duplicate means a lease grant
+ * claimed that token first: sent again. No claim while a conflicting lease holder is live (the take
+ * is refused then, and a waiter polling a held key must not write a row per try).
  * Only keys with a claim row: a one-INSERT grant needs a key its process knows free, which it knows
  * only for a while after its own grant's claim row ended, and the janitor keeps claim rows longer
  * (CLAIMS_KEPT_MS); without one, every later lease grant decides on the key row this take holds
@@ -67,19 +69,22 @@ export function takeClaimedWriteKeys(keys: readonly Buffer[], stored: readonly s
  */
 export function claimTokens(targets: readonly LockTarget[], acquisitionId: string, holder: string): string[] {
   const keys = targets.map((t) => t.bytes);
+  const conflict = conflictingHolders(targets);
   return [
     format(
       `INSERT INTO ${LOCK_LOG_TABLE} (lock_key, mode, owner, holder, strategy, fencing_token, status, lease_ms, acquired_at, expires_at, ended_at, wait_ms, hold_ms, note) ` +
         `SELECT k.lock_key, 'write', ?, ?, 'row-lock', ${nextTokenSql('k.lock_key', true, 'k.fencing_token')}, '${LockStatus.CLAIMED}', 0, ${NOW}, ${NOW}, ${NOW}, 0, 0, ` +
         `'claimed before a row-lock take' FROM ${LOCK_TABLE} k WHERE k.lock_key IN (?) AND ${newestClaimSql('k.lock_key', 'e')} IS NOT NULL ` +
-        // Tried again (a lease holder was live): a new claim only where someone claimed since ours.
+        `AND NOT EXISTS (SELECT 1 FROM ${LOCK_LOG_TABLE} g WHERE (${conflict.sql}) AND g.status IN ${LIVE_STATUSES_SQL}) ` +
+        // Sent again after a duplicate: a new claim only where someone claimed since ours.
         `AND NOT EXISTS (SELECT 1 FROM ${LOCK_LOG_TABLE} o WHERE o.lock_key = k.lock_key AND o.owner = ? AND o.status = '${LockStatus.CLAIMED}' ` +
         `AND o.token_claim = ${newestClaimSql('k.lock_key', 'n')})`,
-      [acquisitionId, holder, keys, acquisitionId],
+      [acquisitionId, holder, keys, ...conflict.values, acquisitionId],
     ),
-    format(`SELECT lock_key, MAX(fencing_token) AS token FROM ${LOCK_LOG_TABLE} WHERE owner = ? AND status = '${LockStatus.CLAIMED}' GROUP BY lock_key`, [
-      acquisitionId,
-    ]),
+    format(
+      `SELECT lock_key, MAX(fencing_token) AS token FROM ${LOCK_LOG_TABLE} WHERE lock_key IN (?) AND status = '${LockStatus.CLAIMED}' AND owner = ? GROUP BY lock_key`,
+      [keys, acquisitionId],
+    ),
   ];
 }
 
@@ -106,17 +111,16 @@ export function readTokens(keys: readonly Buffer[]): string {
  * ran out are ended EXPIRED and their processes told (ended_count), as a lease takeover does, so
  * their fences refuse; then the live ones the caller conflicts with are counted
  * (`conflictingHolders`). No lease grant of these keys can commit in between: it would need the
- * rows the caller holds.
+ * rows the caller holds, or (the one-INSERT grant) the token the `claims` sent in between took.
  */
-export function leaseHoldersCheck(targets: readonly LockTarget[], acquisitionId: string): string {
+export function leaseHoldersCheck(targets: readonly LockTarget[], acquisitionId: string, claims: readonly string[] = []): string {
   const conflict = conflictingHolders(targets);
   const conflicting = `(${conflict.sql}) AND g.status IN ${LIVE_STATUSES_SQL}`;
-  return (
-    format(`${endHoldersStatement(LockStatus.EXPIRED, `${conflicting} AND ${EFFECTIVE_EXPIRY} <= ${NOW}`)};\n`, [
-      `taken over by row-lock ${acquisitionId}`,
-      ...conflict.values,
-    ]) + format(`SELECT COUNT(*) AS live FROM ${LOCK_LOG_TABLE} g WHERE ${conflicting}`, conflict.values)
-  );
+  return [
+    format(endHoldersStatement(LockStatus.EXPIRED, `${conflicting} AND ${EFFECTIVE_EXPIRY} <= ${NOW}`), [`taken over by row-lock ${acquisitionId}`, ...conflict.values]),
+    ...claims,
+    format(`SELECT COUNT(*) AS live FROM ${LOCK_LOG_TABLE} g WHERE ${conflicting}`, conflict.values),
+  ].join(';\n');
 }
 
 /**
