@@ -45,15 +45,17 @@ contractSuite('lease-grant-after-row-lock', 'single-key grant decided after the 
     it(`refuses after waiting on a grant that then commits (${name})`, async () => {
       const locks = variants.get(name)!;
       const key = `after-lock-${name}`;
-      await (await locks.acquire(key)).release(); // the key row exists
+      // The key row exists, and this process does not know the key free (it would claim the next token
+      // with one INSERT then, not decide on the key row).
+      await db.query('INSERT INTO db_lock (lock_key, fencing_token) VALUES (?, 1)', [Buffer.from(key)]);
       const other = await mysql.createConnection(db.settings);
       try {
         await other.query('SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED');
         await other.query('START TRANSACTION');
-        await other.query('UPDATE db_lock SET fencing_token = fencing_token + 1 WHERE lock_key = ?', [Buffer.from(key)]);
+        await other.query('UPDATE db_lock SET fencing_token = LAST_INSERT_ID(fencing_token + 1) WHERE lock_key = ?', [Buffer.from(key)]);
         await other.query(
           `INSERT INTO db_lock_log (lock_key, mode, owner, holder, fencing_token, status, lease_ms, acquired_at, expires_at) ` +
-            `VALUES (?, 'write', 'other', 'test', 99, 'ACQUIRED', 60000, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL 60 SECOND)`,
+            `VALUES (?, 'write', 'other', 'test', LAST_INSERT_ID(), 'ACQUIRED', 60000, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL 60 SECOND)`,
           [Buffer.from(key)],
         );
         const asked = locks.acquire(key, { timeoutMs: 1_500 }).then(

@@ -17,16 +17,22 @@ contractSuite('interrupted-grants', 'interrupted grants', (target) => {
   let db: TestDatabase;
   let app: INestApplicationContext;
   let locks: LockService;
+  let otherApp: INestApplicationContext;
+  let otherLocks: LockService;
   let admin: mysql.Connection;
   before(async () => {
     db = await TestDatabase.create();
     ({ app, locks } = await createLockApp(db.settings, target.options({ janitor: false })));
+    ({ app: otherApp, locks: otherLocks } = await createLockApp(db.settings, target.options({ janitor: false })));
     admin = await mysql.createConnection(db.settings);
-    for (const key of ['kq', 'kc', 'kt']) await (await locks.acquire(key)).release(); // key rows exist
+    // Key rows exist, and this process does not know the keys free (it would claim the next token with one
+    // INSERT then, which no key row lock holds back).
+    for (const key of ['kq', 'kc', 'kt']) await (await otherLocks.acquire(key)).release();
   });
   after(async () => {
     await admin?.end();
     await app?.close();
+    await otherApp?.close();
     await db?.drop();
   });
 

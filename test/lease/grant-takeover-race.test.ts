@@ -60,7 +60,7 @@ contractSuite('lease-takeover', "grants paused on db_lock_log's AUTO-INC lock", 
         // under the 1 s innodb_lock_wait_timeout of the library's sessions, so the grant waits, not fails.
         const blocker = admin.query(
           `INSERT INTO db_lock_log (lock_key, mode, owner, holder, fencing_token, status, lease_ms, acquired_at, expires_at) ` +
-            `SELECT 'blocker', 'write', '00000000-0000-0000-0000-000000000000', 'test', 0, 'RELEASED', 0, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) ` +
+            `SELECT 'blocker', 'write', '00000000-0000-0000-0000-000000000000', 'test', rows3.n + FLOOR(UNIX_TIMESTAMP(NOW(6)) * 1000) * 10, 'RELEASED', 0, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) ` +
             `FROM (SELECT 1 AS n UNION ALL SELECT 2 UNION ALL SELECT 3) rows3 WHERE SLEEP(0.35) = 0`,
         );
         await untilTrx(db, `trx_rows_modified > 0 AND trx_query LIKE '%blocker%'`, 'the blocker to hold the AUTO-INC lock');
@@ -111,7 +111,7 @@ contractSuite('lease-takeover', "grants paused on db_lock_log's AUTO-INC lock", 
       // ~2 s of AUTO-INC lock: twice the library sessions' 1 s innodb_lock_wait_timeout.
       const blocker = admin.query(
         `INSERT INTO db_lock_log (lock_key, mode, owner, holder, fencing_token, status, lease_ms, acquired_at, expires_at) ` +
-          `SELECT 'blocker', 'write', '00000000-0000-0000-0000-000000000000', 'test', 0, 'RELEASED', 0, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) ` +
+          `SELECT 'blocker', 'write', '00000000-0000-0000-0000-000000000000', 'test', rows3.n + FLOOR(UNIX_TIMESTAMP(NOW(6)) * 1000) * 10, 'RELEASED', 0, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) ` +
           `FROM (SELECT 1 AS n UNION ALL SELECT 2 UNION ALL SELECT 3) rows3 WHERE SLEEP(1) = 0`,
       );
       await untilTrx(db, `trx_rows_modified > 0 AND trx_query LIKE '%blocker%'`, 'the blocker to hold the AUTO-INC lock');

@@ -1,7 +1,7 @@
 import type { GrantedRow } from '../../core/held-lock.js';
 import type { LockTarget } from '../../core/lock-key.js';
 import type { GrantInput } from './grant.sql.js';
-import { LEASE_GRANTED, format, keyText, LOCK_LOG_TABLE, LOCK_TABLE, LockStatus, nextTokenSql, NOW, parseDate } from './sql.js';
+import { LEASE_GRANTED, format, keyText, LIVE_STATUSES_SQL, LOCK_LOG_TABLE, LOCK_TABLE, LockStatus, nextTokenSql, NOW, parseDate } from './sql.js';
 
 /** The statements both grant plans share (grant.sql.ts). */
 
@@ -63,13 +63,24 @@ export function grantWrites(input: GrantInput, granted: string): string[] {
   const writeKeys = input.targets.filter((t) => t.mode === 'write').map((t) => t.bytes);
   const readKeys = input.targets.filter((t) => t.mode === 'read').map((t) => t.bytes);
   const mode = readKeys.length === 0 ? `'write'` : writeKeys.length === 0 ? `'read'` : format(`IF(l.lock_key IN (?), 'read', 'write')`, [readKeys]);
+  // Where tokens are claimed, a one-INSERT grant may have claimed a key's next token since the decision's read
+  // view: the UPDATE decides again per key row, in the same view as the token it hands out (a claim after it then
+  // collides with our log row), and the grant stands only if every row was taken (a skipped token is harmless).
+  const lateClaims = input.claims
+    ? format(
+        ` AND NOT EXISTS (SELECT 1 FROM ${LOCK_LOG_TABLE} g WHERE g.lock_key = ${LOCK_TABLE}.lock_key AND g.status IN ${LIVE_STATUSES_SQL} ` +
+          `AND g.owner <> ? AND (${writeKeys.length > 0 ? format(`${LOCK_TABLE}.lock_key IN (?) OR `, [writeKeys]) : ''}g.mode <> 'read'))`,
+        [input.acquisitionId],
+      )
+    : '';
   return [
     format(
       `UPDATE ${LOCK_TABLE} SET fencing_token = ${nextTokenSql(`${LOCK_TABLE}.lock_key`, input.claims === true)}, last_granted_at = ${NOW}, ${LEASE_GRANTED}` +
         (writeKeys.length > 0 ? `, writer_waiting_until = IF(lock_key IN (?), NULL, writer_waiting_until)` : '') +
-        ` WHERE lock_key IN (?) AND ${granted}`,
+        ` WHERE lock_key IN (?) AND ${granted}${lateClaims}`,
       writeKeys.length > 0 ? [writeKeys, keys] : [keys],
     ),
+    ...(input.claims ? [`SET ${granted} = (${granted} AND ROW_COUNT() = ${keys.length})`] : []),
     format(
       `INSERT INTO ${LOCK_LOG_TABLE} (lock_key, mode, owner, holder, process_id, strategy, fencing_token, status, lease_ms, acquired_at, expires_at, wait_ms) ` +
         // The insert's own clock: a holder's interval starts after the decision's read view, never

@@ -1,5 +1,6 @@
 import {
   affectedRowsOf,
+  CLAIM_INDEX,
   EFFECTIVE_EXPIRY,
   format,
   keyText,
@@ -96,11 +97,12 @@ function idleCondition(idleMs: number, claims = false): { sql: string; values: u
       `l.lock_key < ? AND (l.last_granted_at IS NULL OR l.last_granted_at < ${NOW} - INTERVAL ? MICROSECOND) ` +
       `AND (l.writer_waiting_until IS NULL OR l.writer_waiting_until < ${NOW}) ` +
       `AND NOT EXISTS (SELECT 1 FROM ${LOCK_LOG_TABLE} g WHERE g.lock_key = l.lock_key AND g.status IN ${LIVE_STATUSES_SQL})` +
-      // One-INSERT grants never touch the key row: its newest claim says when the key was last held (its end: a
-      // process trusts a key free for a while after its release, however long it held it).
+      // One-INSERT grants never touch the key row, and a process trusts a key free for a while after its own
+      // release (KnownFreeKeys): not while the key's newest claim is a hold its holder ended lately. (Ended
+      // otherwise, EXPIRED or CLAIMED, no process can know the key free at that token.)
       (claims
-        ? ` AND COALESCE((SELECT COALESCE(c.ended_at, ${NOW}) FROM ${LOCK_LOG_TABLE} c WHERE c.lock_key = l.lock_key AND c.token_claim IS NOT NULL ` +
-          `ORDER BY c.token_claim DESC LIMIT 1), '1970-01-01') < ${NOW} - INTERVAL ? MICROSECOND`
+        ? ` AND COALESCE((SELECT IF(c.status IN ('${LockStatus.RELEASED}', '${LockStatus.FAILED}'), c.ended_at, NULL) FROM ${LOCK_LOG_TABLE} c ` +
+          `FORCE INDEX (${CLAIM_INDEX}) WHERE c.lock_key = l.lock_key AND c.token_claim IS NOT NULL ORDER BY c.token_claim DESC LIMIT 1), '1970-01-01') < ${NOW} - INTERVAL ? MICROSECOND`
         : ''),
     values: [Buffer.from([INTERNAL_KEY_BYTE]), idleMs * 1000, ...(claims ? [Math.max(idleMs, CLAIMS_KEPT_MS) * 1000] : [])],
   };

@@ -60,9 +60,14 @@ export function semaphoreGrantPlan(input: GrantInput, limit: number, takeover: b
       [limit, limit, key],
     ),
     format(
-      `UPDATE ${LOCK_TABLE} SET fencing_token = LAST_INSERT_ID(${nextTokenSql(`${LOCK_TABLE}.lock_key`, input.claims === true)}), last_granted_at = ${NOW}, ${LEASE_GRANTED}, semaphore_limit = ? WHERE lock_key = ? AND @dbl_granted`,
+      `UPDATE ${LOCK_TABLE} SET fencing_token = LAST_INSERT_ID(${nextTokenSql(`${LOCK_TABLE}.lock_key`, input.claims === true)}), last_granted_at = ${NOW}, ${LEASE_GRANTED}, semaphore_limit = ? WHERE lock_key = ? AND @dbl_granted` +
+        // A lock granted by one INSERT since the decision (see grantWrites): decided again in the token's own view.
+        (input.claims
+          ? ` AND NOT EXISTS (SELECT 1 FROM ${LOCK_LOG_TABLE} g WHERE g.lock_key = ${LOCK_TABLE}.lock_key AND g.status IN ${LIVE_STATUSES_SQL} AND g.mode <> '${PERMIT_MODE}')`
+          : ''),
       [limit, key],
     ),
+    ...(input.claims ? ['SET @dbl_granted = (@dbl_granted AND ROW_COUNT() = 1)'] : []),
     format(
       `INSERT INTO ${LOCK_LOG_TABLE} (lock_key, mode, owner, holder, process_id, strategy, fencing_token, status, lease_ms, acquired_at, expires_at, wait_ms) ` +
         `SELECT ?, '${PERMIT_MODE}', ?, ?, ?, ?, LAST_INSERT_ID(), '${LockStatus.ACQUIRED}', ?, ${NOW}, ${NOW} + INTERVAL ? MICROSECOND, ? FROM DUAL WHERE @dbl_granted`,
