@@ -109,6 +109,8 @@ export class MysqlRowLockStore implements RowLockStore {
       for (let attempt = 0; results === undefined; attempt++) results = await send().catch((e: unknown) => (attempt < 5 && isDuplicate(e) ? undefined : Promise.reject(e)));
       const live = Number(rowsOf(results[claims.length + 1])[0]?.live ?? 0);
       if (claims.length === 0) return { live };
+      const unclaimed = Number(rowsOf(results[3])[0]?.unclaimed ?? 0);
+      if (unclaimed > 0) return { live: live + unclaimed };
       return { live, claimed: new Map(rowsOf(results[2]).map((row) => [keyText(row.lock_key), Number(row.token)])) };
     };
     return busyOnWait(() => takeKeysChecked(runner, targets, deadline, this.log.flavor, leaseHolders));

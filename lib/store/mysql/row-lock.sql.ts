@@ -85,6 +85,13 @@ export function claimTokens(targets: readonly LockTarget[], acquisitionId: strin
       `SELECT lock_key, MAX(fencing_token) AS token FROM ${LOCK_LOG_TABLE} WHERE lock_key IN (?) AND status = '${LockStatus.CLAIMED}' AND owner = ? GROUP BY lock_key`,
       [keys, acquisitionId],
     ),
+    // Keys that needed a claim and got none (a holder was live then, and may have let go since): the take
+    // must not go on without it, or that holder's process could grant itself the next token beside it.
+    format(
+      `SELECT COUNT(*) AS unclaimed FROM ${LOCK_TABLE} k WHERE k.lock_key IN (?) AND ${newestClaimSql('k.lock_key', 'e')} IS NOT NULL ` +
+        `AND NOT EXISTS (SELECT 1 FROM ${LOCK_LOG_TABLE} o WHERE o.lock_key = k.lock_key AND o.status = '${LockStatus.CLAIMED}' AND o.owner = ?)`,
+      [keys, acquisitionId],
+    ),
   ];
 }
 
