@@ -87,7 +87,8 @@ contractSuite('bounded-wait', 'G7 timeouts', (target) => {
       assert.equal(error.mode, 'write');
       // One try is one grant round trip; a key not refused lately goes first to the fast grant, and
       // that refused, to the full plan that says why: two round trips, still one try.
-      if (countsTrips && timeoutMs === 0) assert.ok(roundTrips === 1 || roundTrips === 2, `timeoutMs 0 is exactly one try (${roundTrips} round trips)`);
+      if (countsTrips && timeoutMs === 0)
+        assert.ok(roundTrips === 1 || roundTrips === 2, `timeoutMs 0 is exactly one try (${roundTrips} round trips)`);
       else if (countsTrips) assert.ok(roundTrips >= 2, 'a waiter tries more than once');
       t.diagnostic(
         `timeoutMs ${timeoutMs}: rejected after ${elapsed.toFixed(1)} ms (+${(elapsed - timeoutMs).toFixed(1)} ms), ${roundTrips} round trips`,

@@ -24,9 +24,11 @@ contractSuite('lease-mechanics', 'grants of a key this process knows to be free'
   let theirs: LockService;
   let sent: string[];
   /** The grant statements `mine` sent since the last call. */
-  const grantsSent = () => sent.splice(0).filter((sql) => sql.startsWith('START TRANSACTION') || /^(SET STATEMENT .* FOR )?INSERT INTO db_lock_log/.test(sql));
+  const grantsSent = () =>
+    sent.splice(0).filter((sql) => sql.startsWith('START TRANSACTION') || /^(SET STATEMENT .* FOR )?INSERT INTO db_lock_log/.test(sql));
   /** The one-INSERT grant and the token it claims (a literal; wrapped in the doorbell test when the key has a bell). */
-  const knownFreeGrant = /^(?:SET STATEMENT [^;]* FOR )?INSERT INTO db_lock_log \(.*\) VALUES \(.*'lease', (?:IF\(.*, )?(\d+)(?:, NULL\))?, 'ACQUIRED'/;
+  const knownFreeGrant =
+    /^(?:SET STATEMENT [^;]* FOR )?INSERT INTO db_lock_log \(.*\) VALUES \(.*'lease', (?:IF\(.*, )?(\d+)(?:, NULL\))?, 'ACQUIRED'/;
   /** Backdates every log row of `key` by an hour: as if the janitor's keeping times had passed (a process's knowledge would have expired too). */
   const agedAnHour = (key: string) =>
     db.query(

@@ -63,7 +63,9 @@ export function fastSingleKeyGrantPlan(input: GrantInput, estimatedServerNow: ()
  */
 function claimingGrantPlan(input: GrantInput, estimatedServerNow: () => number, token: number): StatementPlan<GrantOutcome> {
   const target = input.targets[0]!;
-  const value = input.doorbell ? `IF(COALESCE(IS_USED_LOCK(${escape(input.doorbell)}), CONNECTION_ID()) = CONNECTION_ID(), ${token}, NULL)` : String(token);
+  const value = input.doorbell
+    ? `IF(COALESCE(IS_USED_LOCK(${escape(input.doorbell)}), CONNECTION_ID()) = CONNECTION_ID(), ${token}, NULL)`
+    : String(token);
   const row = logRowValues(input, value);
   const [insert] = bound(input, [`INSERT INTO ${LOCK_LOG_TABLE} (${row.columns}) VALUES (${row.values})`]);
   return {
@@ -71,7 +73,12 @@ function claimingGrantPlan(input: GrantInput, estimatedServerNow: () => number, 
     parse: (results) => {
       const logged = results[0] as { insertId?: number | string };
       const expiresAt = new Date(estimatedServerNow() + input.leaseMs);
-      return { granted: true, rows: [{ id: String(logged.insertId), storedKey: target.storedKey, fencingToken: token, expiresAt }], reclaimed: 0, serverWaitMs: 0 };
+      return {
+        granted: true,
+        rows: [{ id: String(logged.insertId), storedKey: target.storedKey, fencingToken: token, expiresAt }],
+        reclaimed: 0,
+        serverWaitMs: 0,
+      };
     },
   };
 }

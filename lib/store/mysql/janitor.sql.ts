@@ -124,14 +124,13 @@ export function reapPlan(keys: readonly Buffer[], idleMs: number, claims = false
   const idle = idleCondition(idleMs, claims);
   // Where tokens are claimed the floor also covers the reaped keys' claims (their rows may lag behind them).
   const reaped = 'COALESCE(MAX(l.fencing_token), 0)';
-  const floor = claims ? format(`GREATEST(${reaped}, (SELECT COALESCE(MAX(c.token_claim), 0) FROM ${LOCK_LOG_TABLE} c WHERE c.lock_key IN (?)))`, [keys]) : reaped;
+  const floor = claims
+    ? format(`GREATEST(${reaped}, (SELECT COALESCE(MAX(c.token_claim), 0) FROM ${LOCK_LOG_TABLE} c WHERE c.lock_key IN (?)))`, [keys])
+    : reaped;
   const statements = [
     'START TRANSACTION',
     format(`INSERT INTO ${LOCK_TABLE} (lock_key, fencing_token) VALUES (?, 0) ON DUPLICATE KEY UPDATE lock_key = lock_key`, [FENCING_FLOOR_KEY]),
-    format(
-      `SELECT ${floor} INTO @dbl_reap_max FROM ${LOCK_TABLE} l WHERE l.lock_key IN (?) AND ${idle.sql} FOR UPDATE`,
-      [keys, ...idle.values],
-    ),
+    format(`SELECT ${floor} INTO @dbl_reap_max FROM ${LOCK_TABLE} l WHERE l.lock_key IN (?) AND ${idle.sql} FOR UPDATE`, [keys, ...idle.values]),
     format(`UPDATE ${LOCK_TABLE} SET fencing_token = GREATEST(fencing_token, @dbl_reap_max) WHERE lock_key = ?`, [FENCING_FLOOR_KEY]),
     format(`DELETE l FROM ${LOCK_TABLE} l WHERE l.lock_key IN (?) AND l.fencing_token <= @dbl_reap_max AND ${idle.sql}`, [keys, ...idle.values]),
     'SELECT ROW_COUNT() AS reaped',

@@ -106,7 +106,8 @@ export class MysqlRowLockStore implements RowLockStore {
       const send = () => this.log.withRetries('locks', () => this.log.pool.query<unknown[]>(sql, { purpose: 'locks' }));
       // A duplicate claim: a lease grant took that token first; the claim goes above it, and the read after it sees that grant.
       let results: unknown[] | undefined;
-      for (let attempt = 0; results === undefined; attempt++) results = await send().catch((e: unknown) => (attempt < 5 && isDuplicate(e) ? undefined : Promise.reject(e)));
+      for (let attempt = 0; results === undefined; attempt++)
+        results = await send().catch((e: unknown) => (attempt < 5 && isDuplicate(e) ? undefined : Promise.reject(e)));
       const live = Number(rowsOf(results[claims.length + 1])[0]?.live ?? 0);
       if (claims.length === 0) return { live };
       const unclaimed = Number(rowsOf(results[3])[0]?.unclaimed ?? 0);

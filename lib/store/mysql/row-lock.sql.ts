@@ -2,7 +2,20 @@ import type { LockTarget } from '../../core/lock-key.js';
 import type { RowLockAuditRow } from '../lock-store.js';
 import { conflictingHolders } from './grant-statements.sql.js';
 import type { ServerFlavor } from './server-flavor.js';
-import { EFFECTIVE_EXPIRY, format, keyLiteral, LIVE_STATUSES_SQL, LOCK_LOG_TABLE, LOCK_TABLE, LockStatus, NOW, endHoldersStatement, newestClaimSql, nextTokenSql, sqlInteger } from './sql.js';
+import {
+  EFFECTIVE_EXPIRY,
+  format,
+  keyLiteral,
+  LIVE_STATUSES_SQL,
+  LOCK_LOG_TABLE,
+  LOCK_TABLE,
+  LockStatus,
+  NOW,
+  endHoldersStatement,
+  newestClaimSql,
+  nextTokenSql,
+  sqlInteger,
+} from './sql.js';
 
 /**
  * The row-lock's statements, all sent on the business transaction's own connection. The lock is
@@ -124,7 +137,10 @@ export function leaseHoldersCheck(targets: readonly LockTarget[], acquisitionId:
   const conflict = conflictingHolders(targets);
   const conflicting = `(${conflict.sql}) AND g.status IN ${LIVE_STATUSES_SQL}`;
   return [
-    format(endHoldersStatement(LockStatus.EXPIRED, `${conflicting} AND ${EFFECTIVE_EXPIRY} <= ${NOW}`), [`taken over by row-lock ${acquisitionId}`, ...conflict.values]),
+    format(endHoldersStatement(LockStatus.EXPIRED, `${conflicting} AND ${EFFECTIVE_EXPIRY} <= ${NOW}`), [
+      `taken over by row-lock ${acquisitionId}`,
+      ...conflict.values,
+    ]),
     ...claims,
     format(`SELECT COUNT(*) AS live FROM ${LOCK_LOG_TABLE} g WHERE ${conflicting}`, conflict.values),
   ].join(';\n');
