@@ -352,12 +352,16 @@ function recoverPosition(n) {
   const p = paths(n);
   const logFile = join(p.dir, 'wsrep-recover.log');
   rmSync(logFile, { force: true });
+  // SIGKILL at the bound: a recovery run has been seen to print its position and then never exit (a
+  // SIGTERM it ignores would keep spawnSync, and the whole test process with it, blocked for good).
   const r = spawnSync(MARIADBD, [`--defaults-file=${p.cnf}`, ...userArgs(), '--wsrep-recover', `--log-error=${logFile}`], {
     stdio: 'ignore',
-    timeout: 60_000,
+    timeout: 30_000,
+    killSignal: 'SIGKILL',
   });
   const m = /WSREP: Recovered position:\s*(\S+:-?\d+)/.exec(tail(logFile, 200));
-  if (r.status !== 0 || !m) throw new Error(`wsrep-recover of node ${n} failed:\n${tail(logFile)}`);
+  // The position printed is what recovery is for: a run killed after printing it still answered.
+  if (!m || (r.status !== 0 && r.signal !== 'SIGKILL')) throw new Error(`wsrep-recover of node ${n} failed:\n${tail(logFile)}`);
   return m[1];
 }
 

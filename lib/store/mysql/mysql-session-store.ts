@@ -8,9 +8,9 @@ import { endInCommitStatement, fenceKeptStatement } from './hold.sql.js';
 import type { KnownFreeKeys } from './known-free-keys.js';
 import type { MysqlLockLog } from './mysql-lock-log.js';
 import { createKeyRowsStatements } from './key-rows.sql.js';
-import { claimTokens, insertAuditRows, leaseHoldersCheck } from './row-lock.sql.js';
+import { claimTokens, insertAuditRows, leaseHoldersCheck, leaseHoldersOf } from './row-lock.sql.js';
 import { beginAndTakeCall, takeKeys, takeKeysChecked, takenByCall } from './row-lock-grant.js';
-import { format, keyText, rowsOf } from './sql.js';
+import { format } from './sql.js';
 import { type ResultHeader, sessionQuery } from './session-query.js';
 import type { MysqlSessionTransactions } from './session-transaction.js';
 import { FENCING_FLOOR_KEY } from '../../core/internal-keys.js';
@@ -108,11 +108,7 @@ export class MysqlRowLockStore implements RowLockStore {
       let results: unknown[] | undefined;
       for (let attempt = 0; results === undefined; attempt++)
         results = await send().catch((e: unknown) => (attempt < 5 && isDuplicate(e) ? undefined : Promise.reject(e)));
-      const live = Number(rowsOf(results[claims.length + 1])[0]?.live ?? 0);
-      if (claims.length === 0) return { live };
-      const unclaimed = Number(rowsOf(results[3])[0]?.unclaimed ?? 0);
-      if (unclaimed > 0) return { live: live + unclaimed };
-      return { live, claimed: new Map(rowsOf(results[2]).map((row) => [keyText(row.lock_key), Number(row.token)])) };
+      return leaseHoldersOf(results, claims.length > 0);
     };
     return busyOnWait(() => takeKeysChecked(runner, targets, deadline, this.log.flavor, leaseHolders));
   }

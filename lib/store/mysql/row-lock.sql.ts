@@ -6,6 +6,8 @@ import {
   EFFECTIVE_EXPIRY,
   format,
   keyLiteral,
+  keyText,
+  rowsOf,
   LIVE_STATUSES_SQL,
   LOCK_LOG_TABLE,
   LOCK_TABLE,
@@ -144,6 +146,18 @@ export function leaseHoldersCheck(targets: readonly LockTarget[], acquisitionId:
     ...claims,
     format(`SELECT COUNT(*) AS live FROM ${LOCK_LOG_TABLE} g WHERE ${conflicting}`, conflict.values),
   ].join(';\n');
+}
+
+/**
+ * What `leaseHoldersCheck` found: the live conflicting holders, and the tokens claimed when
+ * `claimed`. A key that needed a claim and got none counts as a live holder (see claimTokens).
+ */
+export function leaseHoldersOf(results: readonly unknown[], claimed: boolean): { live: number; claimed?: ReadonlyMap<string, number> } {
+  const live = Number(rowsOf(results[claimed ? 4 : 1])[0]?.live ?? 0);
+  if (!claimed) return { live };
+  const unclaimed = Number(rowsOf(results[3])[0]?.unclaimed ?? 0);
+  if (unclaimed > 0) return { live: live + unclaimed };
+  return { live, claimed: new Map(rowsOf(results[2]).map((row) => [keyText(row.lock_key), Number(row.token)])) };
 }
 
 /**
