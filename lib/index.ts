@@ -33,6 +33,7 @@ export {
   AddRowLockFastPath1796342400000,
   AddCommitRoutines1796947200000,
   AddBeginAndTakeRoutine1797552000000,
+  AddTokenClaims1798156800000,
   DB_LOCK_MIGRATIONS,
 } from './migrations/index.js';
 export { LockStatus } from './core/lock-status.js';

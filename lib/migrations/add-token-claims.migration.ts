@@ -1,5 +1,5 @@
 import type { MigrationInterface, QueryRunner } from 'typeorm';
-import { CLAIM_INDEX, LOCK_LOG_TABLE, TOKEN_CLAIM_EXPRESSION } from '../store/mysql/sql.js';
+import { CLAIM_INDEX, LOCK_LOG_TABLE, LOCK_TABLE, TOKEN_CLAIM_EXPRESSION } from '../store/mysql/sql.js';
 
 /**
  * Seventh schema version (runs after AddBeginAndTakeRoutine1797552000000; a shipped migration is
@@ -33,6 +33,12 @@ export class AddTokenClaims1798156800000 implements MigrationInterface {
   }
 
   async down(queryRunner: QueryRunner): Promise<void> {
+    // One-INSERT grants never wrote the key rows: lifted above every claim first, or the grant without
+    // claims (`fencing_token + 1`) would hand out a token again.
+    await queryRunner.query(
+      `UPDATE \`${LOCK_TABLE}\` k JOIN (SELECT lock_key, MAX(token_claim) AS m FROM \`${LOCK_LOG_TABLE}\` GROUP BY lock_key) c ON c.lock_key = k.lock_key ` +
+        `SET k.fencing_token = c.m WHERE c.m > k.fencing_token`,
+    );
     await queryRunner.query(`ALTER TABLE \`${LOCK_LOG_TABLE}\` DROP INDEX \`${CLAIM_INDEX}\``);
     await queryRunner.query(`ALTER TABLE \`${LOCK_LOG_TABLE}\` DROP COLUMN \`token_claim\``);
   }

@@ -115,9 +115,11 @@ async function fillLog(admin: mysql.Connection, rows: number): Promise<number> {
   const t0 = hostNow();
   const columns = 'lock_key, mode, owner, holder, fencing_token, status, lease_ms, acquired_at, expires_at, ended_at, wait_ms, hold_ms';
   const values =
-    "IF(RAND() < 0.5, 'bench:logtable', CONCAT('bulk:', FLOOR(RAND() * 1000))), 'write', UUID(), 'bench:1', 1, " +
+    // Tokens unique per key, as every lease row's are (the claim index refuses a key's token twice).
+    "IF(RAND() < 0.5, 'bench:logtable', CONCAT('bulk:', FLOOR(RAND() * 1000))), 'write', UUID(), 'bench:1', (@bench_fill := @bench_fill + 1), " +
     "IF(RAND() < 0.9, 'RELEASED', 'EXPIRED'), 30000, UTC_TIMESTAMP(6) - INTERVAL 1 DAY, UTC_TIMESTAMP(6) - INTERVAL 1 DAY, " +
     'UTC_TIMESTAMP(6) - INTERVAL 1 DAY, 0, 5';
+  await admin.query('SET @bench_fill = 0');
   await admin.query(`INSERT INTO db_lock_log (${columns}) SELECT ${values}`);
   let count = 1;
   while (count < rows) {
