@@ -13,11 +13,15 @@ import { singleKeyGrantPlan } from '../../lib/store/mysql/single-key-grant.sql.j
 import { TestDatabase } from '../support/test-database.js';
 import { runProbe, timeShapes } from './probe-main.js';
 import { median } from './stats.js';
+import { AddTokenClaims1798156800000, DB_LOCK_MIGRATIONS } from '../../lib/index.js';
 
 type Ok = { affectedRows: number; insertId: number };
 
 async function main(): Promise<void> {
-  const db = await TestDatabase.create('dblock_shape');
+  // The tables as before the claims migration: each shape below brings its own data model.
+  const db = await TestDatabase.create('dblock_shape', { lockTables: false });
+  for (const Migration of DB_LOCK_MIGRATIONS as (new () => { up(runner: unknown): Promise<void> })[])
+    if (Migration !== (AddTokenClaims1798156800000 as unknown)) await new Migration().up({ query: (sql: string, p?: unknown[]) => db.query(sql, p) });
   const c = await mysql.createConnection({ ...db.settings, multipleStatements: true, dateStrings: true, timezone: 'Z' });
   await c.query('SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED');
   for (const k of ['f', 'full', 'fast', 'bare', 'm', 'g', 'h']) await c.query(`INSERT INTO db_lock (lock_key, fencing_token) VALUES ('${k}', 0)`);
