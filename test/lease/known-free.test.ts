@@ -162,6 +162,27 @@ contractSuite('lease-mechanics', 'grants of a key this process knows to be free'
     await next.release();
   });
 
+  it('a key row behind its newest claim (its last grant was one INSERT), reaped and pruned: the next token is above that claim', async () => {
+    const key = 'free:lagging';
+    // As one-INSERT grants leave it: the key row at 50, the newest claim at 60; an hour old.
+    await db.query('INSERT INTO db_lock (lock_key, fencing_token, last_granted_at) VALUES (?, 50, UTC_TIMESTAMP(6) - INTERVAL 1 HOUR)', [
+      Buffer.from(key),
+    ]);
+    await db.query(
+      `INSERT INTO db_lock_log (lock_key, mode, owner, holder, strategy, fencing_token, status, lease_ms, acquired_at, expires_at, ended_at) ` +
+        `VALUES (?, 'write', UUID(), 'test', 'lease', 60, 'RELEASED', 1000, UTC_TIMESTAMP(6) - INTERVAL 1 HOUR, UTC_TIMESTAMP(6) - INTERVAL 1 HOUR, UTC_TIMESTAMP(6) - INTERVAL 1 HOUR)`,
+      [Buffer.from(key)],
+    );
+    // Reaped first (the claim still there), pruned by a later run: no key row is left to lift above the claim then.
+    assert.equal((await runJanitorOnce({ idleKeyMs: 0 })).ran, true);
+    assert.deepEqual([await rowsOfKey('db_lock', key), await rowsOfKey('db_lock_log', key)], [0, 1], 'reaped, the claim kept');
+    assert.equal((await runJanitorOnce({ logRetentionMs: 0 })).ran, true);
+    assert.equal(await rowsOfKey('db_lock_log', key), 0, 'then pruned');
+    const next = await theirs.acquire(key, { timeoutMs: 5_000 });
+    assert.ok(next.fencingToken > 60, `token ${next.fencingToken} above the claim the key row lagged behind`);
+    await next.release();
+  });
+
   it('the janitor pruned every ended row of the key after our release: the next grant continues above our token', async () => {
     const key = 'free:pruned';
     const ours = await heldOnce(key);

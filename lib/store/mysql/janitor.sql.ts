@@ -8,6 +8,7 @@ import {
   LOCK_LOG_TABLE,
   LOCK_TABLE,
   LockStatus,
+  newestClaimSql,
   NOW,
   PROCESS_TABLE,
   ROW_LOCK_TABLE,
@@ -123,10 +124,10 @@ export function idleKeysStatement(idleMs: number, batchSize: number, claims = fa
 export function reapPlan(keys: readonly Buffer[], idleMs: number, claims = false): StatementPlan<number> {
   const idle = idleCondition(idleMs, claims);
   // Where tokens are claimed the floor also covers the reaped keys' claims (their rows may lag behind them).
-  const reaped = 'COALESCE(MAX(l.fencing_token), 0)';
+  // Each key's newest claim by one index dive (a MAX over the keys' claims would walk their whole history).
   const floor = claims
-    ? format(`GREATEST(${reaped}, (SELECT COALESCE(MAX(c.token_claim), 0) FROM ${LOCK_LOG_TABLE} c WHERE c.lock_key IN (?)))`, [keys])
-    : reaped;
+    ? `COALESCE(MAX(GREATEST(l.fencing_token, COALESCE(${newestClaimSql('l.lock_key', 'c')}, 0))), 0)`
+    : 'COALESCE(MAX(l.fencing_token), 0)';
   const statements = [
     'START TRANSACTION',
     format(`INSERT INTO ${LOCK_TABLE} (lock_key, fencing_token) VALUES (?, 0) ON DUPLICATE KEY UPDATE lock_key = lock_key`, [FENCING_FLOOR_KEY]),
