@@ -134,13 +134,18 @@ contractSuite('lease-mechanics', 'grants of a key this process knows to be free'
     await next.release();
   });
 
-  it('the janitor reaped the key row after our release, another process re-created, held and released it: our claim refuses, and our token is above theirs', async () => {
-    const key = 'free:reaped';
+  /** Our hold of `key`, then a janitor that reaps every idle key row at once, an hour later (as far as the rows tell). */
+  const heldThenReaped = async (key: string) => {
     const ours = await heldOnce(key);
-    // A janitor that reaps every idle key row at once, an hour later (as far as the rows tell).
     await agedAnHour(key);
     assert.equal((await runJanitorOnce({ idleKeyMs: 0 })).ran, true);
     assert.equal(await rowsOfKey('db_lock', key), 0, 'the key row was reaped');
+    return ours;
+  };
+
+  it('the janitor reaped the key row after our release, another process re-created, held and released it: our claim refuses, and our token is above theirs', async () => {
+    const key = 'free:reaped';
+    const ours = await heldThenReaped(key);
     const theirLock = await theirs.acquire(key);
     await theirLock.release();
     assert.ok(theirLock.fencingToken > ours.fencingToken, 'the re-created row continued above the reaped token');
@@ -153,10 +158,7 @@ contractSuite('lease-mechanics', 'grants of a key this process knows to be free'
 
   it('the janitor reaped the key row after our release and nobody took the key since: the next grant re-creates it above our token', async () => {
     const key = 'free:reaped-alone';
-    const ours = await heldOnce(key);
-    await agedAnHour(key);
-    assert.equal((await runJanitorOnce({ idleKeyMs: 0 })).ran, true);
-    assert.equal(await rowsOfKey('db_lock', key), 0, 'the key row was reaped');
+    const ours = await heldThenReaped(key);
     const next = await mine.acquire(key, { timeoutMs: 5_000 });
     assert.ok(next.fencingToken > ours.fencingToken, `token ${next.fencingToken} above our last one (${ours.fencingToken})`);
     await next.release();

@@ -24,8 +24,8 @@ export const ER_LOCK_NOWAIT = 3572;
 export const CR_SERVER_LOST = 2013;
 export const CR_SERVER_GONE = 2006;
 
-/** A claimed token taken by a one-INSERT grant between a grant's decision and its log row: decided again. */
-const ER_DUP_ENTRY = 1062;
+/** Duplicate key: a claimed token taken by another grant first (see fast-grant.sql.ts); a grant then decides again. */
+export const ER_DUP_ENTRY = 1062;
 const RETRY = new Set([ER_LOCK_WAIT_TIMEOUT, ER_LOCK_DEADLOCK, ER_CHECKREAD, ER_AUTOINC_READ_FAILED, ER_DUP_ENTRY]);
 const INTERRUPTED = new Set([ER_QUERY_INTERRUPTED, ER_STATEMENT_TIMEOUT, ER_QUERY_TIMEOUT, 1028 /* ER_FILSORT_ABORT: sort aborted by KILL */]);
 const CONNECTION_LOST_ERRNO = new Set([

@@ -1,8 +1,8 @@
 import type { GrantInput, GrantOutcome } from './grant.sql.js';
 import { bound } from './grant-statements.sql.js';
 import { decisionUpdate, logRowValues } from './single-key-grant.sql.js';
-import { errnoOf } from './errno.js';
-import { escape, LOCK_LOG_TABLE } from './sql.js';
+import { ER_DUP_ENTRY, errnoOf } from './errno.js';
+import { LOCK_LOG_TABLE, ourTurnSql } from './sql.js';
 import type { StatementPlan } from './statement-plan.js';
 
 /** A single-row INSERT of NULL into a NOT NULL column fails, in strict mode or not. */
@@ -63,9 +63,7 @@ export function fastSingleKeyGrantPlan(input: GrantInput, estimatedServerNow: ()
  */
 function claimingGrantPlan(input: GrantInput, estimatedServerNow: () => number, token: number): StatementPlan<GrantOutcome> {
   const target = input.targets[0]!;
-  const value = input.doorbell
-    ? `IF(COALESCE(IS_USED_LOCK(${escape(input.doorbell)}), CONNECTION_ID()) = CONNECTION_ID(), ${token}, NULL)`
-    : String(token);
+  const value = input.doorbell ? `IF(${ourTurnSql(input.doorbell)}, ${token}, NULL)` : String(token);
   const row = logRowValues(input, value);
   const [insert] = bound(input, [`INSERT INTO ${LOCK_LOG_TABLE} (${row.columns}) VALUES (${row.values})`]);
   return {
@@ -82,9 +80,6 @@ function claimingGrantPlan(input: GrantInput, estimatedServerNow: () => number, 
     },
   };
 }
-
-/** A duplicate key: the claim index refused a claimed token. */
-const ER_DUP_ENTRY = 1062;
 
 /** The fast grant's refusal (see fastSingleKeyGrantPlan), as the driver reports it. */
 export function isFastGrantRefusal(error: unknown): boolean {

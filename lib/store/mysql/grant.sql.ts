@@ -6,6 +6,7 @@ import {
   LOCK_LOG_TABLE,
   LockStatus,
   NOW,
+  ourTurnSql,
   PROCESS_TABLE,
   parseDate,
   rowsOf,
@@ -77,7 +78,7 @@ export function leanGrantPlan(input: GrantInput): StatementPlan<GrantOutcome> {
   const readKeys = input.targets.filter((t) => t.mode === 'read').map((t) => t.bytes);
   const writerWaiting =
     readKeys.length > 0 && input.writerPreference ? format(`COALESCE(SUM(lock_key IN (?) AND writer_waiting_until > ${NOW}), 0)`, [readKeys]) : '0';
-  const turn = input.doorbell ? format(` AND COALESCE(IS_USED_LOCK(?), CONNECTION_ID()) = CONNECTION_ID()`, [input.doorbell]) : '';
+  const turn = input.doorbell ? ` AND ${ourTurnSql(input.doorbell)}` : '';
   const statements = bound(input, [
     'START TRANSACTION',
     lockKeyRows(input, writerWaiting),

@@ -3,7 +3,7 @@ import type { LockTarget } from '../../core/lock-key.js';
 import type { FenceStore, RowLockAuditRow, RowLockStore, RowLockTake } from '../lock-store.js';
 import { BEGIN_AND_TAKE, callEndAndCommit, callRecordAndCommit, END_AND_COMMIT, isLostSignal, RECORD_AND_COMMIT } from './session-routines.sql.js';
 import type { SessionRoutineCalls } from './session-routine-calls.js';
-import { classify, errnoOf } from './errno.js';
+import { classify } from './errno.js';
 import { endInCommitStatement, fenceKeptStatement } from './hold.sql.js';
 import type { KnownFreeKeys } from './known-free-keys.js';
 import type { MysqlLockLog } from './mysql-lock-log.js';
@@ -103,11 +103,8 @@ export class MysqlRowLockStore implements RowLockStore {
     const leaseHolders = async (): Promise<{ live: number; claimed?: ReadonlyMap<string, number> }> => {
       const claims = this.log.schema.claims ? claimTokens(targets, acquisitionId, this.log.holder) : [];
       const sql = leaseHoldersCheck(targets, acquisitionId, claims);
-      const send = () => this.log.withRetries('locks', () => this.log.pool.query<unknown[]>(sql, { purpose: 'locks' }));
-      // A duplicate claim: a lease grant took that token first; the claim goes above it, and the read after it sees that grant.
-      let results: unknown[] | undefined;
-      for (let attempt = 0; results === undefined; attempt++)
-        results = await send().catch((e: unknown) => (attempt < 5 && isDuplicate(e) ? undefined : Promise.reject(e)));
+      // A duplicate claim (a lease grant took that token first) is a retry like a deadlock: sent again, the claim goes above it.
+      const results = await this.log.withRetries('locks', () => this.log.pool.query<unknown[]>(sql, { purpose: 'locks' }));
       return leaseHoldersOf(results, claims.length > 0);
     };
     return busyOnWait(() => takeKeysChecked(runner, targets, deadline, this.log.flavor, leaseHolders));
@@ -167,9 +164,4 @@ function busyOrThrow(error: unknown): RowLockTake {
   const kind = classify(error);
   if (kind === 'retry' || kind === 'interrupted' || isNoWait(error)) return { taken: false, why: 'busy', cause: error };
   throw error;
-}
-
-/** A duplicate key (1062), as the driver or the pool reports it. */
-function isDuplicate(error: unknown): boolean {
-  return errnoOf((error as { cause?: unknown } | null)?.cause ?? error) === 1062;
 }

@@ -74,9 +74,10 @@ export function takeClaimedWriteKeys(keys: readonly Buffer[], stored: readonly s
  * A row-lock take's claims (AddTokenClaims), sent on the library's pool after it ended expired
  * lease holders and before it counts the live ones, in the same round trip: one CLAIMED row per
  * key with the key's next token, so that a lease grant that knows the key free (one INSERT of the
- * same token) is refused from now on; then the tokens claimed. A duplicate means a lease grant
- * claimed that token first: sent again. No claim while a conflicting lease holder is live (the take
- * is refused then, and a waiter polling a held key must not write a row per try).
+ * same token) is refused from now on; then, per key, the token claimed and whether the key needed
+ * a claim (see leaseHoldersOf). A duplicate means a lease grant claimed that token first: sent
+ * again. No claim while a conflicting lease holder is live (the take is refused then, and a waiter
+ * polling a held key must not write a row per try).
  * Only keys with a claim row: a one-INSERT grant needs a key its process knows free, which it knows
  * only for a while after its own grant's claim row ended, and the janitor keeps claim rows longer
  * (CLAIMS_KEPT_MS); without one, every later lease grant decides on the key row this take holds
@@ -96,16 +97,11 @@ export function claimTokens(targets: readonly LockTarget[], acquisitionId: strin
         `AND o.token_claim = ${newestClaimSql('k.lock_key', 'n')})`,
       [acquisitionId, holder, keys, ...conflict.values, acquisitionId],
     ),
+    // Per key: the token claimed, and whether the key needed a claim at all (it has claim rows).
     format(
-      `SELECT lock_key, MAX(fencing_token) AS token FROM ${LOCK_LOG_TABLE} WHERE lock_key IN (?) AND status = '${LockStatus.CLAIMED}' AND owner = ? GROUP BY lock_key`,
-      [keys, acquisitionId],
-    ),
-    // Keys that needed a claim and got none (a holder was live then, and may have let go since): the take
-    // must not go on without it, or that holder's process could grant itself the next token beside it.
-    format(
-      `SELECT COUNT(*) AS unclaimed FROM ${LOCK_TABLE} k WHERE k.lock_key IN (?) AND ${newestClaimSql('k.lock_key', 'e')} IS NOT NULL ` +
-        `AND NOT EXISTS (SELECT 1 FROM ${LOCK_LOG_TABLE} o WHERE o.lock_key = k.lock_key AND o.status = '${LockStatus.CLAIMED}' AND o.owner = ?)`,
-      [keys, acquisitionId],
+      `SELECT k.lock_key, (SELECT MAX(o.fencing_token) FROM ${LOCK_LOG_TABLE} o WHERE o.lock_key = k.lock_key AND o.status = '${LockStatus.CLAIMED}' AND o.owner = ?) AS token, ` +
+        `${newestClaimSql('k.lock_key', 'e')} IS NOT NULL AS needs_claim FROM ${LOCK_TABLE} k WHERE k.lock_key IN (?)`,
+      [acquisitionId, keys],
     ),
   ];
 }
@@ -149,15 +145,21 @@ export function leaseHoldersCheck(targets: readonly LockTarget[], acquisitionId:
 }
 
 /**
- * What `leaseHoldersCheck` found: the live conflicting holders, and the tokens claimed when
- * `claimed`. A key that needed a claim and got none counts as a live holder (see claimTokens).
+ * What `leaseHoldersCheck` found: the live conflicting holders (its last statement), and the tokens
+ * claimed when `claimed`. A key that needed a claim and got none (a holder was live then, and may
+ * have let go since) counts as a live holder: the take must not go on without it, or that holder's
+ * process could grant itself the next token beside it.
  */
 export function leaseHoldersOf(results: readonly unknown[], claimed: boolean): { live: number; claimed?: ReadonlyMap<string, number> } {
-  const live = Number(rowsOf(results[claimed ? 4 : 1])[0]?.live ?? 0);
+  const live = Number(rowsOf(results[results.length - 1])[0]?.live ?? 0);
   if (!claimed) return { live };
-  const unclaimed = Number(rowsOf(results[3])[0]?.unclaimed ?? 0);
-  if (unclaimed > 0) return { live: live + unclaimed };
-  return { live, claimed: new Map(rowsOf(results[2]).map((row) => [keyText(row.lock_key), Number(row.token)])) };
+  const tokens = new Map<string, number>();
+  let unclaimed = 0;
+  for (const row of rowsOf(results[2])) {
+    if (row.token !== null && row.token !== undefined) tokens.set(keyText(row.lock_key), Number(row.token));
+    else if (Number(row.needs_claim) === 1) unclaimed++;
+  }
+  return unclaimed > 0 ? { live: live + unclaimed } : { live, claimed: tokens };
 }
 
 /**

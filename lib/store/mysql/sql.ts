@@ -67,6 +67,11 @@ export function newestClaimSql(key: string, alias: string): string {
   return `(SELECT ${alias}.token_claim FROM ${LOCK_LOG_TABLE} ${alias} FORCE INDEX (${CLAIM_INDEX}) WHERE ${alias}.lock_key = ${key} ORDER BY ${alias}.token_claim DESC LIMIT 1)`;
 }
 
+/** True while no other session holds the key's doorbell: a waiter queued there first has the next turn. */
+export function ourTurnSql(doorbell: string): string {
+  return `COALESCE(IS_USED_LOCK(${escape(doorbell)}), CONNECTION_ID()) = CONNECTION_ID()`;
+}
+
 /** Column values of `db_lock_log.strategy`. */
 export type StrategyColumn = LockStrategyName;
 
