@@ -159,11 +159,16 @@ export class LeaseWatchdog {
 
   private scheduleRenewal(): void {
     if (this.renewTimer || this.stopped || this.locks.size === 0) return;
-    let interval = Infinity;
-    for (const lock of this.locks) interval = Math.min(interval, this.settings.renewIntervalMs ?? Math.max(10, Math.floor(lock.leaseMs / 3)));
-    // Due an interval after the previous renewal was SENT: a slow renewal must not push the next
-    // one later, or the leases would be left with less than two intervals of slack.
-    const delay = Math.max(1, Math.min(interval, this.lastSentAt + interval - performance.now()));
+    // Due an interval after each lock's lease was last confirmed: its grant, or the previous renewal
+    // SENT (a slow renewal must not push the next one later, or the leases would be left with less
+    // than two intervals of slack). A fresh grant is its own confirmation: renewing right after it
+    // would only cost a timer and a wake-up per short hold, each finding nothing left to renew.
+    let due = Infinity;
+    for (const lock of this.locks) {
+      const interval = this.settings.renewIntervalMs ?? Math.max(10, Math.floor(lock.leaseMs / 3));
+      due = Math.min(due, Math.max(lock.leaseFrom, this.lastSentAt) + interval);
+    }
+    const delay = Math.max(1, Math.min(due - performance.now(), 2 ** 31 - 1));
     this.renewTimer = setTimeout(() => void this.tick(), delay);
     this.renewTimer.unref();
   }

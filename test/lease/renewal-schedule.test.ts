@@ -1,0 +1,51 @@
+import { after, before, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { INestApplicationContext } from '@nestjs/common';
+import type { LockService } from '../../lib/index.js';
+import { TestDatabase } from '../support/test-database.js';
+import { createLockApp } from '../support/lock-app.js';
+import { contractSuite } from '../support/contract-targets.js';
+
+/**
+ * When the process lease is renewed: a third of a lease after each lock's lease was last confirmed
+ * (its grant, or the latest renewal sent), never right after a grant. A renewal due at once after
+ * the first grant (or after an idle spell) cost every short hold a timer, a wake-up and often a
+ * renewal statement, none of which a lock granted a moment ago needs: its row's own lease covers it.
+ */
+contractSuite('lease-renewal', 'when the watchdog renews', (target) => {
+  let db: TestDatabase;
+  let app: INestApplicationContext;
+  let locks: LockService;
+
+  before(async () => {
+    db = await TestDatabase.create();
+    ({ app, locks } = await createLockApp(db.settings, { ...target.options(), janitor: false }));
+  });
+  after(async () => {
+    await app?.close();
+    await db?.drop();
+  });
+
+  it('holds shorter than a third of their lease send no renewal, the first one included', async () => {
+    const before = locks.stats().roundTripsBy.renewals;
+    // 3 s lease: renewals due 1 s after each grant; each hold lasts 100 ms (margin 10x).
+    for (let i = 0; i < 4; i++) {
+      const handle = await locks.acquire('renew:short', { leaseMs: 3_000 });
+      await sleep(100);
+      await handle.release();
+    }
+    assert.equal(locks.stats().roundTripsBy.renewals - before, 0, 'no renewal round trip for holds well inside their lease');
+  });
+
+  it('a hold longer than its lease is carried by renewals, the first a third of a lease after its grant', async () => {
+    // Positive control for the test above: renewals do run when a hold needs them.
+    const before = locks.stats().roundTripsBy.renewals;
+    const handle = await locks.acquire('renew:long', { leaseMs: 600 });
+    await sleep(1_500); // 2.5 leases: about 7 renewals due at 200 ms intervals
+    assert.equal(handle.signal.aborted, false, 'the lock was kept by renewals');
+    await handle.release();
+    const renewals = locks.stats().roundTripsBy.renewals - before;
+    assert.ok(renewals >= 3, `renewals carried the hold (${renewals} renewal round trips)`);
+  });
+});
