@@ -64,6 +64,19 @@ export const GRANT_SHAPE =
   'START TRANSACTION; INSERT INTO db_lock_log (lock_key, mode, owner, holder, strategy, fencing_token, status, lease_ms, acquired_at, expires_at, wait_ms) ' +
   `VALUES ('${FLOOR_KEY}', 'write', UUID(), 'bench:floor', 'lease', (@bench_t := COALESCE(@bench_t, 0) + 1), 'ACQUIRED', 30000, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL 30 SECOND, 0); ` +
   `UPDATE db_lock SET fencing_token = fencing_token + 1 WHERE lock_key = '${FLOOR_KEY}'; COMMIT`;
+/** The key the claim grant's floor inserts log rows for (its tokens claimed in order, from 1). */
+export const CLAIM_FLOOR_KEY = 'bench:u:claim-floor';
+/**
+ * The claim grant's floor: the one statement the library sends for a key it knows free (its own
+ * exclusive hold of the key ended), an autocommit INSERT of the log row claiming the next token
+ * (unique in (lock_key, token_claim)), with nothing decided around it.
+ */
+export function claimGrantShape(token: number): string {
+  return (
+    'INSERT INTO db_lock_log (lock_key, mode, owner, holder, strategy, fencing_token, status, lease_ms, acquired_at, expires_at, wait_ms) ' +
+    `VALUES ('${CLAIM_FLOOR_KEY}', 'write', UUID(), 'bench:floor', 'lease', ${token}, 'ACQUIRED', 30000, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL 30 SECOND, 0)`
+  );
+}
 /** Round trip 2: the durable release, one PK UPDATE of that log row. */
 export const RELEASE_SHAPE = "UPDATE db_lock_log SET status = 'RELEASED', ended_at = UTC_TIMESTAMP(6), hold_ms = 0 WHERE id = ?";
 
@@ -74,6 +87,11 @@ export function uncontendedItems(deps: UncontendedDeps): UncontendedItem[] {
   const grantShape = async (): Promise<number> => {
     const [results] = (await floor.query(GRANT_SHAPE)) as unknown as [{ insertId: number }[]];
     return results[1]!.insertId;
+  };
+  let claimedTokens = 0;
+  const claimGrant = async (): Promise<number> => {
+    const [result] = (await floor.query(claimGrantShape(++claimedTokens))) as unknown as [{ insertId: number }];
+    return result.insertId;
   };
   const design =
     (id: DesignId, key: string, body: Body = noop) =>
@@ -111,12 +129,23 @@ export function uncontendedItems(deps: UncontendedDeps): UncontendedItem[] {
       },
     },
     {
+      id: 'claim-floor',
+      label:
+        "the claim grant's physical floor: one autocommit INSERT of the log row claiming the key's next token (the statement a grant of a key known free sends), then one PK UPDATE of that row (durable release)",
+      kind: 'floor',
+      roundTrips: '2',
+      op: async () => {
+        const id = await claimGrant();
+        await floor.query(RELEASE_SHAPE, [id]);
+      },
+    },
+    {
       id: 'decorated-floor',
-      label: "decorator path's floor: the durable grant shape, then the plain TypeORM transaction with the same UPDATE",
+      label: "decorator path's floor: the claim grant's INSERT, then the plain TypeORM transaction with the same UPDATE",
       kind: 'floor',
       roundTrips: '1 + 3',
       op: async () => {
-        await grantShape();
+        await claimGrant();
         await dataSource.transaction(async (manager) => {
           await manager.query(UPDATE);
         });
@@ -156,9 +185,9 @@ export function uncontendedItems(deps: UncontendedDeps): UncontendedItem[] {
       id: 'lease-write',
       countsRoundTrips: true,
       label:
-        'lease: exclusive acquire + release, audit row (acquire: START; conditional UPDATE of the key row; INSERT log row; COMMIT. Release: one UPDATE)',
+        "lease: exclusive acquire + release, audit row (acquire: one INSERT of the log row claiming the key's next token, the key known free since this process's last hold of it; release: one UPDATE of that row)",
       kind: 'library',
-      roundTrips: '1 + 1 (4 + 1 statements)',
+      roundTrips: '1 + 1 (1 + 1 statements)',
       op: async () => {
         const t0 = hostNow();
         const lock = await locks.acquire('bench:u:lease');
@@ -170,11 +199,12 @@ export function uncontendedItems(deps: UncontendedDeps): UncontendedItem[] {
     {
       id: 'lease-read',
       countsRoundTrips: true,
-      label: 'lease: read acquire + release, audit row',
+      label:
+        'lease: read acquire + release, audit row (acquire: START; conditional UPDATE of the key row; INSERT log row; COMMIT. Release: one UPDATE)',
       kind: 'library',
       roundTrips: '1 + 1 (4 + 1 statements)',
       op: async () => {
-        const lock = await locks.acquire('bench:u:lease', { mode: 'read' });
+        const lock = await locks.acquire('bench:u:lease-read', { mode: 'read' });
         await lock.release();
       },
     },

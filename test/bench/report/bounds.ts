@@ -24,18 +24,17 @@ export function boundsSection(r: BenchResults): string[] {
   const lines = ['## What bounds the results', ''];
   const u = (id: string) => latency(r, id)?.median;
   if (has('uncontended exclusive acquire')) {
-    const floor = u('physical-floor')!;
+    const floor = u('claim-floor')!;
     const pk2 = u('pk-update-x2')!;
     const lease = u('lease-write')!;
     lines.push(
-      `- **Lease, uncontended acquire + release.** The physical floor (a durable grant inserting the audit row into \`db_lock_log\` with its indexes and bumping the counter, ` +
-        `then one PK UPDATE of that row) costs ${fmt(floor, 3)} ms, ${fmtRatio(floor / pk2)} two autocommit PK UPDATEs. ` +
+      `- **Lease, uncontended acquire + release.** The physical floor of its grant and release (the one INSERT of the log row claiming the key's next token, ` +
+        `into \`db_lock_log\` with its indexes, then one PK UPDATE of that row, both sent by hand) costs ${fmt(floor, 3)} ms, ${fmtRatio(floor / pk2)} two autocommit PK UPDATEs. ` +
         (floor / pk2 > 1.25
           ? "That floor alone is above the 1.25× target: no design with a durable grant, an audit row and a durable release can meet it on this server; the target is bounded by the log row's insert and indexes, not by the library. "
           : 'That floor is within the target, so the physical work is not what bounds it. ') +
-        `The library spends ${fmt(lease - floor, 3)} ms above the floor (${fmtRatio(lease / floor)}). Its statements are the floor's, plus what a decision needs: the conditional UPDATE's ` +
-        "NOT EXISTS probe of the key's live log rows and its doorbell condition (about 0.15 ms on this server, by `build/test/bench/probe-grant-shapes.js`), " +
-        'and the client-side work of the call chain and the driver (about 0.19 ms per acquire + release between the call and the first send, and after each answer).',
+        `The library spends ${fmt(lease - floor, 3)} ms above the floor (${fmtRatio(lease / floor)}), with the same two statements: that is client-side work, the call chain's ` +
+        "and the driver's between the call and the first send and after each answer (`node build/test/bench/probe-claim-gap.js` splits it by layer).",
     );
   }
   const plain = u('plain-tx');
