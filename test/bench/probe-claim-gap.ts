@@ -115,35 +115,36 @@ async function main(): Promise<void> {
     const t = performance.now();
     for (let i = 0; i < ops; i++) await fn();
     console.log(`${only}: ${((performance.now() - t) / ops).toFixed(3)} ms per op`);
-    process.exit(0);
+  } else {
+    // PROBE_BLOCK=n: each shape's ops in blocks of n, the blocks interleaved (as the bench's uncontended rounds run them).
+    const block = Number(process.env.PROBE_BLOCK ?? 1);
+    const samples: Record<string, number[]> = {};
+    const positions: Record<string, number[][]> = {};
+    if (block > 1)
+      for (let r = 0; r < rounds; r++) {
+        const xs: Record<string, number[]> = {};
+        for (let done = 0; done < ops; done += block)
+          for (const [name, fn] of Object.entries(shapes))
+            for (let i = 0; i < block; i++) {
+              const t = performance.now();
+              await fn();
+              (xs[name] ??= []).push(performance.now() - t);
+              ((positions[name] ??= [])[i] ??= []).push(performance.now() - t);
+            }
+        for (const [name, x] of Object.entries(xs)) (samples[name] ??= []).push(median(x));
+      }
+    else Object.assign(samples, await timeShapes(shapes, ops, { rounds }));
+    const base = samples['two pk updates']!;
+    for (const [name, xs] of Object.entries(samples))
+      console.log(
+        `${name.padEnd(36)} ${xs.map((x) => x.toFixed(3)).join(' ')} ms  ${xs.map((x, i) => (x / base[i]!).toFixed(2)).join(' ')}x  (median ${median(xs).toFixed(3)})`,
+      );
+    if (process.env.PROBE_POSITIONS)
+      for (const [name, byPosition] of Object.entries(positions))
+        console.log(`${name.padEnd(36)} by position in its block: ${byPosition.map((xs) => median(xs).toFixed(2)).join(' ')}`);
   }
-  // PROBE_BLOCK=n: each shape's ops in blocks of n, the blocks interleaved (as the bench's uncontended rounds run them).
-  const block = Number(process.env.PROBE_BLOCK ?? 1);
-  const samples: Record<string, number[]> = {};
-  const positions: Record<string, number[][]> = {};
-  if (block > 1)
-    for (let r = 0; r < rounds; r++) {
-      const xs: Record<string, number[]> = {};
-      for (let done = 0; done < ops; done += block)
-        for (const [name, fn] of Object.entries(shapes))
-          for (let i = 0; i < block; i++) {
-            const t = performance.now();
-            await fn();
-            (xs[name] ??= []).push(performance.now() - t);
-            ((positions[name] ??= [])[i] ??= []).push(performance.now() - t);
-          }
-      for (const [name, x] of Object.entries(xs)) (samples[name] ??= []).push(median(x));
-    }
-  else Object.assign(samples, await timeShapes(shapes, ops, { rounds }));
-  const base = samples['two pk updates']!;
-  for (const [name, xs] of Object.entries(samples))
-    console.log(
-      `${name.padEnd(36)} ${xs.map((x) => x.toFixed(3)).join(' ')} ms  ${xs.map((x, i) => (x / base[i]!).toFixed(2)).join(' ')}x  (median ${median(xs).toFixed(3)})`,
-    );
-  if (process.env.PROBE_POSITIONS)
-    for (const [name, byPosition] of Object.entries(positions))
-      console.log(`${name.padEnd(36)} by position in its block: ${byPosition.map((xs) => median(xs).toFixed(2)).join(' ')}`);
   await c.end();
+  await c2.end();
   await app.app.close();
   await db.drop();
 }
