@@ -3,7 +3,10 @@
  * it sends, sent by hand on a mysql2 connection of their own (the claim grant's one INSERT, then the
  * release's UPDATE), and against two autocommit PK UPDATEs; interleaved op by op, on the library's
  * own tables. What lies between the library and its by-hand shape is the client's work.
- * `node build/test/bench/probe-claim-gap.js [ops] [rounds]`; PROBE_PRINT=1 prints the statements once.
+ * `node build/test/bench/probe-claim-gap.js [ops] [rounds]`. PROBE_BLOCK=n times each shape in blocks
+ * of n ops (PROBE_POSITIONS=1: medians by place in the block); PROBE_LAYERS=0 leaves the layers
+ * out; PROBE_READS=1 adds read holds of the library's key; PROBE_ONLY=lib|hand runs one shape alone
+ * (for strace or perf); PROBE_PRINT=1 prints the library's statements once, PROBE_TAP=1 every one.
  */
 import 'reflect-metadata';
 import mysql from 'mysql2/promise';
@@ -36,7 +39,8 @@ async function main(): Promise<void> {
   const [grantSql, releaseSql] = seen.filter((s) => s.includes('db_lock_log'));
   if (process.env.PROBE_PRINT) console.log(seen.join('\n'));
   // The same two statements by hand, on a key of their own: the next token, and the INSERT's new id in the release.
-  const grantText = grantSql!.replaceAll("'gap:lib'", "'gap:hand'").replaceAll("X'6761703a6c6962'", "X'6761703a68616e64'");
+  const hex = (key: string) => `X'${Buffer.from(key).toString('hex')}'`;
+  const grantText = grantSql!.replaceAll(hex('gap:lib'), hex('gap:hand'));
   const tokenOf = /CONNECTION_ID\(\), (\d+), NULL\)/;
   let token = 0;
   const idOf = /WHERE id IN \((\d+)\)/;
@@ -117,23 +121,12 @@ async function main(): Promise<void> {
     console.log(`${only}: ${((performance.now() - t) / ops).toFixed(3)} ms per op`);
   } else {
     // PROBE_BLOCK=n: each shape's ops in blocks of n, the blocks interleaved (as the bench's uncontended rounds run them).
-    const block = Number(process.env.PROBE_BLOCK ?? 1);
-    const samples: Record<string, number[]> = {};
     const positions: Record<string, number[][]> = {};
-    if (block > 1)
-      for (let r = 0; r < rounds; r++) {
-        const xs: Record<string, number[]> = {};
-        for (let done = 0; done < ops; done += block)
-          for (const [name, fn] of Object.entries(shapes))
-            for (let i = 0; i < block; i++) {
-              const t = performance.now();
-              await fn();
-              (xs[name] ??= []).push(performance.now() - t);
-              ((positions[name] ??= [])[i] ??= []).push(performance.now() - t);
-            }
-        for (const [name, x] of Object.entries(xs)) (samples[name] ??= []).push(median(x));
-      }
-    else Object.assign(samples, await timeShapes(shapes, ops, { rounds }));
+    const samples = await timeShapes(shapes, ops, {
+      rounds,
+      block: Number(process.env.PROBE_BLOCK ?? 1),
+      onSample: (name, inBlock, ms) => void ((positions[name] ??= [])[inBlock] ??= []).push(ms),
+    });
     const base = samples['two pk updates']!;
     for (const [name, xs] of Object.entries(samples))
       console.log(

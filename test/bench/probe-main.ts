@@ -13,24 +13,29 @@ export function runProbe(main: () => Promise<void>): void {
 
 /**
  * Times each shape `ops` times per round, interleaved op by op (the machine is noisy, so drift hits
- * every shape alike) or, with `serial`, each shape's ops in a row as the bench's rounds run them.
+ * every shape alike), or in blocks of `block` ops of one shape at a time, the blocks interleaved (as
+ * the bench's uncontended rounds run them), or with `serial` each shape's ops in a row.
+ * `onSample` sees every op's time with its place in its block.
  * @returns per shape, the median of each round, in ms.
  */
 export async function timeShapes(
   shapes: Record<string, () => Promise<unknown>>,
   ops: number,
-  options: { rounds?: number; serial?: boolean } = {},
+  options: { rounds?: number; serial?: boolean; block?: number; onSample?: (name: string, inBlock: number, ms: number) => void } = {},
 ): Promise<Record<string, number[]>> {
   const results: Record<string, number[]> = {};
+  const block = options.serial ? ops : Math.max(1, options.block ?? 1);
   for (let r = 0; r < (options.rounds ?? 1); r++) {
     const samples: Record<string, number[]> = {};
-    const time = async (name: string, fn: () => Promise<unknown>) => {
-      const t = performance.now();
-      await fn();
-      (samples[name] ??= []).push(performance.now() - t);
-    };
-    if (options.serial) for (const [name, fn] of Object.entries(shapes)) for (let i = 0; i < ops; i++) await time(name, fn);
-    else for (let i = 0; i < ops; i++) for (const [name, fn] of Object.entries(shapes)) await time(name, fn);
+    for (let done = 0; done < ops; done += block)
+      for (const [name, fn] of Object.entries(shapes))
+        for (let i = 0; i < Math.min(block, ops - done); i++) {
+          const t = performance.now();
+          await fn();
+          const ms = performance.now() - t;
+          (samples[name] ??= []).push(ms);
+          options.onSample?.(name, i, ms);
+        }
     for (const [name, xs] of Object.entries(samples)) (results[name] ??= []).push(median(xs));
   }
   return results;

@@ -12,7 +12,7 @@ import {
   LOCK_TABLE,
   LockStatus,
   msSince,
-  newestClaimSql,
+  currentTokenSql,
   NOW,
   parseDate,
   PROCESS_TABLE,
@@ -33,7 +33,6 @@ export function mysqlAdmin(log: MysqlLockLog): AdminStore {
 
 /** Live (unexpired) holders of one key, the server's clock and the key's fencing counter. */
 async function inspect(log: MysqlLockLog, key: string, storedKey: Buffer): Promise<LockInfo> {
-  const counter = log.schema.claims ? `GREATEST(fencing_token, COALESCE(${newestClaimSql(`${LOCK_TABLE}.lock_key`, 'c')}, 0))` : 'fencing_token';
   const results = await log.run(
     {
       statements: [
@@ -44,7 +43,10 @@ async function inspect(log: MysqlLockLog, key: string, storedKey: Buffer): Promi
           [storedKey],
         ),
         // Where tokens are claimed the key row lags behind one-INSERT grants: the counter is the newer of the two.
-        format(`SELECT ${NOW} AS now_at, (SELECT ${counter} FROM ${LOCK_TABLE} WHERE lock_key = ?) AS fencing_token`, [storedKey]),
+        format(
+          `SELECT ${NOW} AS now_at, (SELECT ${currentTokenSql(`${LOCK_TABLE}.lock_key`, log.schema.claims)} FROM ${LOCK_TABLE} WHERE lock_key = ?) AS fencing_token`,
+          [storedKey],
+        ),
       ],
       parse: (r) => r,
     },

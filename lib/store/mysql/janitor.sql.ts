@@ -1,6 +1,5 @@
 import {
   affectedRowsOf,
-  CLAIM_INDEX,
   EFFECTIVE_EXPIRY,
   format,
   keyText,
@@ -8,6 +7,7 @@ import {
   LOCK_LOG_TABLE,
   LOCK_TABLE,
   LockStatus,
+  currentTokenSql,
   newestClaimSql,
   NOW,
   PROCESS_TABLE,
@@ -102,8 +102,8 @@ function idleCondition(idleMs: number, claims = false): { sql: string; values: u
       // release (KnownFreeKeys): not while the key's newest claim is a hold its holder ended lately. (Ended
       // otherwise, EXPIRED or CLAIMED, no process can know the key free at that token.)
       (claims
-        ? ` AND COALESCE((SELECT IF(c.status IN ('${LockStatus.RELEASED}', '${LockStatus.FAILED}'), c.ended_at, NULL) FROM ${LOCK_LOG_TABLE} c ` +
-          `FORCE INDEX (${CLAIM_INDEX}) WHERE c.lock_key = l.lock_key AND c.token_claim IS NOT NULL ORDER BY c.token_claim DESC LIMIT 1), '1970-01-01') < ${NOW} - INTERVAL ? MICROSECOND`
+        ? ` AND COALESCE(${newestClaimSql('l.lock_key', 'c', `IF(c.status IN ('${LockStatus.RELEASED}', '${LockStatus.FAILED}'), c.ended_at, NULL)`)}, '1970-01-01') ` +
+          `< ${NOW} - INTERVAL ? MICROSECOND`
         : ''),
     values: [Buffer.from([INTERNAL_KEY_BYTE]), idleMs * 1000, ...(claims ? [Math.max(idleMs, CLAIMS_KEPT_MS) * 1000] : [])],
   };
@@ -124,10 +124,7 @@ export function idleKeysStatement(idleMs: number, batchSize: number, claims = fa
 export function reapPlan(keys: readonly Buffer[], idleMs: number, claims = false): StatementPlan<number> {
   const idle = idleCondition(idleMs, claims);
   // Where tokens are claimed the floor also covers the reaped keys' claims (their rows may lag behind them).
-  // Each key's newest claim by one index dive (a MAX over the keys' claims would walk their whole history).
-  const floor = claims
-    ? `COALESCE(MAX(GREATEST(l.fencing_token, COALESCE(${newestClaimSql('l.lock_key', 'c')}, 0))), 0)`
-    : 'COALESCE(MAX(l.fencing_token), 0)';
+  const floor = `COALESCE(MAX(${currentTokenSql('l.lock_key', claims, 'l.fencing_token')}), 0)`;
   const statements = [
     'START TRANSACTION',
     format(`INSERT INTO ${LOCK_TABLE} (lock_key, fencing_token) VALUES (?, 0) ON DUPLICATE KEY UPDATE lock_key = lock_key`, [FENCING_FLOOR_KEY]),

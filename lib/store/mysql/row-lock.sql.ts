@@ -155,7 +155,8 @@ export function leaseHoldersOf(results: readonly unknown[], claimed: boolean): {
   if (!claimed) return { live };
   const tokens = new Map<string, number>();
   let unclaimed = 0;
-  for (const row of rowsOf(results[2])) {
+  // The claims' read (the last of claimTokens) comes right before the count.
+  for (const row of rowsOf(results[results.length - 2])) {
     if (row.token !== null && row.token !== undefined) tokens.set(keyText(row.lock_key), Number(row.token));
     else if (Number(row.needs_claim) === 1) unclaimed++;
   }

@@ -48,23 +48,31 @@ export const CLAIM_INDEX = 'uq_db_lock_log_key_claim';
 export const TOKEN_CLAIM_EXPRESSION = `IF(\`strategy\` = 'row-lock' AND \`status\` <> 'CLAIMED', NULL, \`fencing_token\`)`;
 
 /**
- * The key's next token where fast grants claim tokens without the key row: above the row's token
- * and above every claim (one dive into the claim index). `key` must name the locked row's column,
- * never a constant: a constant subquery is evaluated before the row lock is waited for, and its
- * read view would then hide from the statement's other reads what the previous holder committed.
+ * The key's current token where fast grants claim tokens without the key row: the row's token, or
+ * a claim above it (one dive into the claim index). `key` must name the locked row's column, never
+ * a constant: a constant subquery is evaluated before the row lock is waited for, and its read view
+ * would then hide from the statement's other reads what the previous holder committed.
  */
+export function currentTokenSql(key: string, claims: boolean, column = 'fencing_token'): string {
+  return claims ? `GREATEST(${column}, COALESCE(${newestClaimSql(key, 'c')}, 0))` : column;
+}
+
+/** The key's next token: one above its current one (see currentTokenSql). */
 export function nextTokenSql(key: string, claims: boolean, column = 'fencing_token'): string {
-  return claims ? `GREATEST(${column}, COALESCE(${newestClaimSql(key, 'c')}, 0)) + 1` : `${column} + 1`;
+  return `${currentTokenSql(key, claims, column)} + 1`;
 }
 
 /**
- * The newest token claimed for `key`: one dive into the claim index. Written as ORDER BY … LIMIT 1
- * on that index, not MAX(): correlated to another table's column, MAX() is not optimized away, and
- * MariaDB walked every log row of the key through (lock_key, status) instead (20,000 rows of a hot
- * key's history: 14 ms per grant, against 5 µs).
+ * `value` (default: the token) of the newest claim of `key`, NULL when it has none: one dive into
+ * the claim index. Written as ORDER BY … LIMIT 1 on that index, not MAX(): correlated to another
+ * table's column, MAX() is not optimized away, and MariaDB walked every log row of the key through
+ * (lock_key, status) instead (20,000 rows of a hot key's history: 14 ms per grant, against 5 µs).
  */
-export function newestClaimSql(key: string, alias: string): string {
-  return `(SELECT ${alias}.token_claim FROM ${LOCK_LOG_TABLE} ${alias} FORCE INDEX (${CLAIM_INDEX}) WHERE ${alias}.lock_key = ${key} ORDER BY ${alias}.token_claim DESC LIMIT 1)`;
+export function newestClaimSql(key: string, alias: string, value = `${alias}.token_claim`): string {
+  return (
+    `(SELECT ${value} FROM ${LOCK_LOG_TABLE} ${alias} FORCE INDEX (${CLAIM_INDEX}) ` +
+    `WHERE ${alias}.lock_key = ${key} AND ${alias}.token_claim IS NOT NULL ORDER BY ${alias}.token_claim DESC LIMIT 1)`
+  );
 }
 
 /** True while no other session holds the key's doorbell: a waiter queued there first has the next turn. */
