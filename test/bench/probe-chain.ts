@@ -52,20 +52,34 @@ async function main(): Promise<void> {
   let waiter = b;
   // Three shapes, in turn: the waiter ends the holder's row found by a search (it does not know its
   // id), the waiter ends it by a known id (the cheapest handover possible), the holder ends its own.
-  const shapes = ['handover (row searched)', 'handover (row id known)', 'two commits'] as const;
+  // 'releaser grants': the holder ends its row and writes the waiter's grant (its claimed token) in
+  // one commit, then rings; the waiter, parked on the bell, only reads its row back.
+  const shapes = ['handover (row searched)', 'handover (row id known)', 'two commits', 'releaser grants'] as const;
   const times: Record<string, number[]> = Object.fromEntries(shapes.map((k) => [k, []]));
   for (let i = 0; i < n; i++) {
     const shape = shapes[i % shapes.length]!;
-    const handover = shape !== 'two commits';
-    const parked = waiter.query(shape === 'handover (row searched)' ? grant(true) : grant(false, handover ? holder.row : undefined));
+    const handover = shape !== 'two commits' && shape !== 'releaser grants';
+    const owner = randomUUID();
+    const parked =
+      shape === 'releaser grants'
+        ? waiter.query(`SELECT GET_LOCK('${bell}', 5) INTO @got; SELECT id AS insertId, fencing_token FROM db_lock_log WHERE owner = '${owner}'`)
+        : waiter.query(shape === 'handover (row searched)' ? grant(true) : grant(false, handover ? holder.row : undefined));
     for (let j = 0; j < 3; j++) await holder.c.query('SELECT 1');
     const t = performance.now();
-    if (handover) await holder.c.query(`DO GET_LOCK('${bell}#${holder.row}', 0); DO RELEASE_LOCK('${bell}')`);
+    if (shape === 'releaser grants')
+      await holder.c.query(
+        `START TRANSACTION; UPDATE db_lock_log SET status = 'RELEASED', ended_at = UTC_TIMESTAMP(6) WHERE id = ${holder.row}; ` +
+          `UPDATE db_lock SET fencing_token = LAST_INSERT_ID(fencing_token + 1) WHERE lock_key = 'k'; ` +
+          `INSERT INTO db_lock_log (${cols}) VALUES ('k', 'write', '${owner}', 'h', 1, 'lease', LAST_INSERT_ID(), 'ACQUIRED', 30000, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL 30 SECOND, 0); ` +
+          `COMMIT; DO RELEASE_LOCK('${bell}')`,
+      );
+    else if (handover) await holder.c.query(`DO GET_LOCK('${bell}#${holder.row}', 0); DO RELEASE_LOCK('${bell}')`);
     else
       await holder.c.query(
         `UPDATE db_lock_log SET status = 'RELEASED', ended_at = UTC_TIMESTAMP(6) WHERE id = ${holder.row}; DO RELEASE_LOCK('${bell}')`,
       );
     [r] = (await parked) as unknown as [Ok[]];
+    if (shape === 'releaser grants') r = [...(r as unknown as Ok[][]).at(-1)!, {} as Ok];
     times[shape]!.push(performance.now() - t);
     if (handover)
       await holder.c.query(

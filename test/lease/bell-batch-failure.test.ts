@@ -9,7 +9,7 @@ import { contractSuite } from '../support/contract-targets.js';
 
 /**
  * A waiter's grant goes in one batch behind its doorbell wait, so when a statement after the wait
- * fails (here a deadlock, injected once by a trigger on the key's row) the session may already hold
+ * fails (here a deadlock, injected once by a trigger on the log row's insert) the session may already hold
  * the bell, and the wait's result is lost with the batch. Once the grant is tried again, that
  * session must not go back to the pool: a pooled connection holding a bell passes the bell test of
  * every grant sent through it, and keeps every other process's wait on that bell running out, one
@@ -33,8 +33,8 @@ contractSuite('lease-mechanics', 'a failed batch after a doorbell wait', (target
     await db.query('CREATE TABLE inject_deadlock (n INT NOT NULL) ENGINE=MEMORY');
     await db.query('INSERT INTO inject_deadlock VALUES (0)');
     await db.query(
-      `CREATE TRIGGER inject_deadlock_bu BEFORE UPDATE ON db_lock FOR EACH ROW BEGIN
-         IF OLD.lock_key = ? AND (SELECT n FROM inject_deadlock) > 0 THEN
+      `CREATE TRIGGER inject_deadlock_bi BEFORE INSERT ON db_lock_log FOR EACH ROW BEGIN
+         IF NEW.lock_key = ? AND (SELECT n FROM inject_deadlock) > 0 THEN
            UPDATE inject_deadlock SET n = n - 1;
            SIGNAL SQLSTATE '40001' SET MYSQL_ERRNO = 1213, MESSAGE_TEXT = 'injected deadlock';
          END IF;

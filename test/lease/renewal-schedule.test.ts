@@ -41,8 +41,9 @@ contractSuite('lease-renewal', 'when the watchdog renews', (target) => {
   it('a hold longer than its lease is carried by renewals, the first a third of a lease after its grant', async () => {
     // Positive control for the test above: renewals do run when a hold needs them.
     const before = locks.stats().roundTripsBy.renewals;
-    const handle = await locks.acquire('renew:long', { leaseMs: 600 });
-    await sleep(1_500); // 2.5 leases: about 7 renewals due at 200 ms intervals
+    // 2.5 leases: about 7 renewals due at 500 ms intervals; a renewal may answer ~1 s late before the lock is lost.
+    const handle = await locks.acquire('renew:long', { leaseMs: 1_500 });
+    await sleep(3_750);
     assert.equal(handle.signal.aborted, false, 'the lock was kept by renewals');
     await handle.release();
     const renewals = locks.stats().roundTripsBy.renewals - before;

@@ -110,6 +110,11 @@ export class BellRequest implements BellWait {
     readonly waitIntoStatement: string,
   ) {}
 
+  /** The result of `waitIntoStatement`, in the shape of `waitStatement`'s, with `alsoRead` (a select list) beside it. */
+  waitResultWith(alsoRead: string): string {
+    return `${this.waitResultStatement}, ${alsoRead}`;
+  }
+
   /** The result of `waitIntoStatement`, in the shape of `waitStatement`'s. */
   readonly waitResultStatement = 'SELECT @dbl_bell_got AS got, @dbl_bell_waited_us AS waited_us';
 

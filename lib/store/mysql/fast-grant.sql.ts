@@ -2,7 +2,7 @@ import type { GrantInput, GrantOutcome } from './grant.sql.js';
 import { bound } from './grant-statements.sql.js';
 import { decisionUpdate, logRowValues } from './single-key-grant.sql.js';
 import { ER_DUP_ENTRY, errnoOf } from './errno.js';
-import { LOCK_LOG_TABLE, ourTurnSql } from './sql.js';
+import { CLAIM_INDEX, keyLiteral, LIVE_STATUSES_SQL, LOCK_LOG_TABLE, LOCK_TABLE, ourTurnSql, rowsOf } from './sql.js';
 import type { StatementPlan } from './statement-plan.js';
 
 /** A single-row INSERT of NULL into a NOT NULL column fails, in strict mode or not. */
@@ -77,6 +77,44 @@ function claimingGrantPlan(input: GrantInput, estimatedServerNow: () => number, 
         reclaimed: 0,
         serverWaitMs: 0,
       };
+    },
+  };
+}
+
+/**
+ * The grant of a waiter woken by the key's doorbell, where tokens are claimed: one autocommit
+ * INSERT of the log row, in the round trip of the wait. The bell rings after the holder's release
+ * has committed, so the key's newest claim is then usually that holder's ended row. The INSERT
+ * claims the key's next token (above the key row's and that claim) only while the newest claim is
+ * an ended exclusive lease hold: such a hold was granted while nobody else held the key, and
+ * nothing was granted since, so nobody holds it now. Any other newest claim (a live holder, a
+ * reader, a permit, a row-lock's claim, none at all), a missing key row, or another session
+ * holding the bell makes the token NULL (1048); a grant that claimed the same token meanwhile makes
+ * it a duplicate (1062). Either way nothing is written, the batch stops, and the full plan decides.
+ *
+ * The newest claim is read in a derived table with LIMIT, which both servers materialize: MySQL
+ * refuses a subquery on the INSERT's own table in its VALUES otherwise. The token is read back by
+ * the row's id in `readBack`, a select list the caller adds to a statement of its own that follows
+ * (the OK packet carries the row's id, not the token).
+ */
+export function afterBellClaimPlan(input: GrantInput, estimatedServerNow: () => number): StatementPlan<GrantOutcome> & { readonly readBack: string } {
+  const target = input.targets[0]!;
+  const key = keyLiteral(target.bytes);
+  const newest =
+    `SELECT n.token_claim AS claim, n.status NOT IN ${LIVE_STATUSES_SQL} AND n.mode = 'write' AND n.strategy = 'lease' AS ended ` +
+    `FROM ${LOCK_LOG_TABLE} n FORCE INDEX (${CLAIM_INDEX}) WHERE n.lock_key = ${key} AND n.token_claim IS NOT NULL ORDER BY n.token_claim DESC LIMIT 1`;
+  const next = `(SELECT IF(d.ended, GREATEST(d.claim, (SELECT k.fencing_token FROM ${LOCK_TABLE} k WHERE k.lock_key = ${key})) + 1, NULL) FROM (${newest}) d)`;
+  const row = logRowValues(input, input.doorbell ? `IF(${ourTurnSql(input.doorbell)}, ${next}, NULL)` : next);
+  const [insert] = bound(input, [`INSERT INTO ${LOCK_LOG_TABLE} (${row.columns}) VALUES (${row.values})`]);
+  return {
+    statements: [insert!],
+    readBack: `(SELECT fencing_token FROM ${LOCK_LOG_TABLE} WHERE id = LAST_INSERT_ID()) AS claimed_token`,
+    // results: the INSERT's, then the row of the statement that carried `readBack`.
+    parse: (results) => {
+      const logged = results[0] as { insertId?: number | string };
+      const fencingToken = Number(rowsOf(results[1])[0]?.claimed_token);
+      const expiresAt = new Date(estimatedServerNow() + input.leaseMs);
+      return { granted: true, rows: [{ id: String(logged.insertId), storedKey: target.storedKey, fencingToken, expiresAt }], reclaimed: 0, serverWaitMs: 0 };
     },
   };
 }

@@ -1,6 +1,7 @@
 /** Every design by id, built from the same dependencies in the bench's process or in a worker. */
 import { forUpdateDesign, getLockDesign, rowLockByHandDesign, rowLockByHandNoAuditDesign, rowLockByHandOrmDesign } from './blocking.js';
 import { leaseDecoratedDesign, leaseDesign, rowLockDesign } from './library.js';
+import { leaseByHandDesign } from './lease-by-hand.js';
 import { naiveTableDesign, redlockDesign } from './peers.js';
 import type { DesignDeps, DesignId, LockDesign } from './types.js';
 
@@ -13,6 +14,8 @@ export async function createDesign(id: DesignId, deps: DesignDeps): Promise<Lock
       return leaseDesign(deps);
     case 'lease-decorated':
       return leaseDecoratedDesign(deps);
+    case 'lease-hand':
+      return leaseByHandDesign(deps);
     case 'row-lock':
       return rowLockDesign(deps);
     case 'row-lock-hand':

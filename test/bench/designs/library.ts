@@ -6,7 +6,7 @@
  * what goes through the DataSource (the row-lock and fenced transactions) and the caller's connection.
  */
 import { resolveTargets } from '../../../lib/core/lock-key.js';
-import { fastSingleKeyGrantPlan } from '../../../lib/store/mysql/fast-grant.sql.js';
+import { afterBellClaimPlan } from '../../../lib/store/mysql/fast-grant.sql.js';
 import { hostNow } from '../stats.js';
 import { DecoratedWork, managerQuery } from './decorated.js';
 import { countedQuery, type DesignDeps, type LockDesign } from './types.js';
@@ -15,9 +15,9 @@ import { countedQuery, type DesignDeps, type LockDesign } from './types.js';
 const TIMEOUT_MS = 120_000;
 
 /**
- * Client statements of a contended hold's grant: the one that follows its doorbell wait in the same
- * round trip (START, the deciding UPDATE, the log row, COMMIT: the single-key grant at its floor's
- * shape), and the read of the wait's result; the wait's GET_LOCK is counted with the bell. Counted
+ * Client statements of a contended hold's grant: those that follow its doorbell wait in the same
+ * round trip (the log row's INSERT claiming the next token: the after-bell grant), and the read of
+ * the wait's result (which reads the token too); the wait's GET_LOCK is counted with the bell. Counted
  * from the library's own plan, so that a change there changes this too: declaring more than is sent
  * would hide as many waiter statements in the server's count.
  */
@@ -32,8 +32,9 @@ export function grantStatements(strategy: 'lease'): number {
     waitedMs: 0,
     writerWaitMarkMs: 0,
     writerPreference: true,
+    claims: true,
   };
-  return fastSingleKeyGrantPlan(input, Date.now).statements.length + 1;
+  return afterBellClaimPlan(input, Date.now).statements.length + 1;
 }
 
 /**

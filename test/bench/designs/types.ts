@@ -14,6 +14,7 @@ import type { ConnectionSettings } from '../../support/test-database.js';
 export const DESIGN_IDS = [
   'lease',
   'lease-decorated',
+  'lease-hand',
   'row-lock',
   'row-lock-hand',
   'row-lock-hand-orm',
@@ -28,6 +29,8 @@ export type DesignId = (typeof DESIGN_IDS)[number];
 export const DESIGN_LABELS: Record<DesignId, string> = {
   lease: 'nestjs-db-lock, lease (acquire / release)',
   'lease-decorated': 'nestjs-db-lock, lease, `@WriteLock` (critical section in the fenced transaction)',
+  'lease-hand':
+    "a contended lease hold's statements by hand (the doorbell wait with the grant behind it in one round trip: the log row's INSERT claiming the next token, the wait's result with that token; critical section; the log row's UPDATE with the ring in one round trip)",
   'row-lock': 'nestjs-db-lock, row-lock (`withLock`, critical section through `handle.manager`)',
   'row-lock-hand':
     "a row-lock hold's statements by hand (START and the locking UPDATE in one CALL of the begin-and-take routine; critical section; the audit row and COMMIT in one CALL of the record-and-commit routine)",
@@ -44,6 +47,7 @@ export const DESIGN_LABELS: Record<DesignId, string> = {
 export const SHORT_LABELS: Record<DesignId, string> = {
   lease: 'lease',
   'lease-decorated': 'lease @WriteLock',
+  'lease-hand': 'lease by hand',
   'row-lock': 'row-lock',
   'row-lock-hand': 'row-lock by hand',
   'row-lock-hand-orm': 'row-lock by hand, TypeORM work',

@@ -163,6 +163,7 @@ function variantChecks(r: BenchResults, v: ContentionVariant): TargetCheck[] {
       verdict: met(lease.sameProcess.median <= 0.4),
     });
   }
+  const leaseByHand = d('lease-hand');
   checks.push(
     ratioCheck(
       'Lease',
@@ -172,6 +173,10 @@ function variantChecks(r: BenchResults, v: ContentionVariant): TargetCheck[] {
       0.4,
       false,
       'ops/s',
+      leaseByHand && lease && forUpdate
+        ? `; floor (a hold's statements by hand, the doorbell wait with the grant behind it, no client code between them) ${fmt(leaseByHand.throughput.median)} ops/s = ` +
+            `${fmtRatio(leaseByHand.throughput.median / forUpdate.throughput.median)}, lease = ${fmtRatio(lease.throughput.median / leaseByHand.throughput.median)} of it`
+        : '',
     ),
   );
   const commit = r.uncontended?.get('pk-update')?.latency.median;
