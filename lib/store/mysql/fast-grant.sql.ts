@@ -114,7 +114,12 @@ export function afterBellClaimPlan(input: GrantInput, estimatedServerNow: () => 
       const logged = results[0] as { insertId?: number | string };
       const fencingToken = Number(rowsOf(results[1])[0]?.claimed_token);
       const expiresAt = new Date(estimatedServerNow() + input.leaseMs);
-      return { granted: true, rows: [{ id: String(logged.insertId), storedKey: target.storedKey, fencingToken, expiresAt }], reclaimed: 0, serverWaitMs: 0 };
+      return {
+        granted: true,
+        rows: [{ id: String(logged.insertId), storedKey: target.storedKey, fencingToken, expiresAt }],
+        reclaimed: 0,
+        serverWaitMs: 0,
+      };
     },
   };
 }

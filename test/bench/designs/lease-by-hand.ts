@@ -42,7 +42,7 @@ export function leaseByHandDesign(deps: DesignDeps): LockDesign {
       await query('INSERT IGNORE INTO db_lock (lock_key, fencing_token) VALUES (?, 0)', [Buffer.from(key)]);
       // An ended exclusive hold as the key's first claim, as the library's first grant leaves it: the bell's grant claims above it.
       await query(
-        "INSERT IGNORE INTO db_lock_log (lock_key, mode, owner, holder, strategy, fencing_token, status, lease_ms, acquired_at, expires_at, ended_at) " +
+        'INSERT IGNORE INTO db_lock_log (lock_key, mode, owner, holder, strategy, fencing_token, status, lease_ms, acquired_at, expires_at, ended_at) ' +
           "VALUES (?, 'write', UUID(), 'bench:hand', 'lease', 0, 'RELEASED', 0, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))",
         [Buffer.from(key)],
       );
