@@ -5,6 +5,8 @@ import type { Waiter } from './wait-queue.js';
 
 /** What the first try needs from the runtime. */
 export interface FirstTryHost {
+  /** The try will wait in the database before it asks (a doorbell): the caller is told it waits before the try, not after. */
+  waitsAtOnce(): boolean;
   /** One try, tracked while on the wire (the queue driver's). */
   attempt(waiter: Waiter<HeldLock>): Promise<HeldLock | undefined>;
   /** Counts callers in a first try as waiting (`stats().waiting`). */
@@ -30,6 +32,8 @@ export function firstTryBeforeQueue(
   host: FirstTryHost,
 ): Promise<HeldLock> {
   host.counted(1);
+  const toldWaiting = request.onWaiting !== undefined && host.waitsAtOnce();
+  if (toldWaiting) request.onWaiting!();
   let trying: Promise<HeldLock | undefined>;
   try {
     // A try reads the waiter's state only; a queue settles waiters, never a try.
@@ -45,7 +49,7 @@ export function firstTryBeforeQueue(
       if (granted) return settled(granted);
       waiter.tries++;
       if (waiter.lastFailure === undefined) waiter.refusals++;
-      request.onWaiting?.();
+      if (!toldWaiting) request.onWaiting?.();
       if (host.closing()) throw settled(new DbLockError('The lock service shut down while this caller was waiting'));
       return host.queued();
     },

@@ -59,11 +59,13 @@ export class LockRuntime implements HeldLockHost {
     if (this.closing) return Promise.reject(new DbLockError('The lock service is shutting down: no new locks are granted'));
     const waiter = newWaiter(request, performance.now());
     const settled = this.observer.waitStarted(waiter);
-    const inServer = this.strategy(request.strategy).capabilities.queuesInServer;
+    const strategy = this.strategy(request.strategy);
+    const inServer = strategy.capabilities.queuesInServer;
     // Behind a local caller or holder a try would jump the queue or surely fail: wait in turn.
     if (!inServer && (this.queues.waitsOn(request.targets) || this.driver(request.strategy).blockedLocally(waiter as Waiter<HeldLock>)))
       return this.queued(request, waiter, settled, false);
     return firstTryBeforeQueue(request, waiter, settled, {
+      waitsAtOnce: () => strategy.waitsAtOnce?.(request.targets) === true,
       attempt: (w) => this.driver(request.strategy).attempt(w),
       counted: (delta) => (this.firstTries += delta),
       closing: () => this.closing,

@@ -13,6 +13,11 @@ export interface DoorbellStore {
   /** The bell this process has for the key, held by a waiter or a holder. */
   current(storedKey: string): Bell | undefined;
   /**
+   * A holder of this process rang the key's bell within the last second: others were queued on
+   * it, so the key is contended and a new writer of this process waits on the bell at once.
+   */
+  rungLately(storedKey: string): boolean;
+  /**
    * The bell to ask through: this process's own when a waiter has it, else a wait for it (at most a
    * second, never past `deadline`), sent with the grant. Undefined when the doorbell connections
    * are all in use (the caller then asks without one).

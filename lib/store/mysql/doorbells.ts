@@ -7,8 +7,11 @@ import { format, rowsOf } from './sql.js';
 /** Longest a waiter blocks on a doorbell before it asks the database anyway (a stalled holder keeps its bell, not its lease). */
 const BELL_WAIT_MS = 1_000;
 
-/** Bell names remembered per process (see Doorbells.nameOf). */
+/** Bell names remembered per process (see Doorbells.nameOf), and keys whose bell a holder rang (see rungLately). */
 const MAX_REMEMBERED_NAMES = 10_000;
+
+/** How long a key whose bell a holder of this process rang counts as contended. */
+const RUNG_LATELY_MS = 1_000;
 
 /**
  * Doorbells as GET_LOCK named locks (see DoorbellStore). Their connections come from the
@@ -19,6 +22,8 @@ const MAX_REMEMBERED_NAMES = 10_000;
 export class Doorbells implements DoorbellStore {
   private readonly bells = new Map<string, Bell>();
   private readonly names = new Map<string, string>();
+  /** When a holder of this process last rang each key's bell (performance.now()). */
+  private readonly rungAt = new Map<string, number>();
   /** Connections taken for bells now: waits in flight and bells held. */
   private inUse = 0;
 
@@ -43,6 +48,11 @@ export class Doorbells implements DoorbellStore {
 
   current(storedKey: string): Bell | undefined {
     return this.bells.get(storedKey);
+  }
+
+  rungLately(storedKey: string): boolean {
+    const at = this.rungAt.get(storedKey);
+    return at !== undefined && performance.now() - at < RUNG_LATELY_MS;
   }
 
   async prepare(storedKey: string, deadline: number): Promise<Bell | BellRequest | undefined> {
@@ -89,8 +99,12 @@ export class Doorbells implements DoorbellStore {
     return bell;
   }
 
-  forget(bell: Bell): void {
+  /** The bell was rung; `byHolder`: by its holder's release (others were queued on it). */
+  forget(bell: Bell, byHolder: boolean): void {
     if (this.bells.get(bell.storedKey) === bell) this.bells.delete(bell.storedKey);
+    if (!byHolder) return;
+    if (this.rungAt.size >= MAX_REMEMBERED_NAMES) this.rungAt.clear();
+    this.rungAt.set(bell.storedKey, performance.now());
   }
 
   async close(): Promise<void> {
@@ -168,18 +182,20 @@ export class Bell implements BellView {
   /** Already rung by the statement sent with the release: local bookkeeping only. */
   rungWith(ok: boolean): void {
     if (this.state === 'rung') return;
+    const byHolder = this.state === 'holding';
     this.state = 'rung';
     if (this.idleTimer) clearTimeout(this.idleTimer);
-    this.owner.forget(this);
+    this.owner.forget(this, byHolder);
     if (ok) this.connection.release();
     else this.connection.destroy();
   }
 
   async ring(): Promise<void> {
     if (this.state === 'rung') return;
+    const byHolder = this.state === 'holding';
     this.state = 'rung';
     if (this.idleTimer) clearTimeout(this.idleTimer);
-    this.owner.forget(this);
+    this.owner.forget(this, byHolder);
     await ring(this.connection, this.name);
   }
 }

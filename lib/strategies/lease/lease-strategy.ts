@@ -8,6 +8,7 @@ import { LockStatementError } from '../../store/lock-statement.error.js';
 import { SemaphoreLimitError } from '../../errors/semaphore-limit.error.js';
 import { explainLoss } from '../explain-loss.js';
 import type { AttemptResult, GrantAttempt, LockStrategy, StrategyCapabilities } from '../lock-strategy.js';
+import type { LockTarget } from '../../core/lock-key.js';
 
 /**
  * How long past the caller's deadline a grant in flight may still answer: the server bounds each
@@ -151,15 +152,30 @@ export class LeaseStrategy implements LockStrategy {
 
   async close(): Promise<void> {}
 
+  /** A first try that waits on the key's bell (see ringsBell) waits before it asks. */
+  waitsAtOnce(targets: readonly LockTarget[]): boolean {
+    return this.bellContended(targets);
+  }
+
   /** Single-key write requests use doorbells; multi-key and read requests poll. */
   private bellNameFor(attempt: GrantAttempt): string | undefined {
     if (!this.doorbells || attempt.internal || attempt.targets.length !== 1 || attempt.targets[0]!.mode !== 'write') return undefined;
     return this.doorbells.nameOf(attempt.targets[0]!.storedKey);
   }
 
-  /** A writer the database refused waits on the key's bell before its next try; so does one whose key's bell a local holder has. */
+  /**
+   * A writer the database refused waits on the key's bell before its next try; so does one whose
+   * key's bell a local holder has, or rang lately (others were queued on it: asking first would
+   * only be refused, and the refusal's full plan costs a round trip on every re-request).
+   */
   private ringsBell(attempt: GrantAttempt): boolean {
     if (!this.doorbells || this.bellNameFor(attempt) === undefined) return false;
-    return attempt.refusals > 0 || this.doorbells.current(attempt.targets[0]!.storedKey)?.state === 'holding';
+    return attempt.refusals > 0 || this.bellContended(attempt.targets);
+  }
+
+  private bellContended(targets: readonly LockTarget[]): boolean {
+    const key = targets.length === 1 && targets[0]!.mode === 'write' ? targets[0]!.storedKey : undefined;
+    if (!this.doorbells || key === undefined) return false;
+    return this.doorbells.current(key)?.state === 'holding' || this.doorbells.rungLately(key);
   }
 }
