@@ -126,7 +126,11 @@ const suite = ({ strategy }: ContractTarget): void => {
       const stepOf = (r: (typeof ofKey)[number]) =>
         r.status === 'EXPIRED' ? 'holder' : r.status === 'RELEASED' && takerTokens.includes(Number(r.token)) ? 'taker' : undefined;
       const sequence = ofKey.map(stepOf).filter((step) => step !== undefined);
-      assert.deepEqual(sequence, Array.from({ length: 2 * ROUNDS_PER_HOLDER }, (_, i) => (i % 2 === 0 ? 'holder' : 'taker')), JSON.stringify(ofKey));
+      assert.deepEqual(
+        sequence,
+        Array.from({ length: 2 * ROUNDS_PER_HOLDER }, (_, i) => (i % 2 === 0 ? 'holder' : 'taker')),
+        JSON.stringify(ofKey),
+      );
       const others = ofKey.filter((r) => stepOf(r) === undefined);
       assert.ok(
         others.every((r) => r.status === 'RELEASED' && (r.note?.startsWith('given back') || r.note?.startsWith('abandoned'))),
@@ -141,7 +145,7 @@ const suite = ({ strategy }: ContractTarget): void => {
       const key = `control${round}`;
       await db.query('INSERT INTO fence_counters (k) VALUES (?)', [key]);
       let stopped = false;
-      const run = holder.run<Outcome>(SCENARIO, 'writeOnce', { key, round, writer: 'A', stallMs: STALL_MS }, (event) => {
+      const run = holder.run<Outcome>(SCENARIO, 'writeOnce', { key, round, writer: 'A', stallMs: STALL_MS, control: true }, (event) => {
         if (event !== 'wrote' || stopped) return;
         stopped = true;
         holder.signal('SIGSTOP');

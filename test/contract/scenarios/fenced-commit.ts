@@ -34,6 +34,16 @@ export class FenceService {
     return this.body(key, round, writer, stallMs, emit);
   }
 
+  /**
+   * The control's holder: the same work under a lease long enough that, however loaded the
+   * machine, it runs out during the stall (the parent waits for that by the server clock), not
+   * before it, when a late renewal would lose it on purpose.
+   */
+  @WriteLock('fence:{0}', { timeoutMs: 20_000, leaseMs: 1_000 })
+  async control(key: string, round: number, writer: string, stallMs: number, emit: (event: string) => void): Promise<number> {
+    return this.body(key, round, writer, stallMs, emit);
+  }
+
   private async body(key: string, round: number, writer: string, stallMs: number, emit: (event: string) => void): Promise<number> {
     const manager = this.locks.manager;
     const token = this.locks.currentLock!.fencingToken;
@@ -51,12 +61,15 @@ export const providers = [FenceService];
 type Outcome = { outcome: 'committed'; token: number } | { outcome: 'lost'; byDatabaseFence: boolean; message: string };
 
 /** One call of the locked method; LockLostError is an outcome, anything else an error. */
-export async function writeOnce(ctx: WorkerContext<{ key: string; round: number; writer: string; stallMs: number }>): Promise<Outcome> {
+export async function writeOnce(
+  ctx: WorkerContext<{ key: string; round: number; writer: string; stallMs: number; control?: boolean }>,
+): Promise<Outcome> {
   const { key, round, writer, stallMs } = ctx.args;
   try {
     const service = ctx.app.get(FenceService);
     const emit = (event: string): void => ctx.emit(event);
-    const token = writer === 'B' ? await service.take(key, round, writer, stallMs, emit) : await service.write(key, round, writer, stallMs, emit);
+    const call = ctx.args.control ? service.control : writer === 'B' ? service.take : service.write;
+    const token = await call.call(service, key, round, writer, stallMs, emit);
     return { outcome: 'committed', token };
   } catch (error) {
     const e = error as Error;
