@@ -6,11 +6,11 @@
 import 'reflect-metadata';
 import { randomUUID } from 'node:crypto';
 import mysql from 'mysql2/promise';
-import { resolveTargets } from '../../lib/core/lock-key.js';
 import { fastSingleKeyGrantPlan } from '../../lib/store/mysql/fast-grant.sql.js';
 import type { GrantInput } from '../../lib/store/mysql/grant.sql.js';
 import { singleKeyGrantPlan } from '../../lib/store/mysql/single-key-grant.sql.js';
 import { TestDatabase } from '../support/test-database.js';
+import { benchGrantInput } from './designs/grant-input.js';
 import { runProbe, timeShapes } from './probe-main.js';
 import { median } from './stats.js';
 import { AddTokenClaims1798156800000, DB_LOCK_MIGRATIONS } from '../../lib/index.js';
@@ -62,19 +62,7 @@ async function main(): Promise<void> {
     c.query(
       `UPDATE ${table} SET status = 'RELEASED', ended_at = UTC_TIMESTAMP(6), hold_ms = TIMESTAMPDIFF(MICROSECOND, acquired_at, UTC_TIMESTAMP(6)) DIV 1000 WHERE id IN (${id}) AND status IN ('ACQUIRED','COMPLETED')`,
     );
-  const input = (key: string): GrantInput => ({
-    acquisitionId: randomUUID(),
-    holder: 'h:1',
-    processId: '1',
-    strategy: 'lease',
-    targets: resolveTargets(key, 'write', ''),
-    leaseMs: 30_000,
-    waitedMs: 0,
-    writerWaitMarkMs: 0,
-    writerPreference: true,
-    doorbell: 'dbl:probe',
-    statementLimit: { kind: 'mariadb', ms: 10_000 },
-  });
+  const input = (key: string): GrantInput => benchGrantInput(key, { doorbell: 'dbl:probe', statementLimit: { kind: 'mariadb', ms: 10_000 } });
   const cols = 'lock_key, mode, owner, holder, process_id, strategy, fencing_token, status, lease_ms, acquired_at, expires_at, wait_ms';
   const fastSql = (key: string, withProbe: boolean) => {
     const sql = fastSingleKeyGrantPlan(input(key), Date.now).statements.join(';\n');

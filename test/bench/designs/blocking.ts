@@ -9,7 +9,7 @@ import { BEGIN_AND_TAKE, RECORD_AND_COMMIT } from '../../../lib/store/mysql/sess
 import { sessionQuery } from '../../../lib/store/mysql/session-query.js';
 import { format } from '../../../lib/store/mysql/sql.js';
 import { hostNow } from '../stats.js';
-import { countedQuery, type DesignDeps, type DesignId, type LockDesign, type Query } from './types.js';
+import { countedQuery, type DesignDeps, type DesignId, type LockDesign, type Query, timedHold } from './types.js';
 
 /**
  * A hold as one transaction on the caller's own connection, as such code is written: `take` locks
@@ -191,15 +191,10 @@ export function getLockDesign(deps: DesignDeps): LockDesign {
         const rows = await query('SELECT GET_LOCK(?, 60) AS got', [key]);
         if (Number(rows[0]!.got) === 1) break;
       }
-      const acquiredAt = hostNow();
-      let releasingAt = acquiredAt;
-      try {
-        await body(query);
-      } finally {
-        releasingAt = hostNow();
-        await query('SELECT RELEASE_LOCK(?)', [key]);
-      }
-      return { acquiredAt, releasingAt };
+      return timedHold(
+        () => body(query),
+        () => query('SELECT RELEASE_LOCK(?)', [key]),
+      );
     },
     roundTrips: () => counter.sent,
     redisCommands: () => 0,

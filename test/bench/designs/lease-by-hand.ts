@@ -7,14 +7,12 @@
  * come from the library's own plan builders, so they follow its changes. Not a lock to ship: it
  * trusts the bell alone to decide who goes next (the library's statements still check the log).
  */
-import { randomUUID } from 'node:crypto';
 import mysql from 'mysql2/promise';
-import { resolveTargets } from '../../../lib/core/lock-key.js';
 import { afterBellClaimPlan } from '../../../lib/store/mysql/fast-grant.sql.js';
 import { endRowsPlan } from '../../../lib/store/mysql/hold.sql.js';
 import { format } from '../../../lib/store/mysql/sql.js';
-import { hostNow } from '../stats.js';
-import { countedQuery, type DesignDeps, type LockDesign, SlotConnections } from './types.js';
+import { benchGrantInput } from './grant-input.js';
+import { countedQuery, type DesignDeps, type LockDesign, SlotConnections, timedHold } from './types.js';
 
 /** The bell's wait with its result kept for the batch's last statement, as the library's waiter sends it. */
 const WAIT_INTO = 'SELECT GET_LOCK(?, 60), TIMESTAMPDIFF(MICROSECOND, NOW(6), SYSDATE(6)) INTO @dbl_bell_got, @dbl_bell_waited_us';
@@ -51,36 +49,16 @@ export function leaseByHandDesign(deps: DesignDeps): LockDesign {
       const bell = countedQuery(await bells.get(slot), counter);
       const query = countedQuery(await deps.slots.get(slot), counter);
       const name = bellOf(key);
-      const grant = afterBellClaimPlan(
-        {
-          acquisitionId: randomUUID(),
-          holder: 'bench:hand',
-          processId: '0',
-          strategy: 'lease',
-          targets: resolveTargets(key, 'write', ''),
-          leaseMs: 30_000,
-          waitedMs: 0,
-          writerWaitMarkMs: 0,
-          writerPreference: true,
-          doorbell: name,
-          claims: true,
-        },
-        Date.now,
-      );
+      const grant = afterBellClaimPlan(benchGrantInput(key, { holder: 'bench:hand', processId: '0', doorbell: name, claims: true }), Date.now);
       const statements = [format(WAIT_INTO, [name]), ...grant.statements, `${WAIT_RESULT}, ${grant.readBack}`];
       const results = (await bell(statements.join(';\n'))) as unknown as unknown[];
       const outcome = grant.parse(results.slice(1));
       if (!outcome.granted) throw new Error(`lease by hand: the grant after the bell was refused on '${key}'`);
-      const acquiredAt = hostNow();
-      let releasingAt = acquiredAt;
-      try {
-        await body(query);
-      } finally {
-        releasingAt = hostNow();
-        const end = endRowsPlan([outcome.rows[0]!.id], 'RELEASED');
-        await bell([...end.statements, format('DO RELEASE_LOCK(?)', [name])].join(';\n'));
-      }
-      return { acquiredAt, releasingAt };
+      const end = endRowsPlan([outcome.rows[0]!.id], 'RELEASED');
+      return timedHold(
+        () => body(query),
+        () => bell([...end.statements, format('DO RELEASE_LOCK(?)', [name])].join(';\n')),
+      );
     },
     roundTrips: () => counter.sent,
     redisCommands: () => 0,

@@ -5,11 +5,11 @@
  * client-side count is the library's own (`stats().roundTripsBy.locks`, doorbells included) plus
  * what goes through the DataSource (the row-lock and fenced transactions) and the caller's connection.
  */
-import { resolveTargets } from '../../../lib/core/lock-key.js';
 import { afterBellClaimPlan } from '../../../lib/store/mysql/fast-grant.sql.js';
 import { hostNow } from '../stats.js';
 import { DecoratedWork, managerQuery } from './decorated.js';
-import { countedQuery, type DesignDeps, type LockDesign } from './types.js';
+import { benchGrantInput } from './grant-input.js';
+import { countedQuery, type DesignDeps, type LockDesign, timedHold } from './types.js';
 
 /** Generous budget: a timeout in the bench would be a finding, reported as an error, not hidden. */
 const TIMEOUT_MS = 120_000;
@@ -21,20 +21,8 @@ const TIMEOUT_MS = 120_000;
  * from the library's own plan, so that a change there changes this too: declaring more than is sent
  * would hide as many waiter statements in the server's count.
  */
-export function grantStatements(strategy: 'lease'): number {
-  const input = {
-    acquisitionId: 'o',
-    holder: 'h',
-    processId: '1',
-    strategy,
-    targets: resolveTargets('k', 'write', ''),
-    leaseMs: 1000,
-    waitedMs: 0,
-    writerWaitMarkMs: 0,
-    writerPreference: true,
-    claims: true,
-  };
-  return afterBellClaimPlan(input, Date.now).statements.length + 1;
+export function grantStatements(): number {
+  return afterBellClaimPlan(benchGrantInput('k', { claims: true }), Date.now).statements.length + 1;
 }
 
 /**
@@ -61,7 +49,7 @@ export function leaseDesign(deps: DesignDeps): LockDesign {
   return {
     id: 'lease',
     // grant + release (one UPDATE) + doorbell + critical section
-    usefulStatements: grantStatements('lease') + 1 + BELL_STATEMENTS + CRITICAL_SECTION,
+    usefulStatements: grantStatements() + 1 + BELL_STATEMENTS + CRITICAL_SECTION,
     usefulRedisCommands: 0,
     // The bell's wait rides in the grant's round trip and its ring in the release's.
     handoffRoundTrips: 0,
@@ -70,15 +58,10 @@ export function leaseDesign(deps: DesignDeps): LockDesign {
     async hold(key, slot, body) {
       const query = countedQuery(await deps.slots.get(slot), counter);
       const handle = await deps.locks.acquire(key, { timeoutMs: TIMEOUT_MS });
-      const acquiredAt = hostNow();
-      let releasingAt = acquiredAt;
-      try {
-        await body(query);
-      } finally {
-        releasingAt = hostNow();
-        await handle.release();
-      }
-      return { acquiredAt, releasingAt };
+      return timedHold(
+        () => body(query),
+        () => handle.release(),
+      );
     },
     roundTrips: () => library() + counter.sent,
     redisCommands: () => 0,
@@ -91,7 +74,7 @@ export function leaseDecoratedDesign(deps: DesignDeps): LockDesign {
   return {
     id: 'lease-decorated',
     // grant + the fenced transaction (its fence ends the lock) + doorbell + critical section
-    usefulStatements: grantStatements('lease') + FENCED_TRANSACTION_STATEMENTS + BELL_STATEMENTS + CRITICAL_SECTION,
+    usefulStatements: grantStatements() + FENCED_TRANSACTION_STATEMENTS + BELL_STATEMENTS + CRITICAL_SECTION,
     usefulRedisCommands: 0,
     // The lock ends in the business commit; the bell is rung after it, in a round trip of its own.
     handoffRoundTrips: 1,

@@ -10,6 +10,7 @@ import type mysql from 'mysql2/promise';
 import type { DataSource } from 'typeorm';
 import type { LockService } from '../../../lib/index.js';
 import type { ConnectionSettings } from '../../support/test-database.js';
+import { hostNow } from '../stats.js';
 
 export const DESIGN_IDS = [
   'lease',
@@ -145,4 +146,17 @@ export function countedQuery(connection: mysql.Connection, counter: { sent: numb
     const [rows] = await connection.query(sql, params);
     return rows as Record<string, unknown>[];
   };
+}
+
+/** Runs the critical section with the lock held, noting when it began and ended, then lets go (also when it failed). */
+export async function timedHold(body: () => Promise<void>, letGo: () => Promise<unknown>): Promise<HoldTimes> {
+  const acquiredAt = hostNow();
+  let releasingAt = acquiredAt;
+  try {
+    await body();
+  } finally {
+    releasingAt = hostNow();
+    await letGo();
+  }
+  return { acquiredAt, releasingAt };
 }
