@@ -181,22 +181,23 @@ export class Bell implements BellView {
 
   /** Already rung by the statement sent with the release: local bookkeeping only. */
   rungWith(ok: boolean): void {
-    if (this.state === 'rung') return;
-    const byHolder = this.state === 'holding';
-    this.state = 'rung';
-    if (this.idleTimer) clearTimeout(this.idleTimer);
-    this.owner.forget(this, byHolder);
+    if (!this.markRung()) return;
     if (ok) this.connection.release();
     else this.connection.destroy();
   }
 
   async ring(): Promise<void> {
-    if (this.state === 'rung') return;
+    if (this.markRung()) await ring(this.connection, this.name);
+  }
+
+  /** Local bookkeeping of a ring, once: false if it was rung already. */
+  private markRung(): boolean {
+    if (this.state === 'rung') return false;
     const byHolder = this.state === 'holding';
     this.state = 'rung';
     if (this.idleTimer) clearTimeout(this.idleTimer);
     this.owner.forget(this, byHolder);
-    await ring(this.connection, this.name);
+    return true;
   }
 }
 

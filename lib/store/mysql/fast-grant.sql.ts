@@ -2,7 +2,7 @@ import type { GrantInput, GrantOutcome } from './grant.sql.js';
 import { bound } from './grant-statements.sql.js';
 import { decisionUpdate, logRowValues } from './single-key-grant.sql.js';
 import { ER_DUP_ENTRY, errnoOf } from './errno.js';
-import { CLAIM_INDEX, keyLiteral, LIVE_STATUSES_SQL, LOCK_LOG_TABLE, LOCK_TABLE, ourTurnSql, rowsOf } from './sql.js';
+import { keyLiteral, LIVE_STATUSES_SQL, LOCK_LOG_TABLE, LOCK_TABLE, newestClaimSql, ourTurnSql, rowsOf } from './sql.js';
 import type { StatementPlan } from './statement-plan.js';
 
 /** A single-row INSERT of NULL into a NOT NULL column fails, in strict mode or not. */
@@ -100,10 +100,12 @@ function claimingGrantPlan(input: GrantInput, estimatedServerNow: () => number, 
 export function afterBellClaimPlan(input: GrantInput, estimatedServerNow: () => number): StatementPlan<GrantOutcome> & { readonly readBack: string } {
   const target = input.targets[0]!;
   const key = keyLiteral(target.bytes);
-  const newest =
-    `SELECT n.token_claim AS claim, n.status NOT IN ${LIVE_STATUSES_SQL} AND n.mode = 'write' AND n.strategy = 'lease' AS ended ` +
-    `FROM ${LOCK_LOG_TABLE} n FORCE INDEX (${CLAIM_INDEX}) WHERE n.lock_key = ${key} AND n.token_claim IS NOT NULL ORDER BY n.token_claim DESC LIMIT 1`;
-  const next = `(SELECT IF(d.ended, GREATEST(d.claim, (SELECT k.fencing_token FROM ${LOCK_TABLE} k WHERE k.lock_key = ${key})) + 1, NULL) FROM (${newest}) d)`;
+  const newest = newestClaimSql(
+    key,
+    'n',
+    `n.token_claim AS claim, n.status NOT IN ${LIVE_STATUSES_SQL} AND n.mode = 'write' AND n.strategy = 'lease' AS ended`,
+  );
+  const next = `(SELECT IF(d.ended, GREATEST(d.claim, (SELECT k.fencing_token FROM ${LOCK_TABLE} k WHERE k.lock_key = ${key})) + 1, NULL) FROM ${newest} d)`;
   const row = logRowValues(input, input.doorbell ? `IF(${ourTurnSql(input.doorbell)}, ${next}, NULL)` : next);
   const [insert] = bound(input, [`INSERT INTO ${LOCK_LOG_TABLE} (${row.columns}) VALUES (${row.values})`]);
   return {

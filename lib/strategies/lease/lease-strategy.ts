@@ -159,8 +159,13 @@ export class LeaseStrategy implements LockStrategy {
 
   /** Single-key write requests use doorbells; multi-key and read requests poll. */
   private bellNameFor(attempt: GrantAttempt): string | undefined {
-    if (!this.doorbells || attempt.internal || attempt.targets.length !== 1 || attempt.targets[0]!.mode !== 'write') return undefined;
-    return this.doorbells.nameOf(attempt.targets[0]!.storedKey);
+    const key = attempt.internal ? undefined : this.bellKeyOf(attempt.targets);
+    return key === undefined ? undefined : this.doorbells!.nameOf(key);
+  }
+
+  /** The key whose bell `targets` would use: one key, written, with doorbells on. */
+  private bellKeyOf(targets: readonly LockTarget[]): string | undefined {
+    return this.doorbells && targets.length === 1 && targets[0]!.mode === 'write' ? targets[0]!.storedKey : undefined;
   }
 
   /**
@@ -169,13 +174,12 @@ export class LeaseStrategy implements LockStrategy {
    * only be refused, and the refusal's full plan costs a round trip on every re-request).
    */
   private ringsBell(attempt: GrantAttempt): boolean {
-    if (!this.doorbells || this.bellNameFor(attempt) === undefined) return false;
+    if (this.bellNameFor(attempt) === undefined) return false;
     return attempt.refusals > 0 || this.bellContended(attempt.targets);
   }
 
   private bellContended(targets: readonly LockTarget[]): boolean {
-    const key = targets.length === 1 && targets[0]!.mode === 'write' ? targets[0]!.storedKey : undefined;
-    if (!this.doorbells || key === undefined) return false;
-    return this.doorbells.current(key)?.state === 'holding' || this.doorbells.rungLately(key);
+    const key = this.bellKeyOf(targets);
+    return key !== undefined && (this.doorbells!.current(key)?.state === 'holding' || this.doorbells!.rungLately(key));
   }
 }
