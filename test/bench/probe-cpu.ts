@@ -18,6 +18,7 @@ import { createLockApp } from '../support/lock-app.js';
 import { DecoratedWork } from './designs/decorated.js';
 import { TestDatabase } from '../support/test-database.js';
 import { runProbe } from './probe-main.js';
+import { claimGrantShape, RELEASE_SHAPE } from './uncontended-items.js';
 import type { RowLockStore } from '../../lib/store/lock-store.js';
 import { resolveTargets } from '../../lib/core/lock-key.js';
 import type { LockRuntime } from '../../lib/core/lock-runtime.js';
@@ -53,10 +54,16 @@ async function main(): Promise<void> {
     await strategy.release(lock!, 'RELEASED' as never);
   };
   const times = { acquiredAt: 0, releasingAt: 0 };
+  let claimedTokens = 0;
   const shapes: Record<string, () => Promise<unknown>> = {
     'row-lock @WriteLock': () => decorated.rowLock('d', (q) => q('UPDATE counter SET n = n + 1 WHERE id = 1').then(() => undefined), times),
     'lease acquire + release': async () => void (await (await app.locks.acquire('la')).release()),
     'lease @WriteLock': () => decorated.lease('dl', (q) => q('UPDATE counter SET n = n + 1 WHERE id = 1').then(() => undefined), times),
+    // The lease's uncontended floor by hand: the claim INSERT and the release's PK UPDATE on a plain mysql2 connection.
+    'lease by hand (claim + end)': async () => {
+      const [result] = (await c.query(claimGrantShape(++claimedTokens))) as unknown as [{ insertId: number }];
+      await c.query(RELEASE_SHAPE, [result.insertId]);
+    },
     'plain TypeORM transaction': () => dataSource.transaction((m) => m.query('UPDATE counter SET n = n + 1 WHERE id = 1')),
     'row-lock withLock one UPDATE': () =>
       app.locks.withLock('k1', (h) => h.manager!.query('UPDATE counter SET n = n + 1 WHERE id = 1'), { strategy: 'row-lock' }),
