@@ -47,28 +47,30 @@ export function contentionFloorLines(r: BenchResults): string[] {
       if (commit !== undefined) {
         const bound = twoCommitBound(v, commit);
         const of = (f: typeof lease) => f.throughput.median / bound;
-        cases.push({ what: 'Lease, throughput × the two-commit bound', library: of(lease), floor: of(leaseHand), limit: 0.8, atMost: false, floorWhat });
+        cases.push({
+          what: 'Lease, throughput × the two-commit bound',
+          library: of(lease),
+          floor: of(leaseHand),
+          limit: 0.8,
+          atMost: false,
+          floorWhat,
+        });
       }
     }
     const [rowLock, rowLockHand] = [d('row-lock'), d('row-lock-hand')];
     if (rowLock && rowLockHand) {
-      const floorWhat = "its hold's statements by hand, audit row included";
-      cases.push({
-        what: 'Row-lock, throughput × `FOR UPDATE`',
-        library: rowLock.throughput.median / forUpdate.throughput.median,
-        floor: rowLockHand.throughput.median / forUpdate.throughput.median,
-        limit: 0.9,
-        atMost: false,
-        floorWhat,
+      const against = (what: string, figure: 'throughput' | 'waitP99', limit: number, atMost: boolean): FloorCase => ({
+        what,
+        library: rowLock[figure].median / forUpdate[figure].median,
+        floor: rowLockHand[figure].median / forUpdate[figure].median,
+        limit,
+        atMost,
+        floorWhat: "its hold's statements by hand, audit row included",
       });
-      cases.push({
-        what: "Row-lock, wait p99 × `FOR UPDATE`'s",
-        library: rowLock.waitP99.median / forUpdate.waitP99.median,
-        floor: rowLockHand.waitP99.median / forUpdate.waitP99.median,
-        limit: 2,
-        atMost: true,
-        floorWhat,
-      });
+      cases.push(
+        against('Row-lock, throughput × `FOR UPDATE`', 'throughput', 0.9, false),
+        against("Row-lock, wait p99 × `FOR UPDATE`'s", 'waitP99', 2, true),
+      );
     }
     if (cases.length > 0) lines.push(`- **Floors under contention (${variantName(v.pauseMs)}).** ${cases.map(verdictOf).join(' ')}`);
   }
