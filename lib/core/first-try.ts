@@ -5,7 +5,7 @@ import type { Waiter } from './wait-queue.js';
 
 /** What the first try needs from the runtime. */
 export interface FirstTryHost {
-  /** The try will wait in the database before it asks (a doorbell): the caller is told it waits before the try, not after. */
+  /** The try would wait in the database before it asks (a doorbell): it goes from the local queue instead. */
   waitsAtOnce(): boolean;
   /** One try, tracked while on the wire (the queue driver's). */
   attempt(waiter: Waiter<HeldLock>): Promise<HeldLock | undefined>;
@@ -23,7 +23,10 @@ export interface FirstTryHost {
  * maxAttempts and deadline apply as for any waiter). The runtime queues at once instead when a
  * local caller already waits for the keys or a local holder blocks them, unless the strategy
  * queues its callers in the server (row-lock: the locking statement itself waits there, so asking
- * is waiting).
+ * is waiting). A try that would wait on a doorbell before it asks goes from the local queue too,
+ * its caller told first: the server's queue then holds one waiter of this process, and the
+ * process's other callers of the keys wait behind it here. Side by side, first tries waiting there
+ * would each take a place in the server's queue, and one process's callers would follow each other.
  */
 export function firstTryBeforeQueue(
   request: AcquireRequest,
@@ -31,9 +34,11 @@ export function firstTryBeforeQueue(
   settled: <T>(verdict: T) => T,
   host: FirstTryHost,
 ): Promise<HeldLock> {
+  if (host.waitsAtOnce()) {
+    request.onWaiting?.();
+    return host.queued();
+  }
   host.counted(1);
-  const toldWaiting = request.onWaiting !== undefined && host.waitsAtOnce();
-  if (toldWaiting) request.onWaiting!();
   let trying: Promise<HeldLock | undefined>;
   try {
     // A try reads the waiter's state only; a queue settles waiters, never a try.
@@ -49,7 +54,7 @@ export function firstTryBeforeQueue(
       if (granted) return settled(granted);
       waiter.tries++;
       if (waiter.lastFailure === undefined) waiter.refusals++;
-      if (!toldWaiting) request.onWaiting?.();
+      request.onWaiting?.();
       if (host.closing()) throw settled(new DbLockError('The lock service shut down while this caller was waiting'));
       return host.queued();
     },

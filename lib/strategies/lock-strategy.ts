@@ -62,7 +62,7 @@ export interface LockStrategy {
   waitsForLocalRelease(conflicting: HeldLock): boolean;
   /** One try; may wait in the database, never past `attempt.deadline`. */
   tryGrant(attempt: GrantAttempt): Promise<AttemptResult>;
-  /** True when a first try for `targets` will wait in the database before it asks (the caller is told it waits first). */
+  /** True when a try for `targets` would wait in the database before it asks (a doorbell): the caller then waits in the local queue. */
   waitsAtOnce?(targets: readonly LockTarget[]): boolean;
   /** Pause before the next try after `failedTries` failed ones, in ms. */
   retryDelay(failedTries: number): number;
