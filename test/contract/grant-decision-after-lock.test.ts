@@ -1,7 +1,6 @@
 import { after, before, it } from 'node:test';
 import assert from 'node:assert/strict';
 import type { INestApplicationContext } from '@nestjs/common';
-import mysql from 'mysql2/promise';
 import { TestDatabase } from '../support/test-database.js';
 import { createLockApp } from '../support/lock-app.js';
 import { type LockService, LockTimeoutError } from '../../lib/index.js';
@@ -48,9 +47,8 @@ contractSuite('lease-grant-after-row-lock', 'single-key grant decided after the 
       // The key row exists, and this process does not know the key free (it would claim the next token
       // with one INSERT then, not decide on the key row).
       await db.query('INSERT INTO db_lock (lock_key, fencing_token) VALUES (?, 1)', [Buffer.from(key)]);
-      const other = await mysql.createConnection(db.settings);
+      const other = await db.session();
       try {
-        await other.query('SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED');
         await other.query('START TRANSACTION');
         await other.query('UPDATE db_lock SET fencing_token = LAST_INSERT_ID(fencing_token + 1) WHERE lock_key = ?', [Buffer.from(key)]);
         await other.query(

@@ -1,6 +1,6 @@
 import { after, before, it } from 'node:test';
 import assert from 'node:assert/strict';
-import mysql from 'mysql2/promise';
+import type mysql from 'mysql2/promise';
 import { TestDatabase } from '../support/test-database.js';
 import { contractSuite } from '../support/contract-targets.js';
 import { afterBellClaimPlan } from '../../lib/store/mysql/fast-grant.sql.js';
@@ -65,13 +65,10 @@ contractSuite('lease-mechanics', 'the one-INSERT grant after a doorbell wait', (
 
   before(async () => {
     db = await TestDatabase.create();
-    p = await mysql.createConnection(db.settings);
-    q = await mysql.createConnection(db.settings);
-    for (const conn of [p, q]) await conn.query('SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED');
+    p = await db.session();
+    q = await db.session();
   });
   after(async () => {
-    await p?.end();
-    await q?.end();
     await db?.drop();
   });
 

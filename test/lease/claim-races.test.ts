@@ -78,13 +78,10 @@ contractSuite('lease-mechanics', 'one-INSERT grants against the other grants, st
 
   before(async () => {
     db = await TestDatabase.create();
-    q = await mysql.createConnection(db.settings);
-    p = await mysql.createConnection(db.settings);
-    for (const conn of [q, p]) await conn.query('SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED');
+    q = await db.session();
+    p = await db.session();
   });
   after(async () => {
-    await q?.end();
-    await p?.end();
     await db?.drop();
   });
 

@@ -31,6 +31,8 @@ export function connectionSettings(database: string): ConnectionSettings {
  * `drop()` removes it. The name is unique per run, so parallel runs never meet.
  */
 export class TestDatabase {
+  private readonly sessions: mysql.Connection[] = [];
+
   private constructor(
     readonly name: string,
     readonly admin: mysql.Connection,
@@ -53,6 +55,17 @@ export class TestDatabase {
 
   get settings(): ConnectionSettings {
     return connectionSettings(this.name);
+  }
+
+  /**
+   * A connection of its own to this database, at READ COMMITTED as the library's own sessions are,
+   * for playing the library's statements by hand; `drop()` closes it.
+   */
+  async session(): Promise<mysql.Connection> {
+    const connection = await mysql.createConnection(this.settings);
+    this.sessions.push(connection);
+    await connection.query('SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED');
+    return connection;
   }
 
   /** Runs SQL on the admin connection (in this database). */
@@ -117,6 +130,7 @@ export class TestDatabase {
   }
 
   async drop(): Promise<void> {
+    for (const session of this.sessions.splice(0)) await session.end().catch(() => undefined);
     try {
       await this.admin.query(`DROP DATABASE IF EXISTS \`${this.name}\``);
     } finally {

@@ -69,14 +69,7 @@ export class Doorbells implements DoorbellStore {
       return undefined; // no connection free: ask without a bell
     }
     const name = this.nameOf(storedKey);
-    // NOW(6) is fixed when the statement starts, SYSDATE(6) is read after the wait (both UTC: the pool sets
-    // time_zone, so no DST change skews it): their difference is the wait (--sysdate-is-now: 0, conservative).
-    const wait = format(`SELECT GET_LOCK(?, ?) AS got, TIMESTAMPDIFF(MICROSECOND, NOW(6), SYSDATE(6)) AS waited_us`, [name, waitMs / 1000]);
-    const waitInto = format(`SELECT GET_LOCK(?, ?), TIMESTAMPDIFF(MICROSECOND, NOW(6), SYSDATE(6)) INTO @dbl_bell_got, @dbl_bell_waited_us`, [
-      name,
-      waitMs / 1000,
-    ]);
-    return new BellRequest(storedKey, name, connection, wait, waitInto);
+    return new BellRequest(storedKey, name, connection, bellStatements.wait(name, waitMs), bellStatements.waitInto(name, waitMs));
   }
 
   settle(request: BellWait, waitResult: unknown): Bell | undefined {
@@ -130,7 +123,7 @@ export class BellRequest implements BellWait {
   }
 
   /** The result of `waitIntoStatement`, in the shape of `waitStatement`'s. */
-  readonly waitResultStatement = 'SELECT @dbl_bell_got AS got, @dbl_bell_waited_us AS waited_us';
+  readonly waitResultStatement = bellStatements.waitResult;
 
   /** How long the wait lasted on the server, in ms, from the wait's result. */
   waitedMs(waitResult: unknown): number {
@@ -176,7 +169,7 @@ export class Bell implements BellView {
 
   /** Sent right after the holder's release, in the same round trip. */
   get ringStatement(): string {
-    return format(`DO RELEASE_LOCK(?)`, [this.name]);
+    return bellStatements.ring(this.name);
   }
 
   /** Already rung by the statement sent with the release: local bookkeeping only. */
@@ -203,12 +196,27 @@ export class Bell implements BellView {
 
 async function ring(connection: DedicatedConnection, name: string): Promise<void> {
   try {
-    await connection.query(format(`DO RELEASE_LOCK(?)`, [name]), performance.now() + 5000);
+    await connection.query(bellStatements.ring(name), performance.now() + 5000);
     connection.release();
   } catch {
     connection.destroy(); // closing the session frees the named lock too
   }
 }
+
+/**
+ * A bell's statements. The wait answers whether it got the bell and how long it waited: NOW(6) is
+ * fixed when the statement starts, SYSDATE(6) is read after the wait (both UTC: the pool sets
+ * time_zone, so no DST change skews it; --sysdate-is-now: 0, conservative). `waitInto` keeps that
+ * answer in session variables, read back by `waitResult`, for a batch an error may stop.
+ */
+export const bellStatements = {
+  wait: (name: string, waitMs: number): string =>
+    format(`SELECT GET_LOCK(?, ?) AS got, TIMESTAMPDIFF(MICROSECOND, NOW(6), SYSDATE(6)) AS waited_us`, [name, waitMs / 1000]),
+  waitInto: (name: string, waitMs: number): string =>
+    format(`SELECT GET_LOCK(?, ?), TIMESTAMPDIFF(MICROSECOND, NOW(6), SYSDATE(6)) INTO @dbl_bell_got, @dbl_bell_waited_us`, [name, waitMs / 1000]),
+  waitResult: 'SELECT @dbl_bell_got AS got, @dbl_bell_waited_us AS waited_us',
+  ring: (name: string): string => format(`DO RELEASE_LOCK(?)`, [name]),
+} as const;
 
 /** Named locks are server-wide and at most 64 characters: a hash of the database and the key. */
 export function bellName(scope: string, storedKey: string): string {

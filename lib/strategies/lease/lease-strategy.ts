@@ -154,13 +154,19 @@ export class LeaseStrategy implements LockStrategy {
 
   /** A first try that waits on the key's bell (see ringsBell) waits before it asks. */
   waitsAtOnce(targets: readonly LockTarget[]): boolean {
-    return this.bellContended(targets);
+    const key = this.bellKeyOf(targets);
+    return key !== undefined && this.bellContended(key);
   }
 
   /** Single-key write requests use doorbells; multi-key and read requests poll. */
   private bellNameFor(attempt: GrantAttempt): string | undefined {
-    const key = attempt.internal ? undefined : this.bellKeyOf(attempt.targets);
+    const key = this.bellKeyFor(attempt);
     return key === undefined ? undefined : this.doorbells!.nameOf(key);
+  }
+
+  /** The key whose bell an attempt uses: none for the library's own locks. */
+  private bellKeyFor(attempt: GrantAttempt): string | undefined {
+    return attempt.internal ? undefined : this.bellKeyOf(attempt.targets);
   }
 
   /** The key whose bell `targets` would use: one key, written, with doorbells on. */
@@ -174,12 +180,11 @@ export class LeaseStrategy implements LockStrategy {
    * only be refused, and the refusal's full plan costs a round trip on every re-request).
    */
   private ringsBell(attempt: GrantAttempt): boolean {
-    if (this.bellNameFor(attempt) === undefined) return false;
-    return attempt.refusals > 0 || this.bellContended(attempt.targets);
+    const key = this.bellKeyFor(attempt);
+    return key !== undefined && (attempt.refusals > 0 || this.bellContended(key));
   }
 
-  private bellContended(targets: readonly LockTarget[]): boolean {
-    const key = this.bellKeyOf(targets);
-    return key !== undefined && (this.doorbells!.current(key)?.state === 'holding' || this.doorbells!.rungLately(key));
+  private bellContended(key: string): boolean {
+    return this.doorbells!.current(key)?.state === 'holding' || this.doorbells!.rungLately(key);
   }
 }

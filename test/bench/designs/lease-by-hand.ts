@@ -10,13 +10,10 @@
 import mysql from 'mysql2/promise';
 import { afterBellClaimPlan } from '../../../lib/store/mysql/fast-grant.sql.js';
 import { endRowsPlan } from '../../../lib/store/mysql/hold.sql.js';
-import { format } from '../../../lib/store/mysql/sql.js';
+import { bellStatements } from '../../../lib/store/mysql/doorbells.js';
 import { benchGrantInput } from './grant-input.js';
 import { countedQuery, type DesignDeps, type LockDesign, SlotConnections, timedHold } from './types.js';
 
-/** The bell's wait with its result kept for the batch's last statement, as the library's waiter sends it. */
-const WAIT_INTO = 'SELECT GET_LOCK(?, 60), TIMESTAMPDIFF(MICROSECOND, NOW(6), SYSDATE(6)) INTO @dbl_bell_got, @dbl_bell_waited_us';
-const WAIT_RESULT = 'SELECT @dbl_bell_got AS got, @dbl_bell_waited_us AS waited_us';
 /** The bell wait, the grant's INSERT, the wait's result with the claimed token; the release and the ring; the critical section. */
 const USEFUL_STATEMENTS = 3 + 2 + 2;
 
@@ -50,14 +47,15 @@ export function leaseByHandDesign(deps: DesignDeps): LockDesign {
       const query = countedQuery(await deps.slots.get(slot), counter);
       const name = bellOf(key);
       const grant = afterBellClaimPlan(benchGrantInput(key, { holder: 'bench:hand', processId: '0', doorbell: name, claims: true }), Date.now);
-      const statements = [format(WAIT_INTO, [name]), ...grant.statements, `${WAIT_RESULT}, ${grant.readBack}`];
+      // The bell's wait with its result kept for the batch's last statement, as the library's waiter sends it.
+      const statements = [bellStatements.waitInto(name, 60_000), ...grant.statements, `${bellStatements.waitResult}, ${grant.readBack}`];
       const results = (await bell(statements.join(';\n'))) as unknown as unknown[];
       const outcome = grant.parse(results.slice(1));
       if (!outcome.granted) throw new Error(`lease by hand: the grant after the bell was refused on '${key}'`);
       const end = endRowsPlan([outcome.rows[0]!.id], 'RELEASED');
       return timedHold(
         () => body(query),
-        () => bell([...end.statements, format('DO RELEASE_LOCK(?)', [name])].join(';\n')),
+        () => bell([...end.statements, bellStatements.ring(name)].join(';\n')),
       );
     },
     roundTrips: () => counter.sent,
