@@ -1,9 +1,9 @@
 import { after, before, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { TestDatabase } from '../support/test-database.js';
+import type { TestDatabase } from '../support/test-database.js';
 import { LockWorker } from '../support/worker-host.js';
 import { eventually } from '../support/lock-app.js';
-import { COUNTER_TABLE, type CounterArgs, type CounterResult } from './scenarios/counter.js';
+import { COUNTER_TABLE, counterDatabase, type CounterArgs, type CounterResult } from './scenarios/counter.js';
 import type { HoldResult } from './scenarios/holders.js';
 import { appliesTo, contractSuite } from '../support/contract-targets.js';
 
@@ -25,8 +25,7 @@ contractSuite('server-clock', 'G4 a process with its clock shifted by +1 h', (ta
   let skewed: LockWorker[] = [];
   let normal: LockWorker[] = [];
   before(async () => {
-    db = await TestDatabase.create();
-    await db.query(`CREATE TABLE ${COUNTER_TABLE} (id INT PRIMARY KEY, value INT NOT NULL) ENGINE=InnoDB`);
+    db = await counterDatabase();
     const config = { settings: db.settings, options: target.options({ leaseMs: LEASE_MS, retryMaxDelayMs: POLL_MS }) };
     [skewed, normal] = await Promise.all([
       LockWorker.startMany(2, config, { execArgv: ['--import', SKEW_PRELOAD], env: { CLOCK_SKEW_MS: String(SKEW_MS) } }),

@@ -1,9 +1,9 @@
 import { after, before, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { TestDatabase } from '../support/test-database.js';
+import type { TestDatabase } from '../support/test-database.js';
 import { LockWorker } from '../support/worker-host.js';
 import { contractSuite } from '../support/contract-targets.js';
-import { COUNTER_TABLE, type CounterArgs, type CounterResult } from './scenarios/counter.js';
+import { COUNTER_TABLE, counterDatabase, type CounterArgs, type CounterResult } from './scenarios/counter.js';
 
 /**
  * Exclusion across processes, under each strategy: PROCESSES x CALLERS concurrent callers do a racy read-then-write
@@ -23,8 +23,7 @@ contractSuite('exclusion', `exclusion across processes`, ({ strategy }) => {
   let workers: LockWorker[] = [];
 
   before(async () => {
-    db = await TestDatabase.create();
-    await db.query(`CREATE TABLE ${COUNTER_TABLE} (id INT PRIMARY KEY, value INT NOT NULL) ENGINE=InnoDB`);
+    db = await counterDatabase();
     workers = await LockWorker.startMany(PROCESSES, {
       settings: db.settings, // The counter is written through the DataSource, outside a row-lock holder's transaction on purpose
       // (the lock alone must exclude): no escaped-write warning wanted.

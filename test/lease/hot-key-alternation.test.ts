@@ -1,9 +1,9 @@
 import { after, before, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { TestDatabase } from '../support/test-database.js';
+import type { TestDatabase } from '../support/test-database.js';
 import { LockWorker } from '../support/worker-host.js';
 import { contractSuite } from '../support/contract-targets.js';
-import { COUNTER_TABLE, type CounterArgs, type CounterResult } from '../contract/scenarios/counter.js';
+import { COUNTER_TABLE, counterDatabase, type CounterArgs, type CounterResult } from '../contract/scenarios/counter.js';
 
 /**
  * A hot key across processes, every caller re-requesting at once: each process keeps one waiter
@@ -26,8 +26,7 @@ contractSuite('lease-mechanics', 'a hot key across processes', (target) => {
   let workers: LockWorker[] = [];
 
   before(async () => {
-    db = await TestDatabase.create();
-    await db.query(`CREATE TABLE ${COUNTER_TABLE} (id INT PRIMARY KEY, value INT NOT NULL) ENGINE=InnoDB`);
+    db = await counterDatabase();
     workers = await LockWorker.startMany(PROCESSES, {
       settings: db.settings,
       options: { ...target.options(), leaseMs: 5_000, escapedWrites: 'ignore', janitor: false },

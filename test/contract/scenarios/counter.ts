@@ -1,9 +1,17 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { DataSource } from 'typeorm';
 import type { WorkerContext } from '../../support/lock-worker.js';
+import { TestDatabase } from '../../support/test-database.js';
 
 /** Business table of the exclusion tests: one counter row per test run. */
 export const COUNTER_TABLE = 'test_counter';
+
+/** A fresh test database with the counter table, for the tests whose workers run countUp. */
+export async function counterDatabase(): Promise<TestDatabase> {
+  const db = await TestDatabase.create();
+  await db.query(`CREATE TABLE ${COUNTER_TABLE} (id INT PRIMARY KEY, value INT NOT NULL) ENGINE=InnoDB`);
+  return db;
+}
 
 export interface CounterArgs {
   /** Lock key guarding the counter. */
