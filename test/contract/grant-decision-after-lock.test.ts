@@ -15,8 +15,7 @@ import { contractSuite } from '../support/contract-targets.js';
  * other one commits, and the library's grant must be refused.
  */
 async function untilLockWait(db: TestDatabase): Promise<void> {
-  const waiting = `SELECT 1 FROM information_schema.INNODB_TRX WHERE trx_state = 'LOCK WAIT'`;
-  if ((await db.innodbTrxUntil(waiting, [], (rows) => rows.length > 0, 5_000)).length === 0)
+  if ((await db.ownTransactionsUntil(`t.trx_state = 'LOCK WAIT'`, (rows) => rows.length > 0, 5_000)).length === 0)
     throw new Error('Timed out waiting for the grant to wait on the key row');
 }
 

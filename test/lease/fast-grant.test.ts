@@ -26,12 +26,8 @@ contractSuite('lease-mechanics', 'the fast single-key grant', (target) => {
     );
   // No transaction of the apps' connections left open (read until none, see innodbTrxUntil).
   const noOpenTransaction = async (what: string) => {
-    const [row] = await db.innodbTrxUntil<{ n: number }>(
-      'SELECT COUNT(*) AS n FROM information_schema.INNODB_TRX t JOIN information_schema.PROCESSLIST p ON p.id = t.trx_mysql_thread_id WHERE p.db = ? AND p.id <> CONNECTION_ID()',
-      [db.name],
-      (rows) => Number(rows[0]!.n) === 0,
-    );
-    assert.equal(Number(row!.n), 0, what);
+    const open = await db.ownTransactionsUntil('p.ID <> CONNECTION_ID()', (rows) => rows.length === 0);
+    assert.equal(open.length, 0, what);
   };
 
   before(async () => {

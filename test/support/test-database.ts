@@ -123,6 +123,21 @@ export class TestDatabase {
     return rows;
   }
 
+  /**
+   * This database's transactions (INNODB_TRX `t`, joined to its session `p`), read as
+   * innodbTrxUntil reads until `done(rows)`. Transactions of other databases are left out: test
+   * files run side by side on the shared server, and another file's lock wait is not this one's.
+   * `where`: a further condition, e.g. `t.trx_state = 'LOCK WAIT'`.
+   */
+  ownTransactionsUntil(where: string, done: (rows: Record<string, unknown>[]) => boolean, timeoutMs?: number): Promise<Record<string, unknown>[]> {
+    return this.innodbTrxUntil(
+      `SELECT t.* FROM information_schema.INNODB_TRX t JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id WHERE p.DB = ? AND (${where})`,
+      [this.name],
+      done,
+      timeoutMs,
+    );
+  }
+
   /** When a process last renewed its lease (server clock), by process lease id. */
   async processRenewedAt(processId: unknown): Promise<Date | undefined> {
     const rows = await this.query<{ renewed_at: Date }[]>(`SELECT renewed_at FROM db_lock_process WHERE id = ?`, [processId]);
