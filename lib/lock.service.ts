@@ -90,8 +90,9 @@ export class LockService implements OnModuleInit, OnApplicationBootstrap, Before
    *   reading and asks to write it; DbLockConnectionError when the database cannot be reached;
    *   TooManyLockWaitersError (row-lock) when too many acquisitions already wait.
    */
-  async acquire(keys: LockKeys, options?: LockOptions): Promise<LockHandle> {
-    return this.require().chain.acquire(keys, options);
+  acquire(keys: LockKeys, options?: LockOptions): Promise<LockHandle> {
+    // Not an async frame around the chain's promise: see CallChain.acquire.
+    return this.parts ? this.parts.chain.acquire(keys, options) : Promise.reject(new DbLockNotInitializedError(this.dataSourceName));
   }
 
   /** One try, never waits: the lock, or null if someone else holds it. Same errors as acquire otherwise. */

@@ -42,11 +42,25 @@ export class CallChain {
   /**
    * The lock on `keys` for this call chain: keys it holds are reused (no SQL), the others granted.
    * `join`: a row-lock taken inside the chain's open fenced transaction joins it.
+   * Not an async frame: every acquisition passes here, and one around the runtime's promise costs
+   * promises and microtask hops on the way to the caller. Bad input still rejects, never throws.
    */
-  async acquire(
+  acquire(
     keys: ChainKeys,
     options: LockOptions | undefined,
     how: { quietTimeout?: boolean; join?: FencedTransaction; isolationLevel?: LockIsolationLevel; early?: EarlyBusinessTransaction } = {},
+  ): Promise<LockHandle> {
+    try {
+      return this.acquireNow(keys, options, how);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  }
+
+  private acquireNow(
+    keys: ChainKeys,
+    options: LockOptions | undefined,
+    how: { quietTimeout?: boolean; join?: FencedTransaction; isolationLevel?: LockIsolationLevel; early?: EarlyBusinessTransaction },
   ): Promise<LockHandle> {
     const resolved = resolveLockOptions(options, this.options);
     const targets = targetsOf(keys, resolved.mode, this.options.namespace);
@@ -61,8 +75,13 @@ export class CallChain {
     }
     if (missing.length === 0) {
       this.observer.reentrant();
-      return new NestedLock(targets, held, undefined);
+      return Promise.resolve(new NestedLock(targets, held, undefined));
     }
+    const can = this.runtime.strategy(resolved.strategy).capabilities;
+    // A lock that brings no transaction lets its business transaction open while the grant is
+    // asked for, unless the grant is known not to be immediate (see EarlyBusinessTransaction).
+    const early = !can.heldByOpenTransaction && !how.join ? how.early : undefined;
+    let waiting = false;
     const request = {
       targets: missing,
       mode: mode as LockTarget['mode'],
@@ -73,28 +92,22 @@ export class CallChain {
       name: resolved.name,
       quietTimeout: how.quietTimeout,
       isolationLevel: how.isolationLevel,
+      onWaiting: () => {
+        waiting = true;
+        early?.drop();
+      },
     };
-    let own: HeldLock;
-    const can = this.runtime.strategy(resolved.strategy).capabilities;
-    if (how.join && can.joinsOpenTransaction) own = await this.joined(how.join, request);
+    let granted: Promise<HeldLock>;
+    if (how.join && can.joinsOpenTransaction) granted = this.joined(how.join, { ...request, onWaiting: undefined });
     else {
-      // A lock that brings no transaction lets its business transaction open while the grant is
-      // asked for, unless the grant is known not to be immediate (see EarlyBusinessTransaction).
-      const early = !can.heldByOpenTransaction && !how.join ? how.early : undefined;
-      let waiting = false;
-      const granted = this.runtime.acquire({
-        ...request,
-        onWaiting: () => {
-          waiting = true;
-          early?.drop();
-        },
-      });
+      granted = this.runtime.acquire(request);
       if (early && !waiting) early.open();
-      own = await granted;
     }
-    if (held.size === 0) return own;
-    for (const target of missing) held.set(target.storedKey, own);
-    return new NestedLock(targets, held, own);
+    if (held.size === 0) return granted;
+    return granted.then((own) => {
+      for (const target of missing) held.set(target.storedKey, own);
+      return new NestedLock(targets, held, own);
+    });
   }
 
   async tryAcquire(keys: LockKeys, options: Omit<LockOptions, 'timeoutMs' | 'maxAttempts'> | undefined): Promise<LockHandle | null> {

@@ -3,17 +3,17 @@ import type { AcquireRequest, FreshWaiter } from './acquire-request.js';
 import type { HeldLock } from './held-lock.js';
 import type { Waiter } from './wait-queue.js';
 
-/** What the first try needs from the runtime. */
+/** What the first try needs from the runtime: one object per runtime, the request passed in (no closures per acquisition). */
 export interface FirstTryHost {
   /** The try would wait in the database before it asks (a doorbell): it goes from the local queue instead. */
-  waitsAtOnce(): boolean;
+  waitsAtOnce(request: AcquireRequest): boolean;
   /** One try, tracked while on the wire (the queue driver's). */
-  attempt(waiter: Waiter<HeldLock>): Promise<HeldLock | undefined>;
+  attempt(request: AcquireRequest, waiter: Waiter<HeldLock>): Promise<HeldLock | undefined>;
   /** Counts callers in a first try as waiting (`stats().waiting`). */
   counted(delta: 1 | -1): void;
   closing(): boolean;
   /** The local wait queue that takes over after a try that did not grant. */
-  queued(): Promise<HeldLock>;
+  queued(request: AcquireRequest, waiter: FreshWaiter, settled: <T>(verdict: T) => T): Promise<HeldLock>;
 }
 
 /**
@@ -34,15 +34,15 @@ export function firstTryBeforeQueue(
   settled: <T>(verdict: T) => T,
   host: FirstTryHost,
 ): Promise<HeldLock> {
-  if (host.waitsAtOnce()) {
+  if (host.waitsAtOnce(request)) {
     request.onWaiting?.();
-    return host.queued();
+    return host.queued(request, waiter, settled);
   }
   host.counted(1);
   let trying: Promise<HeldLock | undefined>;
   try {
     // A try reads the waiter's state only; a queue settles waiters, never a try.
-    trying = host.attempt(waiter as Waiter<HeldLock>);
+    trying = host.attempt(request, waiter as Waiter<HeldLock>);
   } catch (error) {
     host.counted(-1);
     return Promise.reject(settled(error));
@@ -56,7 +56,7 @@ export function firstTryBeforeQueue(
       if (waiter.lastFailure === undefined) waiter.refusals++;
       request.onWaiting?.();
       if (host.closing()) throw settled(new DbLockError('The lock service shut down while this caller was waiting'));
-      return host.queued();
+      return host.queued(request, waiter, settled);
     },
     (error: unknown) => {
       host.counted(-1);

@@ -80,10 +80,11 @@ export class LockObserver {
   /** A caller starts waiting for a grant (`db_lock.waiting` +1); call what it returns with the verdict (-1). */
   waitStarted(waiter: LockLabels & { readonly internal: boolean }): <T>(verdict: T) => T {
     const metrics = waiter.internal ? undefined : this.metrics;
+    if (!metrics) return unchanged; // nothing to count: no closure per acquisition
     const labels = { name: waiter.name, mode: waiter.mode, strategy: waiter.strategy };
-    metrics?.waiting(labels, 1);
+    metrics.waiting(labels, 1);
     return (verdict) => {
-      metrics?.waiting(labels, -1);
+      metrics.waiting(labels, -1);
       return verdict;
     };
   }
@@ -153,6 +154,8 @@ export class LockObserver {
     return this.stats.snapshot(current);
   }
 }
+
+const unchanged = <T>(verdict: T): T => verdict;
 
 function labelsOf(lock: ObservedLock): LockLabels {
   return { name: lock.name, mode: lock.mode, strategy: lock.strategy };

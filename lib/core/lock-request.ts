@@ -74,11 +74,13 @@ export function resolveLockOptions(options: unknown, defaults: ResolvedDbLockOpt
   if (oneTry) return resolveOnce(options, defaults, true);
   let cache = resolvedByDefaults.get(defaults);
   if (!cache) resolvedByDefaults.set(defaults, (cache = new WeakMap()));
+  // No options at all (most calls): the defaults themselves, resolved once.
+  if (options === undefined || options === null) return resolvedOnceIfFrozen(cache, defaults, () => Object.freeze(resolveOnce({}, defaults, false)));
   return resolvedOnceIfFrozen(cache, options, () => Object.freeze(resolveOnce(options, defaults, false)));
 }
 
-/** Per module's defaults: frozen options resolved once (runLocked passes a decorator's on frozen). */
-const resolvedByDefaults = new WeakMap<ResolvedDbLockOptions, WeakMap<object, ResolvedLockOptions>>();
+/** Per module's defaults: frozen options resolved once (runLocked passes a decorator's on frozen), keyed by the defaults when none were given. */
+const resolvedByDefaults = new WeakMap<object, WeakMap<object, ResolvedLockOptions>>();
 
 function resolveOnce(options: unknown, defaults: ResolvedDbLockOptions, oneTry: boolean): ResolvedLockOptions {
   if (options === undefined || options === null) options = {};

@@ -5,7 +5,7 @@ import { toTypedError } from '../errors/to-typed-error.js';
 import type { LockStrategy } from '../strategies/lock-strategy.js';
 import type { LockStrategyName } from '../strategies/lock-strategy-name.js';
 import { type AcquireRequest, type FreshWaiter, type LeaseKeeper, newWaiter } from './acquire-request.js';
-import { firstTryBeforeQueue } from './first-try.js';
+import { type FirstTryHost, firstTryBeforeQueue } from './first-try.js';
 import type { FencedTransaction } from './fenced-transaction.js';
 import type { HeldLock, HeldLockHost } from './held-lock.js';
 import { checkLease } from './lock-request.js';
@@ -15,6 +15,7 @@ import { LockStatus } from './lock-status.js';
 import type { Waiter } from './wait-queue.js';
 import { type QueueDriver, queueDriver } from './queue-driver.js';
 import { WaitQueues } from './wait-queues.js';
+import { releaseFailure, settleRelease } from './release-outcome.js';
 
 /**
  * The process side of locking, the same for every strategy: wait queues, the locks this process
@@ -64,14 +65,17 @@ export class LockRuntime implements HeldLockHost {
     // Behind a local caller or holder a try would jump the queue or surely fail: wait in turn.
     if (!inServer && (this.queues.waitsOn(request.targets) || this.driver(request.strategy).blockedLocally(waiter as Waiter<HeldLock>)))
       return this.queued(request, waiter, settled, false);
-    return firstTryBeforeQueue(request, waiter, settled, {
-      waitsAtOnce: () => strategy.waitsAtOnce?.(request.targets) === true,
-      attempt: (w) => this.driver(request.strategy).attempt(w),
-      counted: (delta) => (this.firstTries += delta),
-      closing: () => this.closing,
-      queued: () => this.queued({ ...request, onWaiting: undefined }, waiter, settled, inServer),
-    });
+    return firstTryBeforeQueue(request, waiter, settled, this.firstTry);
   }
+
+  private readonly firstTry: FirstTryHost = {
+    waitsAtOnce: (request) => this.strategy(request.strategy).waitsAtOnce?.(request.targets) === true,
+    attempt: (request, waiter) => this.driver(request.strategy).attempt(waiter),
+    counted: (delta) => (this.firstTries += delta),
+    closing: () => this.closing,
+    queued: (request, waiter, settled) =>
+      this.queued({ ...request, onWaiting: undefined }, waiter, settled, this.strategy(request.strategy).capabilities.queuesInServer),
+  };
 
   private queued(request: AcquireRequest, waiter: FreshWaiter, settled: <T>(verdict: T) => T, ownQueue: boolean): Promise<HeldLock> {
     const queue = this.queues.queueFor(request.strategy, request.targets, () => this.driver(request.strategy), ownQueue);
@@ -93,40 +97,33 @@ export class LockRuntime implements HeldLockHost {
     throw driver.timeoutError({ ...waiter, tries: 1, lastFailure: result.failure } as unknown as Waiter<HeldLock>);
   }
 
-  async release(lock: HeldLock, failed: boolean): Promise<void> {
-    if (lock.state === 'released' || lock.state === 'releasing') return;
+  release(lock: HeldLock, failed: boolean): Promise<void> {
+    if (lock.state === 'released' || lock.state === 'releasing') return Promise.resolve();
     // Taken inside the chain's fenced transaction: it ends with that transaction, not before.
-    if (lock.endsWithTransaction && lock.state === 'held') return;
+    if (lock.endsWithTransaction && lock.state === 'held') return Promise.resolve();
     const wasLost = lock.state === 'lost';
     lock.state = 'releasing';
     this.keeper.remove(lock);
     this.localHolds.remove(lock);
     const startedAt = performance.now();
+    let releasing: Promise<void>;
     try {
-      await this.strategy(lock.strategy).release(lock, failed ? LockStatus.FAILED : LockStatus.RELEASED);
+      releasing = this.strategy(lock.strategy).release(lock, failed ? LockStatus.FAILED : LockStatus.RELEASED);
     } catch (error) {
-      if (error instanceof LockLostError) {
-        if (!wasLost) this.observer.lost(lock, error);
-        lock.markLost(error);
-        throw error;
-      }
-      const typed = toTypedError(
-        error,
-        `Releasing ${lock.mode} lock on ${lock.keys.map((k) => `'${k}'`).join(', ')} failed; its lease will run out on its own`,
-      );
-      lock.markLost(typed);
-      throw typed;
-    } finally {
-      // Local waiters wake once the release is through: woken before, their grant races it and is refused.
-      this.queues.wake(lock.targets);
+      releasing = Promise.reject(error);
     }
-    // Nothing was left to end (a row-lock abandoned at maxHoldMs), but the caller must still learn it was lost.
-    if (wasLost && lock.signal.reason instanceof LockLostError) {
-      lock.markLost(lock.signal.reason);
-      throw lock.signal.reason;
-    }
-    lock.markReleased();
-    this.observer.released(lock, performance.now() - startedAt);
+    // Handlers rather than an async frame: every release passes here. Local waiters wake once the
+    // release is through: woken before, their grant races it and is refused.
+    return releasing.then(
+      () => {
+        this.queues.wake(lock.targets);
+        settleRelease(lock, wasLost, this.observer, startedAt);
+      },
+      (error: unknown) => {
+        this.queues.wake(lock.targets);
+        throw releaseFailure(lock, wasLost, this.observer, error);
+      },
+    );
   }
 
   async extend(lock: HeldLock, leaseMs: number | undefined): Promise<void> {

@@ -41,7 +41,7 @@ export function queueDriver(strategy: LockStrategy, host: QueueDriverHost): Queu
     return lock;
   };
   const attempt = (waiter: Waiter<HeldLock>): Promise<HeldLock | undefined> =>
-    tryOnce(strategy, waiter, host.closing).then((result) => result && adopt(result.lock, waiter.startedAt, result.reclaimed, waiter.name));
+    tryOnce(strategy, waiter, host.closing, (lock, reclaimed) => adopt(lock, waiter.startedAt, reclaimed, waiter.name));
   return {
     adopt,
     attempt: (waiter) => {

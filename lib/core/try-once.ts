@@ -5,21 +5,23 @@ import { LockStatus } from './lock-status.js';
 import type { Waiter } from './wait-queue.js';
 
 /**
- * One try of `strategy` for `waiter`: the lock, or undefined (why is kept on the waiter). A grant
- * that lands while the service shuts down is handed straight back rather than left to expire.
+ * One try of `strategy` for `waiter`: the lock as `adopt` returns it, or undefined (why is kept on
+ * the waiter). A grant that lands while the service shuts down is handed straight back rather than
+ * left to expire. `adopt` runs in the same handler as the answer: a handler per layer would cost
+ * every acquisition a microtask hop more.
  */
 export function tryOnce(
   strategy: LockStrategy,
   waiter: Waiter<HeldLock>,
   closing: () => boolean,
-): Promise<{ lock: HeldLock; reclaimed: number } | undefined> {
+  adopt: (lock: HeldLock, reclaimed: number) => HeldLock,
+): Promise<HeldLock | undefined> {
   let granting: ReturnType<LockStrategy['tryGrant']>;
   try {
-    granting = strategy.tryGrant({ ...waiter, tries: waiter.tries, refusals: waiter.refusals });
+    granting = strategy.tryGrant(waiter); // read, never kept: the queue moves `tries` on only after this try settles
   } catch (error) {
     return Promise.reject(typedFailure(error, waiter));
   }
-  // Handlers, not an async frame: one try runs on every acquisition.
   return granting.then(
     (result) => {
       if (!result.lock) {
@@ -27,7 +29,7 @@ export function tryOnce(
         return undefined;
       }
       waiter.lastFailure = undefined;
-      if (!closing()) return { lock: result.lock, reclaimed: result.reclaimed };
+      if (!closing()) return adopt(result.lock, result.reclaimed);
       return strategy.release(result.lock, LockStatus.RELEASED, 'granted during shutdown').then(nothing, nothing);
     },
     (error: unknown) => {

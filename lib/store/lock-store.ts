@@ -80,9 +80,9 @@ export interface LockLogStore {
   /**
    * Ends the rows still live; returns how many. Retried through transient failures; if the
    * database stays out of reach the end is owed (settled before the next process-lease renewal).
-   * `bell`: the release goes on the bell's connection and rings it, one round trip.
+   * `bell`: the release goes on the bell's connection and rings it, one round trip. `heldMs`: the hold as its holder measured it (else the server works it out).
    */
-  endRows(rowIds: readonly string[], status: EndStatus | typeof LockStatus.EXPIRED, note?: string, bell?: Bell): Promise<number>;
+  endRows(rowIds: readonly string[], status: EndStatus | typeof LockStatus.EXPIRED, note?: string, bell?: Bell, heldMs?: number): Promise<number>;
   /** A new lease from now; returns the rows still live. */
   extend(rowIds: readonly string[], leaseMs: number): Promise<{ storedKey: string; expiresAt: Date }[]>;
   rowStatuses(rowIds: readonly string[]): Promise<{ id: string; storedKey: string; status: string; note: string | null }[]>;

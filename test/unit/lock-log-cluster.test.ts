@@ -27,6 +27,8 @@ function fakePool(answer: (sql: string) => unknown = () => ({ affectedRows: 1 })
   const pool = {
     isClosed: false,
     query: (sql: string) => reply(sql),
+    queryThen: (sql: string, _options: unknown, parse: (r: unknown) => unknown, rescue?: (e: LockStatementError) => unknown) =>
+      reply(sql).then(parse, rescue ? (e: unknown) => rescue(LockStatementError.from(e)) : undefined),
     session: async (_options: unknown, fn: (session: LockSession) => Promise<unknown>) =>
       fn({ threadId: 1, query: (sql: string) => reply(sql) as Promise<never> }),
   };
@@ -84,7 +86,7 @@ describe('lock log: a grant that answers after its lease', () => {
     sent.length = 0;
     const late = await log.grant({ ...input, acquisitionId: 'a-2' }, Infinity);
     assert.deepEqual(late, { granted: false, reason: 'busy' });
-    assert.match(sent[1]!, /^UPDATE db_lock_log FORCE INDEX \(PRIMARY\) SET status = 'RELEASED'.* WHERE id IN \(9\)/);
+    assert.match(sent[1]!, /^UPDATE db_lock_log FORCE INDEX \(PRIMARY\) SET status = 'RELEASED'.* WHERE id = 9 /);
   });
 });
 

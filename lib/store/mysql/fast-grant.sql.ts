@@ -2,7 +2,8 @@ import type { GrantInput, GrantOutcome } from './grant.sql.js';
 import { bound } from './grant-statements.sql.js';
 import { decisionUpdate, logRowValues } from './single-key-grant.sql.js';
 import { ER_DUP_ENTRY, errnoOf } from './errno.js';
-import { keyLiteral, LIVE_STATUSES_SQL, LOCK_LOG_TABLE, LOCK_TABLE, newestClaimSql, ourTurnSql, rowsOf } from './sql.js';
+import { bellFreeSql, keyLiteral, LIVE_STATUSES_SQL, LOCK_LOG_TABLE, LOCK_TABLE, newestClaimSql, ourTurnSql, rowsOf } from './sql.js';
+import { SESSION_LOCK_WAIT_MS } from './lock-connection-pool.js';
 import type { StatementPlan } from './statement-plan.js';
 
 /** A single-row INSERT of NULL into a NOT NULL column fails, in strict mode or not. */
@@ -63,11 +64,14 @@ export function fastSingleKeyGrantPlan(input: GrantInput, estimatedServerNow: ()
  */
 function claimingGrantPlan(input: GrantInput, estimatedServerNow: () => number, token: number): StatementPlan<GrantOutcome> {
   const target = input.targets[0]!;
-  const value = input.doorbell ? `IF(${ourTurnSql(input.doorbell)}, ${token}, NULL)` : String(token);
+  // Sent on the pool, never through a bell: nobody may hold the key's bell (see bellFreeSql).
+  const value = input.doorbell ? `IF(${bellFreeSql(input.doorbell)}, ${token}, NULL)` : String(token);
   const row = logRowValues(input, value);
-  const [insert] = bound(input, [`INSERT INTO ${LOCK_LOG_TABLE} (${row.columns}) VALUES (${row.values})`]);
+  const insert = `INSERT INTO ${LOCK_LOG_TABLE} (${row.columns}) VALUES (${row.values})`;
   return {
-    statements: [insert!],
+    // The one wait this INSERT can meet is on the claim index's row locks, which the lock sessions
+    // bound to a second (innodb_lock_wait_timeout): a server bound no shorter adds only its cost.
+    statements: [input.statementLimit && input.statementLimit.ms < SESSION_LOCK_WAIT_MS ? bound(input, [insert])[0]! : insert],
     parse: (results) => {
       const logged = results[0] as { insertId?: number | string };
       const expiresAt = new Date(estimatedServerNow() + input.leaseMs);

@@ -2,7 +2,16 @@ import type { LockConnectionPool } from './lock-connection-pool.js';
 import type { GrantInput, GrantOutcome } from './grant.sql.js';
 import { fastSingleKeyGrantPlan, isFastGrantRefusal } from './fast-grant.sql.js';
 import type { KnownFreeKeys } from './known-free-keys.js';
-import { runPlan } from './statement-plan.js';
+import { runPlan, type StatementPlan } from './statement-plan.js';
+import type { GrantAnswer } from '../lock-store.js';
+import type { LockStatementError } from '../lock-statement.error.js';
+
+/** What follows a fast try (see FastGrant.tryGrant). */
+export interface FastGrantHandlers {
+  granted(outcome: Extract<GrantOutcome, { granted: true }>): GrantAnswer | Promise<GrantAnswer>;
+  refused(): Promise<GrantAnswer>;
+  failed(failure: LockStatementError): Promise<GrantAnswer>;
+}
 
 /** A key refused this recently goes straight to the full plan: a contended key's refused fast try would cost a round trip more. */
 const CONTENDED_FOR_MS = 1_000;
@@ -50,14 +59,23 @@ export class FastGrant {
     for (const target of input.targets) this.contended.set(target.storedKey, performance.now());
   }
 
-  /** Granted, or undefined when refused (nothing was written; the full plan decides again and says why). */
-  tryGrant(input: GrantInput, deadline: number): Promise<GrantOutcome | undefined> {
+  /**
+   * One try at the floor's shape, its answer handled in the driver's callback: `granted` with the
+   * grant; `refused` when the key was taken meanwhile (nothing was written; the full plan follows,
+   * and notes the key if it refuses too); `failed` on any other failure.
+   */
+  tryGrant(input: GrantInput, deadline: number, then: FastGrantHandlers): Promise<GrantAnswer> {
     const key = input.targets[0]!.storedKey;
     const plan = fastSingleKeyGrantPlan(input, this.serverNow, this.knownFree.tokenOf(key));
-    return runPlan(this.pool, plan, { purpose: 'locks', deadline, oneByOne: false }).then(undefined, (error: unknown) => {
-      if (!isFastGrantRefusal(error)) throw error;
+    const handled: StatementPlan<GrantAnswer | Promise<GrantAnswer>> = {
+      statements: plan.statements,
+      parse: (results) => then.granted(plan.parse(results) as Extract<GrantOutcome, { granted: true }>),
+    };
+    const rescue = (error: LockStatementError): Promise<GrantAnswer> => {
+      if (!isFastGrantRefusal(error)) return then.failed(error);
       this.knownFree.forget(key);
-      return undefined; // the full plan follows, and notes the key if it refuses too
-    });
+      return then.refused();
+    };
+    return runPlan(this.pool, handled, { purpose: 'locks', deadline, oneByOne: false }, rescue) as Promise<GrantAnswer>;
   }
 }

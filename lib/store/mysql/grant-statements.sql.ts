@@ -21,11 +21,19 @@ export function bound(input: GrantInput, statements: string[]): string[] {
   const limit = input.statementLimit;
   if (!limit) return statements;
   const ms = Math.max(1, Math.ceil(limit.ms));
+  const mariadb = limit.kind === 'mariadb' ? mariadbBound(ms) : undefined;
   return statements.map((sql) => {
-    if (/^(START|COMMIT|SET )/.test(sql)) return sql;
-    if (limit.kind === 'mariadb') return `SET STATEMENT max_statement_time = ${(ms / 1000).toFixed(3)} FOR ${sql}`;
+    if (sql.startsWith('START') || sql.startsWith('COMMIT') || sql.startsWith('SET ')) return sql;
+    if (mariadb) return mariadb + sql;
     return /^SELECT .* FOR UPDATE$/s.test(sql) ? sql.replace(/^SELECT /, `SELECT /*+ MAX_EXECUTION_TIME(${ms}) */ `) : sql;
   });
+}
+
+let lastBound = { ms: NaN, sql: '' };
+/** MariaDB's bound as a statement prefix, kept for the next grant: callers with one timeout ask with the same bound. */
+function mariadbBound(ms: number): string {
+  if (ms !== lastBound.ms) lastBound = { ms, sql: `SET STATEMENT max_statement_time = ${(ms / 1000).toFixed(3)} FOR ` };
+  return lastBound.sql;
 }
 
 export function waitedMs(summary: Record<string, unknown>): number {

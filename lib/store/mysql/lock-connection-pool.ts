@@ -9,6 +9,9 @@ import { closeUnderWork } from './close-under-work.js';
 
 export type { RoundTripPurpose };
 
+/** The lock sessions' innodb_lock_wait_timeout, in ms: no statement of theirs waits longer on one row lock. */
+export const SESSION_LOCK_WAIT_MS = 1_000;
+
 export interface QueryOptions {
   readonly purpose: RoundTripPurpose;
   /**
@@ -64,8 +67,7 @@ export class LockConnectionPool {
     }
   }
 
-  static readonly DEFAULT_SESSION_SETUP =
-    "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED; SET SESSION innodb_lock_wait_timeout = 1; SET SESSION time_zone = '+00:00'";
+  static readonly DEFAULT_SESSION_SETUP = `SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED; SET SESSION innodb_lock_wait_timeout = ${SESSION_LOCK_WAIT_MS / 1000}; SET SESSION time_zone = '+00:00'`;
 
   get totalRoundTrips(): number {
     return this.roundTrips.locks + this.roundTrips.renewals + this.roundTrips.janitor + this.roundTrips.admin;
@@ -77,20 +79,29 @@ export class LockConnectionPool {
    * is still open: it must never be committed by a later user of the connection).
    * @throws LockStatementError, whatever went wrong.
    */
-  async query<T = unknown>(sql: string, options: QueryOptions): Promise<T> {
+  query<T = unknown>(sql: string, options: QueryOptions): Promise<T> {
+    return this.queryThen(sql, options, (result) => result as T);
+  }
+
+  /**
+   * As `query`, with the answer handled in the driver's callback: `parse` maps the result, and
+   * `rescue`, if given, a failure (after the connection's recovery) to a result or a later one.
+   * Every grant and release goes this way: a handler chained after the query's promise would cost
+   * each of them a promise and a microtask hop more on the way to the caller.
+   */
+  queryThen<R>(
+    sql: string,
+    options: QueryOptions,
+    parse: (result: unknown) => R,
+    rescue?: (error: LockStatementError) => R | Promise<R>,
+  ): Promise<R> {
     const deadline = options.deadline ?? Infinity;
     const pool = options.lane === 'reserved' ? this.reserved : this.pool;
     const taken = this.take(pool, deadline);
-    // Not awaited when kept: the statement leaves in this very call.
-    const connection = taken instanceof Promise ? await taken : taken;
-    try {
-      const result = await this.send<T>(connection, sql, deadline, options.purpose);
-      this.keep(pool, connection);
-      return result;
-    } catch (error) {
-      await this.recover(connection, error, /\bSTART TRANSACTION\b/.test(sql));
-      throw error;
-    }
+    // A kept connection: the statement leaves in this very call.
+    if (!(taken instanceof Promise)) return this.sendKeeping(pool, taken, sql, deadline, options.purpose, parse, rescue);
+    const sent = taken.then((connection) => this.sendKeeping(pool, connection, sql, deadline, options.purpose, parse, rescue));
+    return rescue ? sent.catch((error: unknown) => rescue(LockStatementError.from(error))) : sent;
   }
 
   /** Runs `fn` with one connection for several dependent round trips; it goes back to the pool after. */
@@ -182,27 +193,68 @@ export class LockConnectionPool {
   }
 
   private send<T>(connection: PoolConnection, sql: string, deadline: number, purpose: RoundTripPurpose): Promise<T> {
+    return new Promise<T>((resolve, reject) =>
+      this.sendThen(connection, sql, deadline, purpose, (error, result) => (error ? reject(error) : resolve(result as T))),
+    );
+  }
+
+  /** One statement on a connection taken for it: kept after a clean answer, recovered (see recover) before a failure is handled. */
+  private sendKeeping<R>(
+    pool: Pool,
+    connection: PoolConnection,
+    sql: string,
+    deadline: number,
+    purpose: RoundTripPurpose,
+    parse: (result: unknown) => R,
+    rescue: ((error: LockStatementError) => R | Promise<R>) | undefined,
+  ): Promise<R> {
+    return new Promise<R>((resolve, reject) =>
+      this.sendThen(connection, sql, deadline, purpose, (error, result) => {
+        if (!error) {
+          this.keep(pool, connection);
+          try {
+            return resolve(parse(result));
+          } catch (parseError) {
+            return reject(parseError);
+          }
+        }
+        void this.recover(connection, error, /\bSTART TRANSACTION\b/.test(sql)).then(() => {
+          if (!rescue) return reject(error);
+          try {
+            resolve(rescue(error));
+          } catch (rescueError) {
+            reject(rescueError);
+          }
+        });
+      }),
+    );
+  }
+
+  private sendThen(
+    connection: PoolConnection,
+    sql: string,
+    deadline: number,
+    purpose: RoundTripPurpose,
+    done: (error: LockStatementError | undefined, result?: unknown) => void,
+  ): void {
     this.roundTrips[purpose]++;
-    return new Promise<T>((resolve, reject) => {
-      let settled = false;
-      const watched =
-        deadline === Infinity
-          ? undefined
-          : deadlines.watch(deadline, () => {
-              if (settled) return;
-              settled = true;
-              // Never reused: it may still be running the statement on the server. Closed under
-              // work, so statements queued behind it on this connection fail now, not when it ends.
-              closeUnderWork(connection);
-              reject(LockStatementError.deadline('The lock statement did not answer before the deadline'));
-            });
-      connection.query(sql, (error, result) => {
-        watched?.cancel();
-        if (settled) return;
-        settled = true;
-        if (error) reject(LockStatementError.from(error));
-        else resolve(result as T);
-      });
+    let settled = false;
+    const watched =
+      deadline === Infinity
+        ? undefined
+        : deadlines.watch(deadline, () => {
+            if (settled) return;
+            settled = true;
+            // Never reused: it may still be running the statement on the server. Closed under
+            // work, so statements queued behind it on this connection fail now, not when it ends.
+            closeUnderWork(connection);
+            done(LockStatementError.deadline('The lock statement did not answer before the deadline'));
+          });
+    connection.query(sql, (error, result) => {
+      watched?.cancel();
+      if (settled) return;
+      settled = true;
+      done(error ? LockStatementError.from(error) : undefined, result);
     });
   }
 

@@ -1,4 +1,3 @@
-import { setTimeout as sleep } from 'node:timers/promises';
 import { sendWithRetries } from './send-with-retries.js';
 import { signalMarginMs } from '../../core/held-lock.js';
 import type { LockConnectionPool, RoundTripPurpose } from './lock-connection-pool.js';
@@ -8,7 +7,7 @@ import type { ServerFlavor } from './server-flavor.js';
 import type { Bell as BellView, BellWait } from '../doorbell-store.js';
 import type { GrantAnswer, GrantRequest, LockLogStore, ProcessLeaseStore } from '../lock-store.js';
 import type { Bell, BellRequest } from './doorbells.js';
-import { grantAfterBell } from './bell-grant.js';
+import { decideGrant, type GrantDecisionHost } from './grant-decision.js';
 import { releaseThroughBell } from './bell-release.js';
 import { type EndStatus, LockStatus, NOW, parseDate, ROW_LOCK_TABLE } from './sql.js';
 import { runOn, runPlan, runPlanThen, type StatementPlan } from './statement-plan.js';
@@ -47,13 +46,13 @@ const LATE_GIVE_BACK_MS = 2_500;
  * the library's own pool. On a multi-primary cluster every transaction goes one statement per
  * round trip and a grant counts only once its rows are read back after COMMIT.
  */
-export class MysqlLockLog implements LockLogStore, ProcessLeaseStore {
+export class MysqlLockLog implements LockLogStore, ProcessLeaseStore, GrantDecisionHost {
   private id: string | undefined;
   /** What the schema offers beyond the tables: session routines, token claims; known after start(). */
   schema: SchemaFeatures = { routines: new Set(), claims: false };
   /** Rows a release or give-back could not end: ended before the next renewal (see UnendedRows). */
   private readonly unended = new UnendedRows();
-  private readonly fast: FastGrant;
+  readonly fast: FastGrant;
 
   constructor(
     readonly pool: LockConnectionPool,
@@ -94,10 +93,22 @@ export class MysqlLockLog implements LockLogStore, ProcessLeaseStore {
     return runPlan(this.pool, plan, { purpose, deadline, oneByOne: this.clustered });
   }
 
-  /** One key by `singleKeyGrantPlan`, several by `leanGrantPlan`, the rare work only when reported; deadlocks and lock-wait timeouts are tried again at once (a free key must not look busy). */
-  async grant(request: GrantRequest, deadline: number, options: { bell?: BellView | BellWait; serverBoundMs?: number } = {}): Promise<GrantAnswer> {
+  /**
+   * A grant try. With no doorbell, on one server, a key not refused lately goes at the floor's shape
+   * first (FastGrant), handled in the driver's callback; the full plan (decideGrant) only when that
+   * did not grant.
+   */
+  grant(request: GrantRequest, deadline: number, options: { bell?: BellView | BellWait; serverBoundMs?: number } = {}): Promise<GrantAnswer> {
+    // Written out, not spread: a spread of the request costs more than anything else here on every grant.
     const full: GrantInput = {
-      ...request,
+      acquisitionId: request.acquisitionId,
+      strategy: request.strategy,
+      targets: request.targets,
+      leaseMs: request.leaseMs,
+      waitedMs: request.waitedMs,
+      writerWaitMarkMs: request.writerWaitMarkMs,
+      writerPreference: request.writerPreference,
+      doorbell: request.doorbell,
       holder: this.holder,
       processId: this.processId,
       claims: this.schema.claims,
@@ -106,58 +117,50 @@ export class MysqlLockLog implements LockLogStore, ProcessLeaseStore {
     };
     const wait = options.bell?.kind === 'wait' ? (options.bell as BellRequest) : undefined;
     const via = wait?.connection ?? (options.bell as Bell | undefined)?.connection;
-    const firstPlan = () => semaphorePlan(full, false) ?? (request.targets.length === 1 ? singleKeyGrantPlan(full) : leanGrantPlan(full));
-    // No doorbell, one server: the grant at the floor's shape first, unless the key was refused lately; the full plan only when sent.
-    const fast = via === undefined && !this.clustered && this.fast.applies(full);
-    let plan: StatementPlan<GrantOutcome> | undefined;
-    let before: unknown;
-    const firstSentAt = performance.now();
-    for (let attempt = 0; ; attempt++) {
-      let outcome: GrantOutcome;
-      const sentAt = performance.now();
-      try {
-        if (attempt === 0 && fast) {
-          const granted = await this.fast.tryGrant(full, deadline);
-          if (granted === undefined) continue; // refused: the full plan decides again and says why
-          outcome = granted;
-        } else if (wait && attempt === 0) {
-          ({ outcome, before } = await grantAfterBell(full, wait, () => (plan ??= firstPlan()), this.fast.afterBell(full), deadline));
-        } else outcome = await this.sendGrant((plan ??= firstPlan()), request.acquisitionId, deadline, via);
-      } catch (error) {
-        const failure = LockStatementError.from(error);
-        if (failure.kind === 'retry' && attempt < 4) {
-          await sleep(1 + Math.random() * 4 * (attempt + 1));
-          continue;
-        }
-        if (failure.kind !== 'retry') await this.giveBack(request.acquisitionId, failure);
-        throw failure;
-      }
-      // After a doorbell wait the caller adds the wait to the first send time and checks the lease.
-      // Only a live holder or a waiting writer says the key is contended: a first use or a takeover does not.
-      if (!outcome.granted && (outcome.reason === 'busy' || outcome.reason === 'writer-waiting')) this.fast.noteRefused(full);
-      this.fast.knownFree.granted(full, outcome);
-      if (outcome.granted) return before === undefined ? this.inTime(request, outcome, sentAt) : { ...outcome, sentAt: firstSentAt, before };
-      if (outcome.reason === 'missing-key-rows' && attempt < 4) {
-        // First use of a key (or after the janitor reaped it): its rows in their own transaction, then the grant, one round trip.
-        const create = this.keyRowsPlan(request.targets.map((t) => t.bytes));
-        const again = firstPlan();
-        plan = { statements: [...create.statements, ...again.statements], parse: (results) => again.parse(results.slice(create.statements.length)) };
-        continue;
-      }
-      if (outcome.reason === 'expired-holders' && attempt < 4) {
-        plan = semaphorePlan(full, true) ?? takeoverGrantPlan(full);
-        continue;
-      }
-      return { ...outcome, before };
-    }
+    if (via !== undefined || this.clustered || !this.fast.applies(full)) return decideGrant(this, full, deadline, { wait, via, tries: 0 });
+    const sentAt = performance.now();
+    return this.fast.tryGrant(full, deadline, {
+      granted: (outcome) => {
+        this.fast.knownFree.granted(full, outcome);
+        return this.inTime(full, outcome, sentAt);
+      },
+      // Refused: the full plan decides again and says why.
+      refused: () => decideGrant(this, full, deadline, { tries: 1 }),
+      failed: (failure) => decideGrant(this, full, deadline, { tries: 1, failure }),
+    });
   }
 
-  async endRows(rowIds: readonly string[], status: EndStatus | typeof LockStatus.EXPIRED, note?: string, bell?: BellView): Promise<number> {
-    const plan = endRowsPlan(rowIds, status, note);
+  endRows(
+    rowIds: readonly string[],
+    status: EndStatus | typeof LockStatus.EXPIRED,
+    note?: string,
+    bell?: BellView,
+    heldMs?: number,
+  ): Promise<number> {
+    const plan = endRowsPlan(rowIds, status, note, heldMs);
     const held = bell as Bell | undefined;
-    const rung = held?.state === 'holding' ? await releaseThroughBell(held, plan, performance.now() + ANSWER_BOUND_MS) : undefined;
+    if (held !== undefined) return this.endRowsBy(held, rowIds, plan);
+    // The common release, answered in the driver's callback; a failure goes on to the retries.
+    const ended = (count: number): number => this.fast.knownFree.ended(rowIds, count);
+    const options = { purpose: 'locks' as const, deadline: performance.now() + ANSWER_BOUND_MS, oneByOne: this.clustered };
+    return runPlan(this.pool, { statements: plan.statements, parse: (results) => ended(plan.parse(results)) }, options, (failure) =>
+      sendWithRetries(
+        () => this.run(plan, 'locks'),
+        RETRY_FOR_MS,
+        () => this.pool.isClosed,
+        failure,
+      ).then(ended, (error: unknown) => {
+        this.unended.owe(`rows ${rowIds.join(',')}`, plan);
+        throw error;
+      }),
+    );
+  }
+
+  /** The release of a lock with a doorbell: on the bell's connection, ringing it, when the bell is held. */
+  private async endRowsBy(held: Bell, rowIds: readonly string[], plan: StatementPlan<number>): Promise<number> {
+    const rung = held.state === 'holding' ? await releaseThroughBell(held, plan, performance.now() + ANSWER_BOUND_MS) : undefined;
     if (rung !== undefined) return this.fast.knownFree.ended(rowIds, rung);
-    if (held?.state === 'waiting') await held.ring();
+    if (held.state === 'waiting') await held.ring();
     try {
       return this.fast.knownFree.ended(rowIds, await this.withRetries('locks', () => this.run(plan, 'locks')));
     } catch (error) {
@@ -215,7 +218,7 @@ export class MysqlLockLog implements LockLogStore, ProcessLeaseStore {
     return sendWithRetries(send, RETRY_FOR_MS, () => this.pool.isClosed);
   }
 
-  private keyRowsPlan(keys: readonly Buffer[]): StatementPlan<void> {
+  keyRowsPlan(keys: readonly Buffer[]): StatementPlan<void> {
     return createKeyRowsPlan(keys, FENCING_FLOOR_KEY, this.flavor.sharedLockClause, ROW_LOCK_TABLE);
   }
 
@@ -223,7 +226,7 @@ export class MysqlLockLog implements LockLogStore, ProcessLeaseStore {
    * One grant plan: on a doorbell's connection, as one batch (single server), or one statement per
    * round trip and read back after COMMIT on its own connection (multi-primary cluster).
    */
-  private sendGrant(plan: StatementPlan<GrantOutcome>, acquisitionId: string, deadline: number, via?: DedicatedConnection): Promise<GrantOutcome> {
+  sendGrant(plan: StatementPlan<GrantOutcome>, acquisitionId: string, deadline: number, via?: DedicatedConnection): Promise<GrantOutcome> {
     if (via) return runOn(via, plan, deadline);
     if (!this.clustered) return this.run(plan, 'locks', deadline);
     return runPlanThen(this.pool, plan, { purpose: 'locks', deadline }, (result, session) =>
@@ -237,11 +240,21 @@ export class MysqlLockLog implements LockLogStore, ProcessLeaseStore {
    * handed to a caller: the database may already count that lease as over, so the holder's
    * signal would have to abort before its work even started.
    */
-  private async inTime(input: { readonly leaseMs: number }, outcome: Extract<GrantOutcome, { granted: true }>, sentAt: number) {
+  inTime(input: { readonly leaseMs: number }, outcome: Extract<GrantOutcome, { granted: true }>, sentAt: number): GrantAnswer | Promise<GrantAnswer> {
     const localDeadline = sentAt + outcome.serverWaitMs + input.leaseMs - signalMarginMs(input.leaseMs);
-    if (performance.now() < localDeadline) return { ...outcome, sentAt };
+    if (performance.now() < localDeadline)
+      return {
+        granted: true,
+        rows: outcome.rows,
+        reclaimed: outcome.reclaimed,
+        serverWaitMs: outcome.serverWaitMs,
+        serverStartedAt: outcome.serverStartedAt,
+        sentAt,
+      };
     const ids = outcome.rows.map((r) => r.id);
-    await this.endRows(ids, LockStatus.RELEASED, 'given back: the grant answered after its lease had run out').catch(() => 0);
-    return { granted: false as const, reason: 'busy' as const };
+    return this.endRows(ids, LockStatus.RELEASED, 'given back: the grant answered after its lease had run out').then(
+      () => ({ granted: false as const, reason: 'busy' as const }),
+      () => ({ granted: false as const, reason: 'busy' as const }),
+    );
   }
 }

@@ -68,13 +68,43 @@ export function decisionUpdate(input: GrantInput, freeAtToken?: number): string 
 /** The log row's columns and values for a single-key grant, its token given as an SQL expression. */
 export function logRowValues(input: GrantInput, token: string): { columns: string; values: string } {
   const target = input.targets[0]!;
-  const leaseMs = Number(input.leaseMs);
+  // Mode and strategy come from closed sets, validated before any SQL.
   return {
-    columns: 'lock_key, mode, owner, holder, process_id, strategy, fencing_token, status, lease_ms, acquired_at, expires_at, wait_ms',
+    columns: LOG_ROW_COLUMNS,
     values:
-      `${keyLiteral(target.bytes)}, ${escape(target.mode)}, ${escape(input.acquisitionId)}, ${escape(input.holder)}, ${escape(input.processId)}, ` +
-      `${escape(input.strategy)}, ${token}, '${LockStatus.ACQUIRED}', ${leaseMs}, ${NOW}, ${NOW} + INTERVAL ${leaseMs * 1000} MICROSECOND, ${Math.round(input.waitedMs)}`,
+      `${targetLiteral(target)}, '${target.mode}', ${escape(input.acquisitionId)}, ${processValues(input.holder, input.processId)}, ` +
+      `'${input.strategy}', ${token}, ${leaseValues(Number(input.leaseMs))}, ${Math.round(input.waitedMs)}`,
   };
+}
+
+const LOG_ROW_COLUMNS = 'lock_key, mode, owner, holder, process_id, strategy, fencing_token, status, lease_ms, acquired_at, expires_at, wait_ms';
+
+/*
+ * Parts of the log row that repeat from grant to grant, built once: every grant builds its statement
+ * on the caller's critical path, on a CPU whose caches the wait for the previous answer left cold.
+ */
+const literals = new WeakMap<object, string>();
+/** A target's key as an SQL literal (targets of a key are cached and shared, so this is computed once per key). */
+function targetLiteral(target: GrantInput['targets'][number]): string {
+  let literal = literals.get(target);
+  if (literal === undefined) literals.set(target, (literal = keyLiteral(target.bytes)));
+  return literal;
+}
+
+let lastProcess = { holder: '', processId: '', sql: '' };
+/** The holder and process id escaped: the same on every row a process writes. */
+function processValues(holder: string, processId: string): string {
+  if (holder !== lastProcess.holder || processId !== lastProcess.processId)
+    lastProcess = { holder, processId, sql: `${escape(holder)}, ${escape(processId)}` };
+  return lastProcess.sql;
+}
+
+let lastLease = { leaseMs: NaN, sql: '' };
+/** Status, lease and the lease end as SQL: the same for every grant with the same lease. */
+function leaseValues(leaseMs: number): string {
+  if (leaseMs !== lastLease.leaseMs)
+    lastLease = { leaseMs, sql: `'${LockStatus.ACQUIRED}', ${leaseMs}, ${NOW}, ${NOW} + INTERVAL ${leaseMs * 1000} MICROSECOND` };
+  return lastLease.sql;
 }
 
 export function singleKeyGrantPlan(input: GrantInput): StatementPlan<GrantOutcome> {

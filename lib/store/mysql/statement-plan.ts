@@ -1,5 +1,6 @@
 import type { LockConnectionPool, LockSession, QueryOptions } from './lock-connection-pool.js';
 import type { DedicatedConnection } from './dedicated-connection.js';
+import { LockStatementError } from '../lock-statement.error.js';
 
 /**
  * Several statements that belong together, with the parser of their results right beside them,
@@ -13,13 +14,19 @@ export interface StatementPlan<T> {
   parse(results: readonly unknown[]): T;
 }
 
-/** Sends `plan` and parses its answer (a handler, not an async frame: every grant and release goes this way). */
-export function runPlan<T>(pool: LockConnectionPool, plan: StatementPlan<T>, options: QueryOptions & { oneByOne: boolean }): Promise<T> {
-  if (options.oneByOne) return pool.session(options, (session) => runOneByOne(session, plan));
-  const single = plan.statements.length === 1;
-  return pool
-    .query<unknown>(single ? plan.statements[0]! : plan.statements.join(';\n'), options)
-    .then((results) => plan.parse(single ? [results] : (results as unknown[])));
+/** Sends `plan` and parses its answer in the driver's callback (see LockConnectionPool.queryThen); `rescue` handles a failure. */
+export function runPlan<T>(
+  pool: LockConnectionPool,
+  plan: StatementPlan<T>,
+  options: QueryOptions & { oneByOne: boolean },
+  rescue?: (error: LockStatementError) => T | Promise<T>,
+): Promise<T> {
+  if (options.oneByOne) {
+    const sent = pool.session(options, (session) => runOneByOne(session, plan));
+    return rescue ? sent.catch((error: unknown) => rescue(LockStatementError.from(error))) : sent;
+  }
+  if (plan.statements.length === 1) return pool.queryThen(plan.statements[0]!, options, (result) => plan.parse([result]), rescue);
+  return pool.queryThen(plan.statements.join(';\n'), options, (results) => plan.parse(results as unknown[]), rescue);
 }
 
 /**

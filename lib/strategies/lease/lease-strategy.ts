@@ -56,12 +56,17 @@ export class LeaseStrategy implements LockStrategy {
     return backoffDelay(failedTries, this.settings.retryMinDelayMs, this.settings.retryMaxDelayMs);
   }
 
-  async tryGrant(attempt: GrantAttempt): Promise<AttemptResult> {
-    // No await before the grant when no bell is involved: the grant goes on the wire first, ahead of
+  tryGrant(attempt: GrantAttempt): Promise<AttemptResult> {
+    // No wait before the grant when no bell is involved: the grant goes on the wire first, ahead of
     // whatever the caller starts meanwhile (a decorated call opens its business transaction).
-    const asked = this.ringsBell(attempt) ? await this.doorbells!.prepare(attempt.targets[0]!.storedKey, attempt.deadline) : undefined;
+    if (!this.ringsBell(attempt)) return this.ask(attempt, undefined);
+    return this.doorbells!.prepare(attempt.targets[0]!.storedKey, attempt.deadline).then((asked) => this.ask(attempt, asked));
+  }
+
+  /** The grant, after the bell's wait where there is one. Handlers rather than an async frame: this runs on every acquisition. */
+  private ask(attempt: GrantAttempt, asked: Bell | BellWait | undefined): Promise<AttemptResult> {
     const wait = asked?.kind === 'wait' ? asked : undefined;
-    let bell = asked?.kind === 'bell' ? asked : undefined;
+    const bell = asked?.kind === 'bell' ? asked : undefined;
     const acquisitionId = randomUUID();
     const requestedAt = performance.now();
     const remaining = attempt.deadline - requestedAt;
@@ -71,39 +76,59 @@ export class LeaseStrategy implements LockStrategy {
       this.settings.writerPreference && hasWriteKey && attempt.tries > 0 && remaining > 0
         ? Math.round(Math.min(2 * this.settings.retryMaxDelayMs + 500, remaining + this.settings.retryMaxDelayMs))
         : 0;
-    let outcome: GrantAnswer;
-    try {
-      outcome = await this.log.grant(
-        {
-          acquisitionId,
-          strategy: 'lease',
-          targets: attempt.targets,
-          leaseMs: attempt.leaseMs,
-          waitedMs: requestedAt - attempt.startedAt,
-          writerWaitMarkMs: markMs,
-          writerPreference: this.settings.writerPreference,
-          doorbell: this.bellNameFor(attempt),
-        },
-        // The server gives up first (its bound is shorter), so a grant never commits after its caller heard "timeout".
-        remaining === Infinity ? Infinity : requestedAt + Math.max(0, remaining) + GRANT_GRACE_MS + 500,
-        { bell: wait ?? bell, serverBoundMs: remaining === Infinity ? undefined : Math.max(0, remaining) + GRANT_GRACE_MS },
-      );
-      if (wait) bell = this.doorbells!.settle(wait, outcome.before);
-    } catch (error) {
-      const failure = LockStatementError.from(error);
-      wait?.cancel();
-      if (bell) await bell.ring();
-      // Nothing is held (an unknown outcome was given back): the queue tries again within the budget.
-      if (['retry', 'deadline', 'interrupted', 'connection-lost', 'unreachable'].includes(failure.kind)) return { failure };
-      throw failure;
-    }
+    const granting = this.log.grant(
+      {
+        acquisitionId,
+        strategy: 'lease',
+        targets: attempt.targets,
+        leaseMs: attempt.leaseMs,
+        waitedMs: requestedAt - attempt.startedAt,
+        writerWaitMarkMs: markMs,
+        writerPreference: this.settings.writerPreference,
+        doorbell: this.bellNameFor(attempt),
+      },
+      // The server gives up first (its bound is shorter), so a grant never commits after its caller heard "timeout".
+      remaining === Infinity ? Infinity : requestedAt + Math.max(0, remaining) + GRANT_GRACE_MS + 500,
+      { bell: wait ?? bell, serverBoundMs: remaining === Infinity ? undefined : Math.max(0, remaining) + GRANT_GRACE_MS },
+    );
+    return granting.then(
+      (outcome) => {
+        let settledBell: Bell | undefined;
+        try {
+          settledBell = wait ? this.doorbells!.settle(wait, outcome.before) : bell;
+        } catch (error) {
+          return this.failed(error, wait, bell);
+        }
+        return this.answered(attempt, outcome, acquisitionId, requestedAt, wait, settledBell);
+      },
+      (error: unknown) => this.failed(error, wait, bell),
+    );
+  }
+
+  private async failed(error: unknown, wait: BellWait | undefined, bell: Bell | undefined): Promise<AttemptResult> {
+    const failure = LockStatementError.from(error);
+    wait?.cancel();
+    if (bell) await bell.ring();
+    // Nothing is held (an unknown outcome was given back): the queue tries again within the budget.
+    if (['retry', 'deadline', 'interrupted', 'connection-lost', 'unreachable'].includes(failure.kind)) return { failure };
+    throw failure;
+  }
+
+  private answered(
+    attempt: GrantAttempt,
+    outcome: GrantAnswer,
+    acquisitionId: string,
+    requestedAt: number,
+    wait: BellWait | undefined,
+    bell: Bell | undefined,
+  ): AttemptResult | Promise<AttemptResult> {
     if (!outcome.granted) {
       if (outcome.reason === 'limit-mismatch') {
         const target = attempt.targets[0]!;
         throw new SemaphoreLimitError(target.key, target.semaphoreLimit ?? null, outcome.currentLimit);
       }
       // A waiter about to give up must not keep others behind its bell until the bell's idle timeout.
-      if (bell && (performance.now() >= attempt.deadline || attempt.tries + 1 >= attempt.maxAttempts)) await bell.ring();
+      if (bell && (performance.now() >= attempt.deadline || attempt.tries + 1 >= attempt.maxAttempts)) return bell.ring().then(() => ({}));
       return {};
     }
     const grantedAt = performance.now();
@@ -127,16 +152,19 @@ export class LeaseStrategy implements LockStrategy {
     }
     if (performance.now() >= lock.localDeadline) {
       // Answered after its lease may have run out on the server: its signal would have to abort at once.
-      await this.release(lock, 'RELEASED', 'given back: the grant answered after its lease had run out').catch(() => undefined);
-      return {};
+      return this.release(lock, 'RELEASED', 'given back: the grant answered after its lease had run out').then(
+        () => ({}),
+        () => ({}),
+      );
     }
     return { lock, reclaimed: outcome.reclaimed };
   }
 
-  async release(lock: HeldLock, status: EndStatus | typeof LockStatus.EXPIRED, note?: string): Promise<void> {
+  release(lock: HeldLock, status: EndStatus | typeof LockStatus.EXPIRED, note?: string): Promise<void> {
     // With a bell the release goes on the bell's connection and rings it: one round trip.
-    const ended = await this.log.endRows(lock.rowIds, status, note, this.bells.get(lock));
-    if (ended < lock.rowIds.length) throw await explainLoss(this.log, lock);
+    return this.log.endRows(lock.rowIds, status, note, this.bells.get(lock), performance.now() - lock.grantedAt).then((ended) => {
+      if (ended < lock.rowIds.length) return explainLoss(this.log, lock).then((loss) => Promise.reject(loss));
+    });
   }
 
   async extend(lock: HeldLock, leaseMs: number): Promise<boolean> {

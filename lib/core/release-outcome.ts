@@ -1,0 +1,30 @@
+import { LockLostError } from '../errors/lock-lost.error.js';
+import { toTypedError } from '../errors/to-typed-error.js';
+import type { HeldLock } from './held-lock.js';
+import type { LockObserver } from './lock-observer.js';
+
+/** After the strategy ended the lock: released, or the loss the caller must still learn of. */
+export function settleRelease(lock: HeldLock, wasLost: boolean, observer: LockObserver, startedAt: number): void {
+  // Nothing was left to end (a row-lock abandoned at maxHoldMs), but the caller must still learn it was lost.
+  if (wasLost && lock.signal.reason instanceof LockLostError) {
+    lock.markLost(lock.signal.reason);
+    throw lock.signal.reason;
+  }
+  lock.markReleased();
+  observer.released(lock, performance.now() - startedAt);
+}
+
+/** A release that failed: the lock counts as lost (taken over, or left to its lease), with the typed error to throw. */
+export function releaseFailure(lock: HeldLock, wasLost: boolean, observer: LockObserver, error: unknown): Error {
+  if (error instanceof LockLostError) {
+    if (!wasLost) observer.lost(lock, error);
+    lock.markLost(error);
+    return error;
+  }
+  const typed = toTypedError(
+    error,
+    `Releasing ${lock.mode} lock on ${lock.keys.map((k) => `'${k}'`).join(', ')} failed; its lease will run out on its own`,
+  );
+  lock.markLost(typed);
+  return typed;
+}

@@ -1,0 +1,84 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { LockStatementError } from '../lock-statement.error.js';
+import type { GrantAnswer } from '../lock-store.js';
+import { grantAfterBell } from './bell-grant.js';
+import type { DedicatedConnection } from './dedicated-connection.js';
+import type { BellRequest } from './doorbells.js';
+import type { FastGrant } from './fast-grant.js';
+import { type GrantInput, type GrantOutcome, leanGrantPlan, takeoverGrantPlan } from './grant.sql.js';
+import { semaphorePlan } from './semaphore-grant.sql.js';
+import { singleKeyGrantPlan } from './single-key-grant.sql.js';
+import type { StatementPlan } from './statement-plan.js';
+
+/** What deciding a grant needs from the lock log. */
+export interface GrantDecisionHost {
+  readonly fast: FastGrant;
+  /** One plan on the doorbell's connection, the pool, or (cluster) one statement per round trip with its confirmation. */
+  sendGrant(plan: StatementPlan<GrantOutcome>, acquisitionId: string, deadline: number, via?: DedicatedConnection): Promise<GrantOutcome>;
+  keyRowsPlan(keys: readonly Buffer[]): StatementPlan<void>;
+  /** Ends whatever a grant of unknown outcome may have committed. */
+  giveBack(acquisitionId: string, failure: LockStatementError): Promise<void>;
+  /** The granted answer, or a refusal when it answered after its lease may have run out (given back). */
+  inTime(input: GrantInput, outcome: Extract<GrantOutcome, { granted: true }>, sentAt: number): GrantAnswer | Promise<GrantAnswer>;
+}
+
+/** Where a decision starts: after a doorbell wait, on the bell's connection, or after a fast try that did not grant. */
+export interface DecisionStart {
+  readonly wait?: BellRequest;
+  readonly via?: DedicatedConnection;
+  /** Tries made before (the fast try: 1). */
+  readonly tries: number;
+  /** The fast try's failure, handled as any try's. */
+  readonly failure?: LockStatementError;
+}
+
+/**
+ * The full plan: one key by `singleKeyGrantPlan`, several by `leanGrantPlan`, semaphores by theirs;
+ * the rare work only when the answer reports it (missing key rows, expired holders). Deadlocks and
+ * lock-wait timeouts are tried again at once, up to five tries: a free key must not look busy.
+ */
+export async function decideGrant(host: GrantDecisionHost, full: GrantInput, deadline: number, start: DecisionStart): Promise<GrantAnswer> {
+  const { wait, via } = start;
+  const firstPlan = () => semaphorePlan(full, false) ?? (full.targets.length === 1 ? singleKeyGrantPlan(full) : leanGrantPlan(full));
+  let plan: StatementPlan<GrantOutcome> | undefined;
+  let before: unknown;
+  let failure = start.failure;
+  const firstSentAt = performance.now();
+  for (let attempt = start.tries; ; attempt++) {
+    if (failure) {
+      if (failure.kind === 'retry' && attempt <= 4) await sleep(1 + Math.random() * 4 * attempt);
+      else {
+        if (failure.kind !== 'retry') await host.giveBack(full.acquisitionId, failure);
+        throw failure;
+      }
+      failure = undefined;
+    }
+    let outcome: GrantOutcome;
+    const sentAt = performance.now();
+    try {
+      if (wait && attempt === 0) {
+        ({ outcome, before } = await grantAfterBell(full, wait, () => (plan ??= firstPlan()), host.fast.afterBell(full), deadline));
+      } else outcome = await host.sendGrant((plan ??= firstPlan()), full.acquisitionId, deadline, via);
+    } catch (error) {
+      failure = LockStatementError.from(error);
+      continue;
+    }
+    // After a doorbell wait the caller adds the wait to the first send time and checks the lease.
+    // Only a live holder or a waiting writer says the key is contended: a first use or a takeover does not.
+    if (!outcome.granted && (outcome.reason === 'busy' || outcome.reason === 'writer-waiting')) host.fast.noteRefused(full);
+    host.fast.knownFree.granted(full, outcome);
+    if (outcome.granted) return before === undefined ? host.inTime(full, outcome, sentAt) : { ...outcome, sentAt: firstSentAt, before };
+    if (outcome.reason === 'missing-key-rows' && attempt < 4) {
+      // First use of a key (or after the janitor reaped it): its rows in their own transaction, then the grant, one round trip.
+      const create = host.keyRowsPlan(full.targets.map((t) => t.bytes));
+      const again = firstPlan();
+      plan = { statements: [...create.statements, ...again.statements], parse: (results) => again.parse(results.slice(create.statements.length)) };
+      continue;
+    }
+    if (outcome.reason === 'expired-holders' && attempt < 4) {
+      plan = semaphorePlan(full, true) ?? takeoverGrantPlan(full);
+      continue;
+    }
+    return { ...outcome, before };
+  }
+}
