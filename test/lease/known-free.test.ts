@@ -63,11 +63,12 @@ contractSuite('lease-mechanics', 'grants of a key this process knows to be free'
     theirs = b.locks;
     sent = [];
     const pool = mysqlLogOf(mine).pool;
-    const query = pool.query.bind(pool);
-    pool.query = ((sql: string, options: Parameters<typeof query>[1]) => {
+    // Every statement of the pool goes through queryThen (query is built on it).
+    const queryThen = pool.queryThen.bind(pool);
+    pool.queryThen = ((sql: string, ...rest: unknown[]) => {
       sent.push(sql);
-      return query(sql, options);
-    }) as typeof pool.query;
+      return (queryThen as (...args: unknown[]) => unknown)(sql, ...rest);
+    }) as typeof pool.queryThen;
   });
   after(async () => {
     for (const app of apps) await app.close();
