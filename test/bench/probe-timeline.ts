@@ -5,7 +5,7 @@
  * by op. Under contention the steps between the lock's answer and the critical section's first
  * statement, and between its last answer and the COMMIT, are on every handoff's path.
  * `node build/test/bench/probe-timeline.js [ops]`; `PROBE_LEASE=1` times a lease acquire + release against its
- * physical floor instead; `PROBE_WRAP=1` adds the entry and settlement of
+ * physical floor instead, `PROBE_DECORATED=1` the lease's `@WriteLock` path against its floor; `PROBE_WRAP=1` adds the entry and settlement of
  * the library's layers, and `globalThis.__m(label)` marks dropped into build/lib by hand.
  */
 import 'reflect-metadata';
@@ -18,7 +18,8 @@ import { TestDatabase } from '../support/test-database.js';
 import { runProbe } from './probe-main.js';
 import { median } from './stats.js';
 import { tapStatements } from './statement-tap.js';
-import { FLOOR_KEY, GRANT_SHAPE, RELEASE_SHAPE } from './uncontended-items.js';
+import { claimGrantShape, FLOOR_KEY, GRANT_SHAPE, RELEASE_SHAPE } from './uncontended-items.js';
+import { DecoratedWork } from './designs/decorated.js';
 
 type Query = (sql: string) => Promise<unknown>;
 
@@ -76,6 +77,20 @@ async function main(): Promise<void> {
       const [results] = (await floor.query(GRANT_SHAPE)) as unknown as [{ insertId: number }[]];
       mark('acquired');
       await floor.query(RELEASE_SHAPE, [results[1]!.insertId]);
+    };
+  }
+  if (process.env.PROBE_DECORATED) {
+    // The lease decorator path (grant, then the fenced 'requires-new' transaction) against its floor: the claim INSERT, then a plain TypeORM transaction.
+    const floor = await mysql.createConnection({ ...db.settings, multipleStatements: true });
+    const work = new DecoratedWork(app.locks);
+    let token = 0;
+    for (const name of Object.keys(shapes)) delete shapes[name];
+    shapes['lease @WriteLock'] = () =>
+      work.lease('dec', (q) => section(q).then(() => undefined), { acquiredAt: 0, releasingAt: 0 });
+    shapes['floor: claim, then a TypeORM transaction'] = async () => {
+      await floor.query(claimGrantShape(++token));
+      mark('acquired');
+      await dataSource.transaction((manager) => section((sql) => manager.query(sql)));
     };
   }
   for (let i = 0; i < 300; i++) for (const run of Object.values(shapes)) await run();

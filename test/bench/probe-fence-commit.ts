@@ -1,0 +1,66 @@
+/**
+ * Development probe: what ending a lease lock inside the business commit costs the server, by hand
+ * on one connection, interleaved op by op: a plain transaction with one UPDATE; the same with the
+ * log row's end and COMMIT in one CALL of the fenced-commit routine (the library's); the same end as
+ * plain statements, with the hold worked out by the server or sent by the client.
+ * `node build/test/bench/probe-fence-commit.js [ops]`
+ */
+import 'reflect-metadata';
+import mysql from 'mysql2/promise';
+import { createLockApp } from '../support/lock-app.js';
+import { TestDatabase } from '../support/test-database.js';
+import { runProbe, timeShapes } from './probe-main.js';
+import { median } from './stats.js';
+import { claimGrantShape } from './uncontended-items.js';
+import { END_AND_COMMIT } from '../../lib/store/mysql/session-routines.sql.js';
+
+async function main(): Promise<void> {
+  const ops = Number(process.argv[2] ?? 1000);
+  const db = await TestDatabase.create('dblock_fence');
+  const { app } = await createLockApp(db.settings, { janitor: false });
+  const c = await mysql.createConnection({ ...db.settings, multipleStatements: true });
+  await c.query('CREATE TABLE counter (id INT PRIMARY KEY, n INT NOT NULL)');
+  await c.query('INSERT INTO counter VALUES (1, 0)');
+  let token = 0;
+  const grant = async () => {
+    const [r] = (await c.query(claimGrantShape(++token))) as unknown as [{ insertId: number }];
+    return r.insertId;
+  };
+  const live = "status IN ('ACQUIRED', 'COMPLETED')";
+  const shapes: Record<string, () => Promise<unknown>> = {
+    'plain: START; UPDATE; COMMIT': async () => {
+      await grant();
+      await c.query('START TRANSACTION');
+      await c.query('UPDATE counter SET n = n + 1 WHERE id = 1');
+      await c.query('COMMIT');
+    },
+    'CALL end_and_commit': async () => {
+      const id = await grant();
+      await c.query('START TRANSACTION');
+      await c.query('UPDATE counter SET n = n + 1 WHERE id = 1');
+      await c.query(`CALL \`${END_AND_COMMIT}\`(${id}, (SELECT owner FROM db_lock_log WHERE id = ${id}))`);
+    },
+    'UPDATE (server hold); COMMIT': async () => {
+      const id = await grant();
+      await c.query('START TRANSACTION');
+      await c.query('UPDATE counter SET n = n + 1 WHERE id = 1');
+      await c.query(
+        `UPDATE db_lock_log FORCE INDEX (PRIMARY) SET status = 'RELEASED', ended_at = UTC_TIMESTAMP(6), hold_ms = TIMESTAMPDIFF(MICROSECOND, acquired_at, UTC_TIMESTAMP(6)) DIV 1000 WHERE id = ${id} AND ${live}; COMMIT`,
+      );
+    },
+    'UPDATE (client hold); COMMIT': async () => {
+      const id = await grant();
+      await c.query('START TRANSACTION');
+      await c.query('UPDATE counter SET n = n + 1 WHERE id = 1');
+      await c.query(`UPDATE db_lock_log FORCE INDEX (PRIMARY) SET status = 'RELEASED', ended_at = UTC_TIMESTAMP(6), hold_ms = 1 WHERE id = ${id} AND ${live}; COMMIT`);
+    },
+  };
+  const samples = await timeShapes(shapes, ops, { rounds: 5 });
+  const plain = median(samples['plain: START; UPDATE; COMMIT']!);
+  for (const [name, xs] of Object.entries(samples)) console.log(`${name.padEnd(34)} ${(median(xs) * 1000).toFixed(0)} µs  ${(median(xs) / plain).toFixed(2)}x plain`);
+  await c.end();
+  await app.close();
+  await db.drop();
+}
+
+runProbe(main);
