@@ -91,8 +91,7 @@ export class LockService implements OnModuleInit, OnApplicationBootstrap, Before
    *   TooManyLockWaitersError (row-lock) when too many acquisitions already wait.
    */
   acquire(keys: LockKeys, options?: LockOptions): Promise<LockHandle> {
-    // Not an async frame around the chain's promise: see CallChain.acquire.
-    return this.parts ? this.parts.chain.acquire(keys, options) : Promise.reject(new DbLockNotInitializedError(this.dataSourceName));
+    return this.parts ? this.parts.chain.acquire(keys, options) : Promise.reject(new DbLockNotInitializedError(this.dataSourceName)); // no async frame: see CallChain.acquire
   }
 
   /** One try, never waits: the lock, or null if someone else holds it. Same errors as acquire otherwise. */

@@ -2,12 +2,11 @@ import type { Logger } from '@nestjs/common';
 import type { ResolvedDbLockOptions } from '../db-lock.options.js';
 import { DbLockOptionsError } from '../errors/db-lock-options.error.js';
 import { LockTimeoutError } from '../errors/lock-timeout.error.js';
-import { LockUpgradeError } from '../errors/lock-upgrade.error.js';
 import type { BusinessTransactions, CallBudget, EarlyBusinessTransaction } from './business-transaction.js';
 import { type FenceScope, FencedTransaction } from './fenced-transaction.js';
 import { HeldLock } from './held-lock.js';
 import { LockLostError } from '../errors/lock-lost.error.js';
-import { LockContext } from './lock-context.js';
+import { LockContext, splitByChain } from './lock-context.js';
 import type { LockHandle } from './lock-handle.js';
 import { type LockKeys, type LockTarget } from './lock-key.js';
 import type { LockObserver } from './lock-observer.js';
@@ -15,9 +14,12 @@ import { type LockOptions, resolveLockOptions, UNNAMED_LOCK } from './lock-reque
 import type { LockRuntime } from './lock-runtime.js';
 import type { LockIsolationLevel, ResolvedRunLockedOptions } from './locked-call.options.js';
 import { NestedLock } from './nested-lock.js';
-import { type ChainKeys, checkSameKind, targetsOf } from './semaphore-request.js';
+import { type ChainKeys, targetsOf } from './semaphore-request.js';
 import { describe } from './option-checks.js';
 import { RunningHolders } from './running-holders.js';
+
+/** How the chain takes a lock: its timeout reported by the caller, joined into an open fenced transaction, with an early business transaction. */
+type AcquireHow = { quietTimeout?: boolean; join?: FencedTransaction; isolationLevel?: LockIsolationLevel; early?: EarlyBusinessTransaction };
 
 /**
  * Call-chain semantics, the same for every strategy: reentrancy by async context (a key the chain
@@ -45,11 +47,7 @@ export class CallChain {
    * Not an async frame: every acquisition passes here, and one around the runtime's promise costs
    * promises and microtask hops on the way to the caller. Bad input still rejects, never throws.
    */
-  acquire(
-    keys: ChainKeys,
-    options: LockOptions | undefined,
-    how: { quietTimeout?: boolean; join?: FencedTransaction; isolationLevel?: LockIsolationLevel; early?: EarlyBusinessTransaction } = {},
-  ): Promise<LockHandle> {
+  acquire(keys: ChainKeys, options: LockOptions | undefined, how: AcquireHow = {}): Promise<LockHandle> {
     try {
       return this.acquireNow(keys, options, how);
     } catch (error) {
@@ -57,22 +55,11 @@ export class CallChain {
     }
   }
 
-  private acquireNow(
-    keys: ChainKeys,
-    options: LockOptions | undefined,
-    how: { quietTimeout?: boolean; join?: FencedTransaction; isolationLevel?: LockIsolationLevel; early?: EarlyBusinessTransaction },
-  ): Promise<LockHandle> {
+  private acquireNow(keys: ChainKeys, options: LockOptions | undefined, how: AcquireHow): Promise<LockHandle> {
     const resolved = resolveLockOptions(options, this.options);
     const targets = targetsOf(keys, resolved.mode, this.options.namespace);
     const mode = targets.some((t) => t.mode === 'write') ? 'write' : 'read';
-    const held = new Map<string, HeldLock>();
-    const missing: LockTarget[] = [];
-    for (const target of targets) {
-      const found = LockContext.find(target.storedKey);
-      if (!found) missing.push(target);
-      else if (checkSameKind(target, found.lock) && target.mode === 'write' && found.mode === 'read') throw new LockUpgradeError(target.key);
-      else held.set(target.storedKey, found.lock);
-    }
+    const { held, missing } = splitByChain(targets);
     if (missing.length === 0) {
       this.observer.reentrant();
       return Promise.resolve(new NestedLock(targets, held, undefined));
@@ -163,9 +150,14 @@ export class CallChain {
    * threw). A row-lock handle's work runs in its own transaction, fenced; one taken inside the
    * chain's open transaction ends with that transaction.
    */
-  async runHolding<T>(handle: LockHandle, fn: (lock: LockHandle) => Promise<T> | T): Promise<T> {
+  runHolding<T>(handle: LockHandle, fn: (lock: LockHandle) => Promise<T> | T): Promise<T> {
     const own = ownLock(handle);
-    if (own?.transaction || own?.endsWithTransaction) return await this.runFenced(handle, fn, undefined);
+    // Not an async frame around the fenced run: a row-lock's work is on the critical path of its key.
+    if (own?.transaction || own?.endsWithTransaction) return this.runFenced(handle, fn, undefined);
+    return this.runAlone(handle, fn);
+  }
+
+  private async runAlone<T>(handle: LockHandle, fn: (lock: LockHandle) => Promise<T> | T): Promise<T> {
     const leave = this.running.enter();
     try {
       let result: T;

@@ -3,6 +3,9 @@ import type { EntityManager } from 'typeorm';
 import type { HeldLock } from './held-lock.js';
 import type { LockHandle } from './lock-handle.js';
 import type { LockMode } from './lock-mode.js';
+import type { LockTarget } from './lock-key.js';
+import { LockUpgradeError } from '../errors/lock-upgrade.error.js';
+import { checkSameKind } from './semaphore-request.js';
 
 /**
  * One level of locks in an async call chain: what `withLock` or a lock decorator entered.
@@ -50,3 +53,20 @@ export const LockContext = Object.freeze({
     return undefined;
   },
 });
+
+/**
+ * The keys the current call chain already holds (reused, no SQL) and those it must be granted.
+ * Read → write on a key the chain holds is refused (LockUpgradeError), as is a lock asked as a
+ * permit or the other way round (see checkSameKind).
+ */
+export function splitByChain(targets: readonly LockTarget[]): { held: Map<string, HeldLock>; missing: LockTarget[] } {
+  const held = new Map<string, HeldLock>();
+  const missing: LockTarget[] = [];
+  for (const target of targets) {
+    const found = LockContext.find(target.storedKey);
+    if (!found) missing.push(target);
+    else if (checkSameKind(target, found.lock) && target.mode === 'write' && found.mode === 'read') throw new LockUpgradeError(target.key);
+    else held.set(target.storedKey, found.lock);
+  }
+  return { held, missing };
+}

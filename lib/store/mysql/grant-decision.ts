@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { LockStatementError } from '../lock-statement.error.js';
-import type { GrantAnswer } from '../lock-store.js';
+import type { GrantAnswer, GrantRequest } from '../lock-store.js';
 import { grantAfterBell } from './bell-grant.js';
 import type { DedicatedConnection } from './dedicated-connection.js';
 import type { BellRequest } from './doorbells.js';
@@ -20,6 +20,32 @@ export interface GrantDecisionHost {
   giveBack(acquisitionId: string, failure: LockStatementError): Promise<void>;
   /** The granted answer, or a refusal when it answered after its lease may have run out (given back). */
   inTime(input: GrantInput, outcome: Extract<GrantOutcome, { granted: true }>, sentAt: number): GrantAnswer | Promise<GrantAnswer>;
+}
+
+/**
+ * The grant's input: the strategy's request, the granting process, and the server bound of each
+ * statement (none when unbounded). Written out, not spread: a spread of the request cost more than
+ * anything else on the grant's path.
+ */
+export function grantInputOf(
+  request: GrantRequest,
+  process: { readonly holder: string; readonly processId: string; readonly schema: { readonly claims?: boolean } },
+  bound: GrantInput['statementLimit'],
+): GrantInput {
+  return {
+    acquisitionId: request.acquisitionId,
+    strategy: request.strategy,
+    targets: request.targets,
+    leaseMs: request.leaseMs,
+    waitedMs: request.waitedMs,
+    writerWaitMarkMs: request.writerWaitMarkMs,
+    writerPreference: request.writerPreference,
+    doorbell: request.doorbell,
+    holder: process.holder,
+    processId: process.processId,
+    claims: process.schema.claims,
+    statementLimit: bound && bound.ms !== Infinity ? bound : undefined,
+  };
 }
 
 /** Where a decision starts: after a doorbell wait, on the bell's connection, or after a fast try that did not grant. */

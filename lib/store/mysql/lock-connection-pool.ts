@@ -6,6 +6,7 @@ import { deadlines } from '../../core/deadline-watch.js';
 import type { RoundTripPurpose } from '../lock-store.js';
 import { DedicatedConnection } from './dedicated-connection.js';
 import { closeUnderWork } from './close-under-work.js';
+import { recoverConnection, sendBounded, type StatementDone } from './bounded-statement.js';
 
 export type { RoundTripPurpose };
 
@@ -119,11 +120,11 @@ export class LockConnectionPool {
     };
     try {
       const result = await fn(session);
-      if (inTransaction) await this.recover(connection, undefined, true);
+      if (inTransaction) await recoverConnection(connection, undefined, true);
       else connection.release();
       return result;
     } catch (error) {
-      await this.recover(connection, error, inTransaction);
+      await recoverConnection(connection, error, inTransaction);
       throw error;
     }
   }
@@ -192,9 +193,14 @@ export class LockConnectionPool {
     });
   }
 
+  private countedSend(connection: PoolConnection, sql: string, deadline: number, purpose: RoundTripPurpose, done: StatementDone): void {
+    this.roundTrips[purpose]++;
+    sendBounded(connection, sql, deadline, done);
+  }
+
   private send<T>(connection: PoolConnection, sql: string, deadline: number, purpose: RoundTripPurpose): Promise<T> {
     return new Promise<T>((resolve, reject) =>
-      this.sendThen(connection, sql, deadline, purpose, (error, result) => (error ? reject(error) : resolve(result as T))),
+      this.countedSend(connection, sql, deadline, purpose, (error, result) => (error ? reject(error) : resolve(result as T))),
     );
   }
 
@@ -209,7 +215,7 @@ export class LockConnectionPool {
     rescue: ((error: LockStatementError) => R | Promise<R>) | undefined,
   ): Promise<R> {
     return new Promise<R>((resolve, reject) =>
-      this.sendThen(connection, sql, deadline, purpose, (error, result) => {
+      this.countedSend(connection, sql, deadline, purpose, (error, result) => {
         if (!error) {
           this.keep(pool, connection);
           try {
@@ -218,7 +224,7 @@ export class LockConnectionPool {
             return reject(parseError);
           }
         }
-        void this.recover(connection, error, /\bSTART TRANSACTION\b/.test(sql)).then(() => {
+        void recoverConnection(connection, error, /\bSTART TRANSACTION\b/.test(sql)).then(() => {
           if (!rescue) return reject(error);
           try {
             resolve(rescue(error));
@@ -228,54 +234,5 @@ export class LockConnectionPool {
         });
       }),
     );
-  }
-
-  private sendThen(
-    connection: PoolConnection,
-    sql: string,
-    deadline: number,
-    purpose: RoundTripPurpose,
-    done: (error: LockStatementError | undefined, result?: unknown) => void,
-  ): void {
-    this.roundTrips[purpose]++;
-    let settled = false;
-    const watched =
-      deadline === Infinity
-        ? undefined
-        : deadlines.watch(deadline, () => {
-            if (settled) return;
-            settled = true;
-            // Never reused: it may still be running the statement on the server. Closed under
-            // work, so statements queued behind it on this connection fail now, not when it ends.
-            closeUnderWork(connection);
-            done(LockStatementError.deadline('The lock statement did not answer before the deadline'));
-          });
-    connection.query(sql, (error, result) => {
-      watched?.cancel();
-      if (settled) return;
-      settled = true;
-      done(error ? LockStatementError.from(error) : undefined, result);
-    });
-  }
-
-  /** After a failure: a broken connection is destroyed; an open transaction is rolled back first. */
-  private async recover(connection: PoolConnection, error: unknown, inTransaction: boolean): Promise<void> {
-    const failure = error === undefined ? undefined : LockStatementError.from(error);
-    if (failure?.kind === 'deadline') return; // already destroyed
-    if (failure && (failure.kind === 'connection-lost' || failure.kind === 'unreachable')) {
-      connection.destroy();
-      return;
-    }
-    if (!inTransaction) {
-      connection.release();
-      return;
-    }
-    await new Promise<void>((resolve) => {
-      connection.query('ROLLBACK', (rollbackError) => {
-        if (rollbackError) connection.destroy();
-        else connection.release();
-        resolve();
-      });
-    });
   }
 }

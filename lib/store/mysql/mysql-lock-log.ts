@@ -7,7 +7,7 @@ import type { ServerFlavor } from './server-flavor.js';
 import type { Bell as BellView, BellWait } from '../doorbell-store.js';
 import type { GrantAnswer, GrantRequest, LockLogStore, ProcessLeaseStore } from '../lock-store.js';
 import type { Bell, BellRequest } from './doorbells.js';
-import { decideGrant, type GrantDecisionHost } from './grant-decision.js';
+import { decideGrant, type GrantDecisionHost, grantInputOf } from './grant-decision.js';
 import { releaseThroughBell } from './bell-release.js';
 import { type EndStatus, LockStatus, NOW, parseDate, ROW_LOCK_TABLE } from './sql.js';
 import { runOn, runPlan, runPlanThen, type StatementPlan } from './statement-plan.js';
@@ -99,22 +99,7 @@ export class MysqlLockLog implements LockLogStore, ProcessLeaseStore, GrantDecis
    * did not grant.
    */
   grant(request: GrantRequest, deadline: number, options: { bell?: BellView | BellWait; serverBoundMs?: number } = {}): Promise<GrantAnswer> {
-    // Written out, not spread: a spread of the request costs more than anything else here on every grant.
-    const full: GrantInput = {
-      acquisitionId: request.acquisitionId,
-      strategy: request.strategy,
-      targets: request.targets,
-      leaseMs: request.leaseMs,
-      waitedMs: request.waitedMs,
-      writerWaitMarkMs: request.writerWaitMarkMs,
-      writerPreference: request.writerPreference,
-      doorbell: request.doorbell,
-      holder: this.holder,
-      processId: this.processId,
-      claims: this.schema.claims,
-      statementLimit:
-        options.serverBoundMs === undefined || options.serverBoundMs === Infinity ? undefined : { kind: this.flavor.kind, ms: options.serverBoundMs },
-    };
+    const full = grantInputOf(request, this, options.serverBoundMs === undefined ? undefined : { kind: this.flavor.kind, ms: options.serverBoundMs });
     const wait = options.bell?.kind === 'wait' ? (options.bell as BellRequest) : undefined;
     const via = wait?.connection ?? (options.bell as Bell | undefined)?.connection;
     if (via !== undefined || this.clustered || !this.fast.applies(full)) return decideGrant(this, full, deadline, { wait, via, tries: 0 });
