@@ -79,44 +79,50 @@ export class RowLockStrategy implements LockStrategy {
     return backoffDelay(failedTries, this.settings.retryMinDelayMs, this.settings.retryMaxDelayMs);
   }
 
-  async tryGrant(attempt: GrantAttempt): Promise<AttemptResult> {
-    if (
-      !this.slots.tryTake() &&
-      !(await this.slots.take(
+  tryGrant(attempt: GrantAttempt): Promise<AttemptResult> {
+    if (this.slots.tryTake()) return this.grantOnSlot(attempt);
+    return this.slots
+      .take(
         attempt.targets.map((t) => t.key),
         attempt.deadline,
-      ))
-    )
-      return {};
+      )
+      .then((taken) => (taken ? this.grantOnSlot(attempt) : {}));
+  }
+
+  /**
+   * A connection slot is ours: a DataSource connection, the take in its new transaction, and the
+   * transaction kept open as the lock. Handlers rather than an async frame: from the take's answer
+   * to the caller's work, every step is inside the critical section of a contended key.
+   */
+  private grantOnSlot(attempt: GrantAttempt): Promise<AttemptResult> {
     const runner = this.dataSource.createQueryRunner('master');
     let connected = false;
-    let holding = false;
-    try {
-      await connectWithin(runner, attempt.deadline);
-      connected = true;
-      const result = await this.take(runner, attempt, true);
-      if (!result.lock) return result;
-      holding = true;
-      keepOpen(result.lock, runner, this.store, {
-        lost: (lock, error) => this.host.lost(lock, error, true),
-        settled: (lock) => {
-          this.abandoners.delete(lock);
-          this.slots.give();
-        },
-        abandonWith: (lock, abandonIt) => this.abandoners.set(lock, abandonIt),
-        maxHoldMs: this.settings.maxHoldMs,
+    // Nothing held: the connection (if it came; else connectWithin releases it if it ever comes), then the slot.
+    const giveBack = (): Promise<void> => (connected ? endQuietly(runner) : Promise.resolve()).then(() => this.slots.give());
+    const failed = (error: unknown): Promise<AttemptResult> =>
+      giveBack().then(() => {
+        const failure = LockStatementError.from(error);
+        if (['retry', 'deadline', 'interrupted', 'connection-lost', 'unreachable'].includes(failure.kind)) return { failure };
+        throw failure;
       });
-      return result;
-    } catch (error) {
-      const failure = LockStatementError.from(error);
-      if (['retry', 'deadline', 'interrupted', 'connection-lost', 'unreachable'].includes(failure.kind)) return { failure };
-      throw failure;
-    } finally {
-      if (!holding) {
-        if (connected) await endQuietly(runner); // else connectWithin releases it if its connection ever comes
-        this.slots.give();
-      }
-    }
+    return connectWithin(runner, attempt.deadline)
+      .then(() => {
+        connected = true;
+        return this.take(runner, attempt, true);
+      })
+      .then((result) => {
+        if (!result.lock) return giveBack().then(() => result);
+        keepOpen(result.lock, runner, this.store, {
+          lost: (lock, error) => this.host.lost(lock, error, true),
+          settled: (lock) => {
+            this.abandoners.delete(lock);
+            this.slots.give();
+          },
+          abandonWith: (lock, abandonIt) => this.abandoners.set(lock, abandonIt),
+          maxHoldMs: this.settings.maxHoldMs,
+        });
+        return result;
+      }, failed);
   }
 
   /** A nested call inside the chain's fenced transaction: that transaction takes the keys. */
