@@ -52,12 +52,15 @@ async function main(): Promise<void> {
       const id = await grant();
       await c.query('START TRANSACTION');
       await c.query('UPDATE counter SET n = n + 1 WHERE id = 1');
-      await c.query(`UPDATE db_lock_log FORCE INDEX (PRIMARY) SET status = 'RELEASED', ended_at = UTC_TIMESTAMP(6), hold_ms = 1 WHERE id = ${id} AND ${live}; COMMIT`);
+      await c.query(
+        `UPDATE db_lock_log FORCE INDEX (PRIMARY) SET status = 'RELEASED', ended_at = UTC_TIMESTAMP(6), hold_ms = 1 WHERE id = ${id} AND ${live}; COMMIT`,
+      );
     },
   };
   const samples = await timeShapes(shapes, ops, { rounds: 5 });
   const plain = median(samples['plain: START; UPDATE; COMMIT']!);
-  for (const [name, xs] of Object.entries(samples)) console.log(`${name.padEnd(34)} ${(median(xs) * 1000).toFixed(0)} µs  ${(median(xs) / plain).toFixed(2)}x plain`);
+  for (const [name, xs] of Object.entries(samples))
+    console.log(`${name.padEnd(34)} ${(median(xs) * 1000).toFixed(0)} µs  ${(median(xs) / plain).toFixed(2)}x plain`);
   await c.end();
   await app.close();
   await db.drop();

@@ -9,6 +9,7 @@
  * the library's layers, and `globalThis.__m(label)` marks dropped into build/lib by hand.
  */
 import 'reflect-metadata';
+import { AsyncLocalStorage } from 'node:async_hooks';
 import mysql from 'mysql2/promise';
 import { DataSource } from 'typeorm';
 import { BEGIN_AND_TAKE, RECORD_AND_COMMIT } from '../../lib/store/mysql/session-routines.sql.js';
@@ -26,7 +27,7 @@ type Query = (sql: string) => Promise<unknown>;
 async function main(): Promise<void> {
   const ops = Number(process.argv[2] ?? 2000);
   const db = await TestDatabase.create('dblock_timeline');
-  const app = await createLockApp(db.settings, { janitor: false });
+  const app = await createLockApp(db.settings, { janitor: false, ...(process.env.PROBE_OPTIONS ? JSON.parse(process.env.PROBE_OPTIONS) : {}) });
   const dataSource = app.app.get(DataSource);
   await db.query('CREATE TABLE counter (id INT PRIMARY KEY, n INT NOT NULL)');
   await db.query('INSERT INTO counter VALUES (1, 0)');
@@ -85,12 +86,18 @@ async function main(): Promise<void> {
     const work = new DecoratedWork(app.locks);
     let token = 0;
     for (const name of Object.keys(shapes)) delete shapes[name];
-    shapes['lease @WriteLock'] = () =>
-      work.lease('dec', (q) => section(q).then(() => undefined), { acquiredAt: 0, releasingAt: 0 });
+    shapes['lease @WriteLock'] = () => work.lease('dec', (q) => section(q).then(() => undefined), { acquiredAt: 0, releasingAt: 0 });
     shapes['floor: claim, then a TypeORM transaction'] = async () => {
       await floor.query(claimGrantShape(++token));
       mark('acquired');
       await dataSource.transaction((manager) => section((sql) => manager.query(sql)));
+    };
+    // The same floor with an AsyncLocalStorage store active around its transaction, as the lock context is around a locked call.
+    const context = new AsyncLocalStorage<object>();
+    shapes['floor, in an AsyncLocalStorage store'] = async () => {
+      await floor.query(claimGrantShape(++token));
+      mark('acquired');
+      await context.run({}, () => dataSource.transaction((manager) => section((sql) => manager.query(sql))));
     };
   }
   for (let i = 0; i < 300; i++) for (const run of Object.values(shapes)) await run();
