@@ -17,7 +17,7 @@ import { BEGIN_AND_TAKE, RECORD_AND_COMMIT } from '../../lib/store/mysql/session
 import { createLockApp } from '../support/lock-app.js';
 import { DecoratedWork } from './designs/decorated.js';
 import { TestDatabase } from '../support/test-database.js';
-import { runProbe } from './probe-main.js';
+import { cpuOfShapes, runProbe } from './probe-main.js';
 import { claimGrantShape, RELEASE_SHAPE } from './uncontended-items.js';
 import type { RowLockStore } from '../../lib/store/lock-store.js';
 import { resolveTargets } from '../../lib/core/lock-key.js';
@@ -154,16 +154,7 @@ async function main(): Promise<void> {
   // Interleaved rounds, so that drift on the host falls on every shape alike; the median round per shape.
   const chosen = Object.entries(shapes).filter(([n]) => !process.argv[3] || process.argv[3].split(',').some((p) => n.startsWith(p)));
   const rounds = Number(process.env.PROBE_ROUNDS ?? 5);
-  const perRound = Math.max(1, Math.floor(ops / rounds));
-  const samples = new Map<string, { cpu: number; user: number; wall: number }[]>(chosen.map(([n]) => [n, []]));
-  for (let r = 0; r < rounds; r++)
-    for (const [name, fn] of chosen) {
-      const cpu0 = process.cpuUsage();
-      const t0 = performance.now();
-      for (let i = 0; i < perRound; i++) await fn();
-      const cpu = process.cpuUsage(cpu0);
-      samples.get(name)!.push({ cpu: (cpu.user + cpu.system) / perRound, user: cpu.user / perRound, wall: (performance.now() - t0) / perRound });
-    }
+  const samples = await cpuOfShapes(chosen, ops, rounds);
   if (process.env.PROBE_COUNT_PROMISES) {
     const { createHook } = await import('node:async_hooks');
     let count = 0;

@@ -7,7 +7,7 @@ import mysql from 'mysql2';
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { createLockApp } from '../support/lock-app.js';
 import { TestDatabase } from '../support/test-database.js';
-import { runProbe, timeShapes } from './probe-main.js';
+import { cpuOfShapes, runProbe, timeShapes } from './probe-main.js';
 import { claimGrantShape, RELEASE_SHAPE } from './uncontended-items.js';
 import { randomUUID } from 'node:crypto';
 import { resolveTargets } from '../../lib/core/lock-key.js';
@@ -194,17 +194,7 @@ async function main(): Promise<void> {
     for (const [name, xs] of Object.entries(medians))
       console.log(`${name.padEnd(28)} wall ${(xs.sort((a, b) => a - b)[2]! * 1000).toFixed(0)} µs/op (median of 5 rounds' medians)`);
   }
-  const rounds = 5;
-  const perRound = Math.max(1, Math.floor(ops / rounds));
-  const samples = new Map<string, { cpu: number; wall: number }[]>(chosen.map(([n]) => [n, []]));
-  for (let r = 0; r < rounds; r++)
-    for (const [name, fn] of chosen) {
-      const cpu0 = process.cpuUsage();
-      const t0 = performance.now();
-      for (let i = 0; i < perRound; i++) await fn();
-      const cpu = process.cpuUsage(cpu0);
-      samples.get(name)!.push({ cpu: (cpu.user + cpu.system) / perRound, wall: (performance.now() - t0) / perRound });
-    }
+  const samples = await cpuOfShapes(chosen, ops, 5);
   const median = (xs: number[]) => xs.sort((a, b) => a - b)[xs.length >> 1]!;
   for (const [name, s] of samples)
     console.log(`${name.padEnd(28)} CPU ${median(s.map((x) => x.cpu)) | 0} µs/op, wall ${median(s.map((x) => x.wall)).toFixed(3)} ms/op`);

@@ -40,3 +40,32 @@ export async function timeShapes(
   }
   return results;
 }
+
+/** One shape's client CPU (user + system, and user alone) and wall time per op, µs and ms, in one round. */
+export interface CpuSample {
+  readonly cpu: number;
+  readonly user: number;
+  readonly wall: number;
+}
+
+/**
+ * Client CPU per op: each shape's ops in a row (ops / rounds of them), the shapes in turn, for
+ * `rounds` rounds, so drift on the host falls on every shape alike. Per shape, each round's sample.
+ */
+export async function cpuOfShapes(
+  shapes: readonly [string, () => Promise<unknown>][],
+  ops: number,
+  rounds: number,
+): Promise<Map<string, CpuSample[]>> {
+  const perRound = Math.max(1, Math.floor(ops / rounds));
+  const samples = new Map<string, CpuSample[]>(shapes.map(([name]) => [name, []]));
+  for (let r = 0; r < rounds; r++)
+    for (const [name, fn] of shapes) {
+      const cpu0 = process.cpuUsage();
+      const t0 = performance.now();
+      for (let i = 0; i < perRound; i++) await fn();
+      const cpu = process.cpuUsage(cpu0);
+      samples.get(name)!.push({ cpu: (cpu.user + cpu.system) / perRound, user: cpu.user / perRound, wall: (performance.now() - t0) / perRound });
+    }
+  return samples;
+}
