@@ -85,7 +85,7 @@ export class CallChain {
       },
     };
     let granted: Promise<HeldLock>;
-    if (how.join && can.joinsOpenTransaction) granted = this.joined(how.join, { ...request, onWaiting: undefined });
+    if (how.join && can.joinsOpenTransaction) granted = this.joined(how.join, request);
     else {
       granted = this.runtime.acquire(request);
       if (early && !waiting) early.open();

@@ -45,6 +45,17 @@ export class LockStatementError extends Error {
     return this.kind === 'connection-lost' || this.kind === 'deadline';
   }
 
+  /** A try that failed this way holds nothing (an unknown outcome is given back): its caller's queue tries again within the budget. */
+  get triedAgain(): boolean {
+    return (
+      this.kind === 'retry' ||
+      this.kind === 'deadline' ||
+      this.kind === 'interrupted' ||
+      this.kind === 'connection-lost' ||
+      this.kind === 'unreachable'
+    );
+  }
+
   /** The client stopped waiting at its deadline (for an answer, or for a connection); the server may still run the statement. */
   static deadline(message: string): LockStatementError {
     return new LockStatementError('deadline', new Error(message), message);

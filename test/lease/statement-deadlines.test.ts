@@ -68,4 +68,26 @@ contractSuite('lease-mechanics', 'deadlines of lock statements and pool waits', 
     assert.deepEqual(await pool.query<{ one: number }[]>('SELECT 1 AS one', { purpose: 'locks' }), [{ one: 1 }]);
     await again;
   });
+
+  it("handles a failed statement's answer once, whether its connection was kept or had to be taken from mysql2", async () => {
+    // A pool of its own: its first statement takes a connection from mysql2 (the path with a promise in front), the second a kept one.
+    const fresh = new LockConnectionPool({ ...db.settings, connectionLimit: 1, multipleStatements: true });
+    try {
+      for (const connection of ['taken from mysql2', 'kept']) {
+        let rescued = 0;
+        const { error } = await failure(() =>
+          fresh.queryThen('SELECT no_such_column FROM DUAL', { purpose: 'locks' }, String, (failed) => {
+            rescued++;
+            throw failed; // a handler that fails in turn (a full grant plan that throws) must not be handed its own error again
+          }),
+        );
+        assert.ok(error instanceof LockStatementError, String(error));
+        assert.equal(rescued, 1, `rescue calls with a connection ${connection}`);
+        // The pool still answers (the failed statement's connection went back or was replaced).
+        assert.deepEqual(await fresh.query<{ one: number }[]>('SELECT 1 AS one', { purpose: 'locks' }), [{ one: 1 }]);
+      }
+    } finally {
+      await fresh.close();
+    }
+  });
 });

@@ -101,8 +101,11 @@ export class LockConnectionPool {
     const taken = this.take(pool, deadline);
     // A kept connection: the statement leaves in this very call.
     if (!(taken instanceof Promise)) return this.sendKeeping(pool, taken, sql, deadline, options.purpose, parse, rescue);
-    const sent = taken.then((connection) => this.sendKeeping(pool, connection, sql, deadline, options.purpose, parse, rescue));
-    return rescue ? sent.catch((error: unknown) => rescue(LockStatementError.from(error))) : sent;
+    // No connection came: `rescue` handles that failure here (the statement's own, sendKeeping does).
+    return taken.then(
+      (connection) => this.sendKeeping(pool, connection, sql, deadline, options.purpose, parse, rescue),
+      rescue && ((error: unknown) => rescue(LockStatementError.from(error))),
+    );
   }
 
   /** Runs `fn` with one connection for several dependent round trips; it goes back to the pool after. */

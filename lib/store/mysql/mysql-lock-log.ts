@@ -129,12 +129,7 @@ export class MysqlLockLog implements LockLogStore, ProcessLeaseStore, GrantDecis
     const ended = (count: number): number => this.fast.knownFree.ended(rowIds, count);
     const options = { purpose: 'locks' as const, deadline: performance.now() + ANSWER_BOUND_MS, oneByOne: this.clustered };
     return runPlan(this.pool, { statements: plan.statements, parse: (results) => ended(plan.parse(results)) }, options, (failure) =>
-      sendWithRetries(
-        () => this.run(plan, 'locks'),
-        RETRY_FOR_MS,
-        () => this.pool.isClosed,
-        failure,
-      ).then(ended, (error: unknown) => {
+      this.withRetries('locks', () => this.run(plan, 'locks'), failure).then(ended, (error: unknown) => {
         this.unended.owe(`rows ${rowIds.join(',')}`, plan);
         throw error;
       }),
@@ -199,8 +194,8 @@ export class MysqlLockLog implements LockLogStore, ProcessLeaseStore, GrantDecis
   }
 
   /** Sends again after transient failures and broken connections, for a few seconds (see sendWithRetries). */
-  withRetries<T>(_purpose: RoundTripPurpose, send: () => Promise<T>): Promise<T> {
-    return sendWithRetries(send, RETRY_FOR_MS, () => this.pool.isClosed);
+  withRetries<T>(_purpose: RoundTripPurpose, send: () => Promise<T>, firstFailure?: unknown): Promise<T> {
+    return sendWithRetries(send, RETRY_FOR_MS, () => this.pool.isClosed, firstFailure);
   }
 
   keyRowsPlan(keys: readonly Buffer[]): StatementPlan<void> {

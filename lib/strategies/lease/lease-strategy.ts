@@ -109,8 +109,7 @@ export class LeaseStrategy implements LockStrategy {
     const failure = LockStatementError.from(error);
     wait?.cancel();
     if (bell) await bell.ring();
-    // Nothing is held (an unknown outcome was given back): the queue tries again within the budget.
-    if (['retry', 'deadline', 'interrupted', 'connection-lost', 'unreachable'].includes(failure.kind)) return { failure };
+    if (failure.triedAgain) return { failure };
     throw failure;
   }
 

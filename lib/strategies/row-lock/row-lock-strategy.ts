@@ -102,7 +102,7 @@ export class RowLockStrategy implements LockStrategy {
     const failed = (error: unknown): Promise<AttemptResult> =>
       giveBack().then(() => {
         const failure = LockStatementError.from(error);
-        if (['retry', 'deadline', 'interrupted', 'connection-lost', 'unreachable'].includes(failure.kind)) return { failure };
+        if (failure.triedAgain) return { failure };
         throw failure;
       });
     return connectWithin(runner, attempt.deadline)
