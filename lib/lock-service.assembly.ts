@@ -92,6 +92,8 @@ export async function assembleLockService(
       extend: (lock: Parameters<LockRuntime['extend']>[0], leaseMs: number | undefined) => runtime!.extend(lock, leaseMs),
       lost: (lock: Parameters<LockRuntime['lost']>[0], error: Parameters<LockRuntime['lost']>[1], giveBack: boolean) =>
         runtime!.lost(lock, error, giveBack),
+      // A signal read past its lock's local deadline: the watchdog gives it up now, as its deadline timer would.
+      overdue: () => watchdog.giveUpOverdue(),
     };
     runtime = new LockRuntime(createStrategies({ host, store, dataSource, options, logger }), observer, watchdog, logger);
     const chain = new CallChain(runtime, options, observer, new DataSourceTransactions(dataSource, store.fence), logger, fenceScope);

@@ -139,7 +139,8 @@ export class LeaseWatchdog {
   }
 
   /** Locks past their local deadline, or held longer than maxHoldMs: their holders must stop now. */
-  private giveUpOverdue(): void {
+  giveUpOverdue(): void {
+    if (!this.running()) return;
     const now = performance.now();
     for (const lock of [...this.locks]) {
       if (!lock.live) {

@@ -9,6 +9,8 @@ import type { LockStrategyName } from '../strategies/lock-strategy-name.js';
 export interface HeldLockHost {
   release(lock: HeldLock, failed: boolean): Promise<void>;
   extend(lock: HeldLock, leaseMs: number | undefined): Promise<void>;
+  /** `lock` is past its local deadline while still held: give it up now (see HeldLock.signal). */
+  overdue?(lock: HeldLock): void;
 }
 
 /** One log row of a grant: one per key. */
@@ -117,8 +119,26 @@ export class HeldLock implements LockHandle {
     return this.fencingTokens[this.keys[0]!]!;
   }
 
+  /**
+   * Aborts when the lock is lost. Reading `aborted` (or `throwIfAborted()`) also checks the local
+   * deadline: a process stalled inside a callback (a blocked event loop, SIGSTOP) runs the I/O
+   * callbacks of that loop turn before its timers, the watchdog's deadline timer included, so an
+   * answer that arrives right after the stall would otherwise see a signal not yet aborted although
+   * the database may already have let another holder in.
+   */
   get signal(): AbortSignal {
-    return (this.abort ??= new AbortController()).signal;
+    if (this.abort) return this.abort.signal;
+    this.abort = new AbortController();
+    const signal = this.abort.signal;
+    const checked = (): boolean => {
+      if (this.state === 'held' && performance.now() >= this.localDeadline) this.host.overdue?.(this);
+      return abortedOf.call(signal) as boolean;
+    };
+    Object.defineProperty(signal, 'aborted', { get: checked, configurable: true });
+    signal.throwIfAborted = () => {
+      if (checked()) throw signal.reason;
+    };
+    return signal;
   }
 
   get manager(): EntityManager | undefined {
@@ -164,6 +184,9 @@ export class HeldLock implements LockHandle {
     this.state = 'released';
   }
 }
+
+/** AbortSignal's own `aborted` getter, for a signal whose `aborted` checks the deadline first (see HeldLock.signal). */
+const abortedOf = Object.getOwnPropertyDescriptor(AbortSignal.prototype, 'aborted')!.get!;
 
 /** Earliest of several dates. */
 export function minDate(dates: readonly Date[]): Date {

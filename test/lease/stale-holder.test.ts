@@ -134,4 +134,25 @@ contractSuite('stale-holder', 'stale holder', (target) => {
       await worker!.close();
     }
   });
+
+  it('a holder stalled inside a timer callback past its lease reads its signal aborted on the next answer, before its timers run again', async () => {
+    // A stall (a blocked event loop, SIGSTOP) that begins inside the timers phase leaves the loop's
+    // clock behind: the watchdog's overdue deadline timer runs only in the next timers phase, after
+    // the I/O of this one. A statement sent right after the stall is answered first; a holder that
+    // reads its signal there must already see its lease over (the database may have let another in).
+    const lock = await staleLocks.acquire('stalled-in-timer', { leaseMs: 300 });
+    const deadline = (lock as unknown as { localDeadline: number }).localDeadline;
+    const seen = await new Promise<{ aborted: boolean; late: boolean }>((resolve, reject) =>
+      setTimeout(() => {
+        while (performance.now() < deadline + 100) {
+          /* stalled past the lease, inside this timer's callback */
+        }
+        db.query('SELECT 1').then(() => resolve({ aborted: lock.signal.aborted, late: performance.now() > deadline }), reject);
+      }, 0),
+    );
+    assert.ok(seen.late, 'the read came after the local deadline');
+    assert.equal(seen.aborted, true, 'the signal read after the stall says the lease ran out');
+    assert.ok(lock.signal.reason instanceof LockLostError, String(lock.signal.reason));
+    await assert.rejects(lock.release(), LockLostError);
+  });
 });
