@@ -57,10 +57,13 @@ contractSuite('lease-renewal', 'liveness: a released lock is never renewed back 
       // No renewal (or anything else) touched a row after it ended.
       assert.deepEqual(await db.query(`SELECT * FROM violations`), [], 'no row was renewed or revived after its release');
       // Per key, holds never overlap: each grant starts after the previous release.
-      const [overlaps] = await db.query<{ n: number }[]>(
-        `SELECT COUNT(*) AS n FROM db_lock_log a JOIN db_lock_log b ON b.lock_key = a.lock_key AND b.id > a.id ` + `WHERE b.acquired_at < a.ended_at`,
+      // The pairs themselves, so that a failure shows its rows (tokens, statuses, server times).
+      const overlaps = await db.query<Record<string, unknown>[]>(
+        `SELECT a.id AS a_id, b.id AS b_id, a.fencing_token AS a_token, b.fencing_token AS b_token, a.acquired_at AS a_acquired, ` +
+          `a.ended_at AS a_ended, b.acquired_at AS b_acquired, b.ended_at AS b_ended, a.wait_ms AS a_wait, b.wait_ms AS b_wait ` +
+          `FROM db_lock_log a JOIN db_lock_log b ON b.lock_key = a.lock_key AND b.id > a.id WHERE b.acquired_at < a.ended_at`,
       );
-      assert.equal(Number(overlaps!.n), 0, 'no key ever had two live holders');
+      assert.equal(overlaps.length, 0, `no key ever had two live holders: ${JSON.stringify(overlaps.slice(0, 5))}`);
     } finally {
       await Promise.all(workers.map((w) => w.close()));
     }
