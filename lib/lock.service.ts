@@ -26,6 +26,7 @@ import { shutDown } from './lock-service.shutdown.js';
 import type { PermitWork, SemaphoreHandle, SemaphoreOptions, SemaphoreRunOptions } from './core/semaphore-request.js';
 import { SemaphoreCalls } from './core/semaphore-calls.js';
 import { toTypedError } from './errors/to-typed-error.js';
+import { settle } from './core/settle.js';
 
 export { RUNNING_PARTS } from './lock-service.assembly.js';
 
@@ -131,9 +132,9 @@ export class LockService implements OnModuleInit, OnApplicationBootstrap, Before
   runLocked<T>(keys: LockKeys, fn: (lock: LockHandle) => Promise<T> | T, options: RunLockedOptions & { onLocked: 'skip' }): Promise<T | undefined>;
   runLocked<T>(keys: LockKeys, fn: (lock: LockHandle) => Promise<T> | T, options?: RunLockedOptions & { onLocked?: 'throw' }): Promise<T>;
   runLocked<T>(keys: LockKeys, fn: (lock: LockHandle) => Promise<T> | T, options?: RunLockedOptions): Promise<T | undefined>;
-  async runLocked<T>(keys: LockKeys, fn: (lock: LockHandle) => Promise<T> | T, options?: RunLockedOptions): Promise<T | undefined> {
-    const parts = this.require();
-    return await parts.chain.runLocked(keys, fn, resolveRunLockedOptions(options)); // awaited: returning it costs two more microtask hops
+  runLocked<T>(keys: LockKeys, fn: (lock: LockHandle) => Promise<T> | T, options?: RunLockedOptions): Promise<T | undefined> {
+    // Not an async frame (every decorated call passes here); bad input still rejects, never throws.
+    return settle(() => this.require().chain.runLocked(keys, fn, resolveRunLockedOptions(options)));
   }
 
   /**

@@ -2,7 +2,7 @@ import type { Logger } from '@nestjs/common';
 import type { ResolvedDbLockOptions } from '../db-lock.options.js';
 import { DbLockOptionsError } from '../errors/db-lock-options.error.js';
 import { LockTimeoutError } from '../errors/lock-timeout.error.js';
-import type { BusinessTransactions, CallBudget, EarlyBusinessTransaction } from './business-transaction.js';
+import type { BusinessTransactions, CallBudget, EarlyBusinessTransaction, FenceSettings } from './business-transaction.js';
 import { type FenceScope, FencedTransaction } from './fenced-transaction.js';
 import { HeldLock } from './held-lock.js';
 import { LockLostError } from '../errors/lock-lost.error.js';
@@ -17,6 +17,8 @@ import { NestedLock } from './nested-lock.js';
 import { type ChainKeys, targetsOf } from './semaphore-request.js';
 import { describe } from './option-checks.js';
 import { RunningHolders } from './running-holders.js';
+import { settle } from './settle.js';
+import { locksOf, NO_LOCKS, ownLock, releaseAs } from './handle-locks.js';
 
 /** How the chain takes a lock: its timeout reported by the caller, joined into an open fenced transaction, with an early business transaction. */
 type AcquireHow = { quietTimeout?: boolean; join?: FencedTransaction; isolationLevel?: LockIsolationLevel; early?: EarlyBusinessTransaction };
@@ -29,6 +31,8 @@ type AcquireHow = { quietTimeout?: boolean; join?: FencedTransaction; isolationL
 export class CallChain {
   /** withLock / decorated holders running now: shutdown waits for them (bounded). */
   readonly running = new RunningHolders();
+  /** What every fenced call of this chain runs with. */
+  private readonly fenceSettings: FenceSettings;
 
   constructor(
     private readonly runtime: LockRuntime,
@@ -38,8 +42,10 @@ export class CallChain {
     private readonly transactions: BusinessTransactions,
     private readonly logger: Logger,
     /** What every fenced transaction's work runs inside (integrations), if anything. */
-    private readonly fenceScope?: FenceScope,
-  ) {}
+    fenceScope?: FenceScope,
+  ) {
+    this.fenceSettings = { host: runtime, logger, scope: fenceScope };
+  }
 
   /**
    * The lock on `keys` for this call chain: keys it holds are reused (no SQL), the others granted.
@@ -116,33 +122,44 @@ export class CallChain {
     return await this.runHolding(handle, fn);
   }
 
-  /** The locked call the decorators forward to (see LockService.runLocked). */
-  async runLocked<T>(keys: ChainKeys, fn: (lock: LockHandle) => Promise<T> | T, resolved: ResolvedRunLockedOptions): Promise<T | undefined> {
-    let handle: LockHandle;
+  /**
+   * The locked call the decorators forward to (see LockService.runLocked). Handlers rather than an
+   * async frame: every decorated call passes here, between the lock's answer and the work.
+   */
+  runLocked<T>(keys: ChainKeys, fn: (lock: LockHandle) => Promise<T> | T, resolved: ResolvedRunLockedOptions): Promise<T | undefined> {
     // Validated with the lock's other options by acquire(), before anything opens.
     const budget = { startedAt: performance.now(), timeoutMs: resolved.lock.timeoutMs ?? this.options.timeoutMs };
     const early = resolved.transaction === 'requires-new' ? this.transactions.early(resolved.isolationLevel, budget) : undefined;
-    try {
-      handle = await this.acquire(keys, resolved.lock, {
-        quietTimeout: resolved.onLocked === 'skip',
-        join: FencedTransaction.current(),
-        isolationLevel: resolved.isolationLevel,
-        early,
-      });
-    } catch (error) {
-      early?.drop();
-      if (resolved.onLocked !== 'skip' || !(error instanceof LockTimeoutError)) throw error;
-      const strategy = resolved.lock.strategy ?? this.options.strategy;
-      this.observer.skipped(error.keys, error.mode, error.waitedMs, { name: resolved.lock.name ?? UNNAMED_LOCK, mode: error.mode, strategy });
-      return undefined;
-    }
-    if (resolved.transaction === 'none') {
-      if (!ownLock(handle)?.transaction) return await this.runHolding(handle, fn);
-      // A row-lock is its own transaction, but 'none' promises the lock only: its manager stays out of reach.
-      const lockOnly = (lock: LockHandle) => LockContext.run({ handle: lock, locks: locksOf(lock), manager: null }, () => fn(lock));
-      return await this.runFenced(handle, lockOnly, resolved.isolationLevel, early);
-    }
-    return await this.runFenced(handle, fn, resolved.isolationLevel, early, budget);
+    const granted = this.acquire(keys, resolved.lock, {
+      quietTimeout: resolved.onLocked === 'skip',
+      join: FencedTransaction.current(),
+      isolationLevel: resolved.isolationLevel,
+      early,
+    });
+    return granted.then(
+      (handle) => this.runGranted(handle, fn, resolved, early, budget),
+      (error: unknown) => {
+        early?.drop();
+        if (resolved.onLocked !== 'skip' || !(error instanceof LockTimeoutError)) throw error;
+        const strategy = resolved.lock.strategy ?? this.options.strategy;
+        this.observer.skipped(error.keys, error.mode, error.waitedMs, { name: resolved.lock.name ?? UNNAMED_LOCK, mode: error.mode, strategy });
+        return undefined;
+      },
+    );
+  }
+
+  private runGranted<T>(
+    handle: LockHandle,
+    fn: (lock: LockHandle) => Promise<T> | T,
+    resolved: ResolvedRunLockedOptions,
+    early: EarlyBusinessTransaction | undefined,
+    budget: CallBudget,
+  ): Promise<T> {
+    if (resolved.transaction !== 'none') return this.runFenced(handle, fn, resolved.isolationLevel, early, budget);
+    if (!ownLock(handle)?.transaction) return this.runHolding(handle, fn);
+    // A row-lock is its own transaction, but 'none' promises the lock only: its manager stays out of reach.
+    const lockOnly = (lock: LockHandle) => LockContext.run({ handle: lock, locks: locksOf(lock), manager: null }, () => fn(lock));
+    return this.runFenced(handle, lockOnly, resolved.isolationLevel, early);
   }
 
   /**
@@ -179,7 +196,7 @@ export class CallChain {
    * connection; the call's own lock ends with it), the row-lock holder's own, or a new one on the
    * DataSource. The call's own lock ends in the commit; locks held by outer calls are fenced and kept.
    */
-  private async runFenced<T>(
+  private runFenced<T>(
     handle: LockHandle,
     fn: (lock: LockHandle) => Promise<T> | T,
     isolationLevel: LockIsolationLevel | undefined,
@@ -196,21 +213,29 @@ export class CallChain {
         own.endsWithTransaction = true;
         outer.enlist(own);
       }
-      return LockContext.run({ handle, locks: byKey, manager: outer.manager }, () => fn(handle));
+      return settle(() => LockContext.run({ handle, locks: byKey, manager: outer.manager }, () => fn(handle)));
     }
     const leave = this.running.enter();
-    const settings = { host: this.runtime, logger: this.logger, scope: this.fenceScope };
-    const locks = { own: own ? [own] : [], kept: [...new Set(byKey.values())].filter((lock) => lock !== own), byKey };
-    try {
-      return await (own?.transaction
-        ? this.transactions.runIn(settings, own.transaction, handle, locks, () => fn(handle))
-        : this.transactions.run(settings, handle, locks, () => fn(handle), isolationLevel, early, budget));
-    } catch (error) {
-      if (error instanceof LockLostError) this.observer.fenceRefused(own ?? locks.kept[0]!);
-      throw error;
-    } finally {
-      leave();
-    }
+    // A lock of its own and no other: nothing outer to keep (the common case, no set or copy).
+    const kept = own === handle ? NO_LOCKS : [...new Set(byKey.values())].filter((lock) => lock !== own);
+    const locks = { own: own ? [own] : NO_LOCKS, kept, byKey };
+    const work = () => fn(handle);
+    // Handlers rather than an async frame: every fenced call passes here.
+    return settle(() =>
+      own?.transaction
+        ? this.transactions.runIn(this.fenceSettings, own.transaction, handle, locks, work)
+        : this.transactions.run(this.fenceSettings, handle, locks, work, isolationLevel, early, budget),
+    ).then(
+      (value) => {
+        leave();
+        return value;
+      },
+      (error: unknown) => {
+        if (error instanceof LockLostError) this.observer.fenceRefused(own ?? locks.kept[0]!);
+        leave();
+        throw error;
+      },
+    );
   }
 
   private async releaseQuietly(handle: LockHandle, original: unknown): Promise<void> {
@@ -227,24 +252,4 @@ export class CallChain {
     transaction.enlist(lock);
     return lock;
   }
-}
-
-/** The lock a handle itself was granted (not one held by an outer call), if any. */
-export function ownLock(handle: LockHandle): HeldLock | undefined {
-  if (handle instanceof HeldLock) return handle;
-  if (handle instanceof NestedLock) return handle.own;
-  return undefined;
-}
-
-/** Every key `handle` covers, mapped to the real lock that holds it. */
-function locksOf(handle: LockHandle): Map<string, HeldLock> {
-  const locks = new Map<string, HeldLock>();
-  if (handle instanceof HeldLock) for (const t of handle.targets) locks.set(t.storedKey, handle);
-  if (handle instanceof NestedLock) for (const [key, lock] of handle.holdersByKey()) locks.set(key, lock);
-  return locks;
-}
-
-async function releaseAs(handle: LockHandle, failed: boolean): Promise<void> {
-  if (handle instanceof HeldLock || handle instanceof NestedLock) return handle.releaseAs(failed);
-  return handle.release();
 }

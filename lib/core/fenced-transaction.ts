@@ -7,6 +7,7 @@ import type { HeldLock, LockTransaction } from './held-lock.js';
 import type { LockHandle } from './lock-handle.js';
 import { LockContext } from './lock-context.js';
 import { fenceAndCommit } from './fence-and-commit.js';
+import { settle } from './settle.js';
 
 /** Open fenced transactions by the EntityManager their method sees: how nested calls find and join them. */
 const openTransactions = new WeakMap<EntityManager, FencedTransaction>();
@@ -82,7 +83,7 @@ export class FencedTransaction {
    * rollback (the owned locks end FAILED); a lost lock at the fence rolls back and throws LockLostError.
    * @param opened the transaction, already started: the row-lock holder's own, or a new one on the DataSource.
    */
-  static async run<T>(
+  static run<T>(
     settings: { host: FenceHost; logger: Logger; scope?: FenceScope; store: FenceStore },
     opened: LockTransaction,
     handle: LockHandle,
@@ -95,28 +96,44 @@ export class FencedTransaction {
   ): Promise<T> {
     const transaction = new FencedTransaction(opened, locks.own, locks.kept, settings.store);
     const manager = opened.runner.manager;
+    openTransactions.set(manager, transaction);
+    const scope = settings.scope;
+    // Handlers rather than an async frame: every fenced call passes here, and each frame costs
+    // promises and microtask hops between the lock's answer and the work, and the work and COMMIT.
     let result: T;
-    let committed = false;
-    try {
-      openTransactions.set(manager, transaction);
-      const scope = settings.scope;
-      result = await LockContext.run({ handle, locks: locks.byKey, manager }, scope ? () => scope(manager, async () => fn()) : fn);
-      await transaction.fenceAndCommit();
-      committed = true;
-    } catch (error) {
-      await transaction.rollbackQuietly(settings.logger);
-      transaction.state = 'ended';
-      openTransactions.delete(manager);
-      await opened.finish(false).catch((e: unknown) => settings.logger.warn(`Could not end a fenced transaction's connection: ${String(e)}`));
-      await transaction.failOwnLocks(settings.host, settings.logger);
-      throw transaction.lostFirst(error);
-    }
-    transaction.state = 'ended';
-    openTransactions.delete(manager);
+    return settle(() => LockContext.run({ handle, locks: locks.byKey, manager }, scope ? () => scope(manager, () => settle(fn)) : fn))
+      .then((value) => {
+        result = value;
+        return transaction.fenceAndCommit();
+      })
+      .then(
+        () => transaction.committed(settings, result),
+        (error: unknown) => transaction.rolledBack(settings, error),
+      );
+  }
+
+  /** After COMMIT: the connection back, then the owned locks ended in the commit. */
+  private committed<T>(settings: { host: FenceHost; logger: Logger }, result: T): Promise<T> {
+    this.state = 'ended';
+    openTransactions.delete(this.manager);
     const endedAt = performance.now();
-    await opened.finish(committed).catch((e: unknown) => settings.logger.warn(`Could not return a fenced transaction's connection: ${String(e)}`));
-    for (const lock of transaction.ending()) settings.host.endedInCommit(lock, performance.now() - endedAt);
-    return result;
+    return this.opened
+      .finish(true)
+      .catch((e: unknown) => settings.logger.warn(`Could not return a fenced transaction's connection: ${String(e)}`))
+      .then(() => {
+        for (const lock of this.ending()) settings.host.endedInCommit(lock, performance.now() - endedAt);
+        return result;
+      });
+  }
+
+  /** The work or the fence failed: ROLLBACK, the connection back, the owned locks FAILED; rethrows (the lost lock first). */
+  private async rolledBack(settings: { host: FenceHost; logger: Logger }, error: unknown): Promise<never> {
+    await this.rollbackQuietly(settings.logger);
+    this.state = 'ended';
+    openTransactions.delete(this.manager);
+    await this.opened.finish(false).catch((e: unknown) => settings.logger.warn(`Could not end a fenced transaction's connection: ${String(e)}`));
+    await this.failOwnLocks(settings.host, settings.logger);
+    throw this.lostFirst(error);
   }
 
   /**

@@ -8,6 +8,7 @@ import type { LockMode } from '../core/lock-mode.js';
 import { checkRunLockedOptions, type RunLockedOptions } from '../core/locked-call.options.js';
 import { MAX_LOCK_NAME_LENGTH } from '../core/lock-request.js';
 import { compileLockKeys, type LockKeySource } from './lock-key-template.js';
+import { settle } from '../core/settle.js';
 
 /** Options of `@DistributedLock({...})`; `@ReadLock`/`@WriteLock` take the same minus `key` and `mode`. */
 export interface DistributedLockOptions<A extends unknown[] = any[]> extends RunLockedOptions {
@@ -115,12 +116,16 @@ export function createLockDecorator(
     const method = original as (...args: unknown[]) => unknown;
     const notReady = `It was called through @${decorator} on ${where}.`;
 
-    const locked = async function (this: unknown, ...args: unknown[]): Promise<unknown> {
-      // Looked up per call: modules register when the app initialises, long after classes load.
-      const service = LockServiceRegistry.resolve(dataSourceName as string | undefined, notReady);
-      const run = () => method.apply(this, args);
-      if (semaphoreLimit !== undefined) return await service.runSemaphore(keyOf(args, this) as string, semaphoreLimit, run, forwarded);
-      return await service.runLocked(keyOf(args, this), run, forwarded);
+    // Not an async function (its frame would cost promises and microtask hops on every call), yet
+    // it always answers with a promise: a bad key or a missing module rejects, never throws.
+    const locked = function (this: unknown, ...args: unknown[]): Promise<unknown> {
+      return settle(() => {
+        // Looked up per call: modules register when the app initialises, long after classes load.
+        const service = LockServiceRegistry.resolve(dataSourceName as string | undefined, notReady);
+        const run = () => method.apply(this, args);
+        if (semaphoreLimit !== undefined) return service.runSemaphore(keyOf(args, this) as string, semaphoreLimit, run, forwarded);
+        return service.runLocked(keyOf(args, this), run, forwarded);
+      });
     };
 
     // Other decorators (@Get, @Cron, @OnEvent, @EventPattern...) keep their metadata on the function

@@ -1,6 +1,7 @@
 import type { Logger } from '@nestjs/common';
 import type { DataSource, EntityManager, QueryRunner } from 'typeorm';
 import { type FenceScope, FencedTransaction } from '../core/fenced-transaction.js';
+import { settle } from '../core/settle.js';
 import { EscapedWriteError } from '../errors/escaped-write.error.js';
 import { ER_LOCK_WAIT_TIMEOUT, errnoOf } from '../store/mysql/errno.js';
 import { callSite } from './call-site.js';
@@ -72,20 +73,24 @@ export class EscapedWriteGuard {
   }
 
   /** Wraps each fenced call: tracks its transaction's row locks; a call whose escaped write timed out on them fails with EscapedWriteError. */
-  readonly scope: FenceScope = async <T>(manager: EntityManager, work: () => Promise<T>): Promise<T> => {
+  readonly scope: FenceScope = <T>(manager: EntityManager, work: () => Promise<T>): Promise<T> => {
     const runner = manager.queryRunner;
     if (!runner) return work();
     const watch: FenceWatch = { locked: false, blocked: undefined };
     this.watches.set(runner, watch);
-    try {
-      return await work();
-    } catch (error) {
-      const blocked = watch.blocked;
-      if (!blocked || error instanceof EscapedWriteError) throw error;
-      throw new EscapedWriteError('lock-wait', this.dataSourceName, blocked.statement, blocked.site, this.fix, { cause: error });
-    } finally {
-      this.watches.delete(runner);
-    }
+    // Handlers rather than an async frame: this wraps every fenced call's work.
+    return settle(work).then(
+      (value) => {
+        this.watches.delete(runner);
+        return value;
+      },
+      (error: unknown) => {
+        this.watches.delete(runner);
+        const blocked = watch.blocked;
+        if (!blocked || error instanceof EscapedWriteError) throw error;
+        throw new EscapedWriteError('lock-wait', this.dataSourceName, blocked.statement, blocked.site, this.fix, { cause: error });
+      },
+    );
   };
 
   /** Called by TypeORM before every statement of the DataSource, in the caller's async context. Throws (synchronously) to refuse it. */

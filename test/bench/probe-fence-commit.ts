@@ -14,6 +14,8 @@ import { median } from './stats.js';
 import { claimGrantShape } from './uncontended-items.js';
 import { END_AND_COMMIT } from '../../lib/store/mysql/session-routines.sql.js';
 
+const OWNER = '11111111-2222-3333-4444-555555555555';
+
 async function main(): Promise<void> {
   const ops = Number(process.argv[2] ?? 1000);
   const db = await TestDatabase.create('dblock_fence');
@@ -23,7 +25,7 @@ async function main(): Promise<void> {
   await c.query('INSERT INTO counter VALUES (1, 0)');
   let token = 0;
   const grant = async () => {
-    const [r] = (await c.query(claimGrantShape(++token))) as unknown as [{ insertId: number }];
+    const [r] = (await c.query(claimGrantShape(++token).replace('UUID()', `'${OWNER}'`))) as unknown as [{ insertId: number }];
     return r.insertId;
   };
   const live = "status IN ('ACQUIRED', 'COMPLETED')";
@@ -38,7 +40,7 @@ async function main(): Promise<void> {
       const id = await grant();
       await c.query('START TRANSACTION');
       await c.query('UPDATE counter SET n = n + 1 WHERE id = 1');
-      await c.query(`CALL \`${END_AND_COMMIT}\`(${id}, (SELECT owner FROM db_lock_log WHERE id = ${id}))`);
+      await c.query(`CALL \`${END_AND_COMMIT}\`(${id}, '${OWNER}')`);
     },
     'UPDATE (server hold); COMMIT': async () => {
       const id = await grant();
@@ -56,7 +58,34 @@ async function main(): Promise<void> {
         `UPDATE db_lock_log FORCE INDEX (PRIMARY) SET status = 'RELEASED', ended_at = UTC_TIMESTAMP(6), hold_ms = 1 WHERE id = ${id} AND ${live}; COMMIT`,
       );
     },
+    'UPDATE (server hold), then COMMIT': async () => {
+      const id = await grant();
+      await c.query('START TRANSACTION');
+      await c.query('UPDATE counter SET n = n + 1 WHERE id = 1');
+      await c.query(
+        `UPDATE db_lock_log FORCE INDEX (PRIMARY) SET status = 'RELEASED', ended_at = UTC_TIMESTAMP(6), hold_ms = TIMESTAMPDIFF(MICROSECOND, acquired_at, UTC_TIMESTAMP(6)) DIV 1000 WHERE id = ${id} AND ${live}`,
+      );
+      await c.query('COMMIT');
+    },
+    'UPDATE (client hold), then COMMIT': async () => {
+      const id = await grant();
+      await c.query('START TRANSACTION');
+      await c.query('UPDATE counter SET n = n + 1 WHERE id = 1');
+      await c.query(`UPDATE db_lock_log FORCE INDEX (PRIMARY) SET status = 'RELEASED', ended_at = UTC_TIMESTAMP(6), hold_ms = 1 WHERE id = ${id} AND ${live}`);
+      await c.query('COMMIT');
+    },
+    'CALL v2 (client hold)': async () => {
+      const id = await grant();
+      await c.query('START TRANSACTION');
+      await c.query('UPDATE counter SET n = n + 1 WHERE id = 1');
+      await c.query(`CALL probe_end_v2(${id}, '${OWNER}', 1)`);
+    },
   };
+  await c.query(
+    "CREATE PROCEDURE probe_end_v2(IN p_id BIGINT UNSIGNED, IN p_owner CHAR(36), IN p_hold INT UNSIGNED) MODIFIES SQL DATA BEGIN " +
+      `UPDATE db_lock_log FORCE INDEX (PRIMARY) SET status = 'RELEASED', ended_at = UTC_TIMESTAMP(6), hold_ms = p_hold WHERE id = p_id AND ${live} AND owner = p_owner; ` +
+      "IF ROW_COUNT() = 1 THEN COMMIT; ELSE SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lost'; END IF; END",
+  );
   const samples = await timeShapes(shapes, ops, { rounds: 5 });
   const plain = median(samples['plain: START; UPDATE; COMMIT']!);
   for (const [name, xs] of Object.entries(samples))
