@@ -5,9 +5,9 @@ type Query = (this: unknown, ...args: unknown[]) => unknown;
 /**
  * For the development probes: calls `onSend` with the text of every statement any mysql2
  * connection of this process sends (the library's pool and the DataSource's alike), and the
- * function it returns, if any, when that statement's answer arrives (with its error, if any).
+ * function it returns, if any, when that statement's answer arrives (with its error or result).
  */
-export function tapStatements(onSend: (sql: string) => ((error: unknown) => void) | void): void {
+export function tapStatements(onSend: (sql: string) => ((error: unknown, result?: unknown) => void) | void): void {
   const prototype = (mysql as unknown as { Connection: { prototype: Record<string, Query> } }).Connection.prototype;
   const query = prototype.query!;
   prototype.query = function (this: unknown, ...args: unknown[]) {
@@ -17,7 +17,7 @@ export function tapStatements(onSend: (sql: string) => ((error: unknown) => void
     if (onAnswer && i >= 0) {
       const callback = args[i] as (...results: unknown[]) => unknown;
       args[i] = (...results: unknown[]) => {
-        onAnswer(results[0]);
+        onAnswer(results[0], results[1]);
         return callback(...results);
       };
     }

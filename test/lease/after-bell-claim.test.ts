@@ -134,4 +134,27 @@ contractSuite('lease-mechanics', 'the one-INSERT grant after a doorbell wait', (
     assert.ok(typeof refused === 'object' && [1048, 1062].includes(refused.errno), `refused, got ${JSON.stringify(refused)}`);
     assert.deepEqual(await rowsOf('bell:race'), ['before:1:RELEASED', 'first:2:ACQUIRED']);
   });
+
+  it("a grant that waited for the previous holder's release begins after it, not when its statement began", async () => {
+    // The INSERT's token subquery reads the newest claim with a locking read: a release in flight
+    // holds it, and the grant decides only once that release commits. The row must say so: its
+    // interval (acquired_at) after the release, else the log shows two holders at once.
+    await keyRow('bell:late', 1);
+    await logRow('bell:late', { token: 2, status: 'ACQUIRED', owner: 'previous' });
+    await q.query('START TRANSACTION');
+    await q.query(`UPDATE db_lock_log SET status = 'RELEASED', ended_at = UTC_TIMESTAMP(6) WHERE lock_key = ? AND fencing_token = 2`, [
+      Buffer.from('bell:late'),
+    ]);
+    const granted = grant(p, 'bell:late', 'next'); // waits on the release's row lock
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    await q.query('COMMIT');
+    assert.equal(await granted, 3, 'granted once the release committed');
+    const [row] = await db.query<{ gap_ms: number | string }[]>(
+      `SELECT TIMESTAMPDIFF(MICROSECOND, prev.ended_at, next.acquired_at) / 1000 AS gap_ms FROM db_lock_log prev JOIN db_lock_log next ` +
+        `ON next.lock_key = prev.lock_key AND next.owner = 'next' WHERE prev.owner = 'previous'`,
+    );
+    // The release's statement began about 300 ms before it committed; the grant began after the commit (margin: 200 ms).
+    assert.ok(Number(row!.gap_ms) >= 200, `the grant's interval begins ${String(row!.gap_ms)} ms after the release's end`);
+  });
 });
+

@@ -33,7 +33,7 @@ contractSuite('lease-renewal', 'liveness: a released lock is never renewed back 
     try {
       const results = await Promise.all(
         workers.map((w) =>
-          w.run<{ releases: number; racedReleases: number; renewals: number; lost: number }>(scenarios, 'releaseRace', {
+          w.run<{ releases: number; racedReleases: number; renewals: number; lost: number; trace: string[] }>(scenarios, 'releaseRace', {
             iterations: 400,
             concurrency: 8,
             keys: 4,
@@ -59,13 +59,30 @@ contractSuite('lease-renewal', 'liveness: a released lock is never renewed back 
       // Per key, holds never overlap: each grant starts after the previous release.
       // The pairs themselves, so that a failure shows its rows (tokens, statuses, server times).
       const overlaps = await db.query<Record<string, unknown>[]>(
-        `SELECT a.id AS a_id, b.id AS b_id, a.fencing_token AS a_token, b.fencing_token AS b_token, a.acquired_at AS a_acquired, ` +
-          `a.ended_at AS a_ended, b.acquired_at AS b_acquired, b.ended_at AS b_ended, a.wait_ms AS a_wait, b.wait_ms AS b_wait ` +
+        `SELECT a.id AS a_id, b.id AS b_id, a.fencing_token AS a_token, b.fencing_token AS b_token, ${micros('a.acquired_at')} AS a_acquired, ` +
+          `${micros('a.ended_at')} AS a_ended, ${micros('b.acquired_at')} AS b_acquired, ${micros('b.ended_at')} AS b_ended, a.wait_ms AS a_wait, b.wait_ms AS b_wait, ` +
+          `a.hold_ms AS a_hold, b.hold_ms AS b_hold, a.owner AS a_owner, b.owner AS b_owner, a.note AS a_note, b.note AS b_note ` +
           `FROM db_lock_log a JOIN db_lock_log b ON b.lock_key = a.lock_key AND b.id > a.id WHERE b.acquired_at < a.ended_at`,
       );
-      assert.equal(overlaps.length, 0, `no key ever had two live holders: ${JSON.stringify(overlaps.slice(0, 5))}`);
+      // On a failure, what the two holders' processes sent about them (client times, ms from each scenario's start).
+      const traceOf = (pair: Record<string, unknown>) =>
+        results.flatMap((r, i) =>
+          r.trace
+            .filter((line) => [pair.a_owner, pair.b_owner, `id = ${pair.a_id} `, `id = ${pair.b_id} `].some((s) => line.includes(String(s))))
+            .map((line) => `worker ${i}: ${line}`),
+        );
+      assert.equal(
+        overlaps.length,
+        0,
+        `no key ever had two live holders: ${JSON.stringify(overlaps.slice(0, 5))}\n${overlaps.slice(0, 2).flatMap(traceOf).join('\n')}`,
+      );
     } finally {
       await Promise.all(workers.map((w) => w.close()));
     }
   });
 });
+
+/** A DATETIME(6) column as text with its microseconds (the driver's Date keeps milliseconds only). */
+function micros(column: string): string {
+  return `DATE_FORMAT(${column}, '%H:%i:%s.%f')`;
+}

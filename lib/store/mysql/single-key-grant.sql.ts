@@ -11,6 +11,7 @@ import {
   LOCK_TABLE,
   LockStatus,
   nextTokenSql,
+  EVALUATED_NOW,
   NOW,
   ourTurnSql,
   parseDate,
@@ -103,7 +104,7 @@ let lastLease = { leaseMs: NaN, sql: '' };
 /** Status, lease and the lease end as SQL: the same for every grant with the same lease. */
 function leaseValues(leaseMs: number): string {
   if (leaseMs !== lastLease.leaseMs)
-    lastLease = { leaseMs, sql: `'${LockStatus.ACQUIRED}', ${leaseMs}, ${NOW}, ${NOW} + INTERVAL ${leaseMs * 1000} MICROSECOND` };
+    lastLease = { leaseMs, sql: `'${LockStatus.ACQUIRED}', ${leaseMs}, ${EVALUATED_NOW}, ${EVALUATED_NOW} + INTERVAL ${leaseMs * 1000} MICROSECOND` };
   return lastLease.sql;
 }
 

@@ -23,6 +23,16 @@ export const keyLiteral = (bytes: Buffer): string => `X'${bytes.toString('hex')}
 /** The server's clock, immune to the session's `time_zone`. Fixed per statement by the server. */
 export const NOW = 'UTC_TIMESTAMP(6)';
 
+/**
+ * The server's clock when the expression is evaluated, not when its statement began: the
+ * statement's start plus the time since (SYSDATE(6) against NOW(6), both in the session's zone, so
+ * their difference is not; `--sysdate-is-now` makes it NOW, the statement's start). For a grant's
+ * log row, whose INSERT can wait in its token's subquery for the previous holder's release to
+ * commit: a holder's interval must begin after that release, not when its statement began waiting
+ * (an earlier start would show two holders at once in the log). Written after the token's value.
+ */
+export const EVALUATED_NOW = `(${NOW} + INTERVAL TIMESTAMPDIFF(MICROSECOND, NOW(6), SYSDATE(6)) MICROSECOND)`;
+
 /** Milliseconds from a DATETIME(6) column to now, on the server. */
 export const msSince = (column: string): string => `TIMESTAMPDIFF(MICROSECOND, ${column}, ${NOW}) DIV 1000`;
 

@@ -10,6 +10,7 @@ import { fenceKeptStatement } from '../../../lib/store/mysql/hold.sql.js';
 import { acquisitionIdOf, mysqlLogOf, partsOf, processIdOf, rowIdsOf } from '../../support/lock-internals.js';
 import type { WorkerContext } from '../../support/lock-worker.js';
 import type { ConnectionSettings } from '../../support/test-database.js';
+import { tapStatements } from '../../bench/statement-tap.js';
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
@@ -137,7 +138,19 @@ export async function taker(
  */
 export async function releaseRace(
   ctx: WorkerContext<{ iterations: number; concurrency: number; keys: number; leaseMs: number; maxHoldMs: number }>,
-): Promise<{ releases: number; racedReleases: number; renewals: number; lost: number }> {
+): Promise<{ releases: number; racedReleases: number; renewals: number; lost: number; trace: string[] }> {
+  // Every statement on the lock tables, with client times (ms since the scenario began) of its send
+  // and answer and what the answer said: a failed overlap check prints those of its two holders.
+  const trace: string[] = [];
+  const t0 = performance.now();
+  tapStatements((sql) => {
+    if (!/db_lock/.test(sql)) return;
+    const sentAt = (performance.now() - t0).toFixed(3);
+    return (error, result) => {
+      const said = error ? `error ${String((error as { code?: string }).code ?? error)}` : JSON.stringify(summary(result));
+      trace.push(`${sentAt} → ${(performance.now() - t0).toFixed(3)} ${said} ${sql.replace(/\s+/g, ' ').slice(0, 4000)}`);
+    };
+  });
   // Instrumentation only: count releases sent while a renewal statement was on the wire.
   const log = mysqlLogOf(ctx.locks);
   let renewing = 0;
@@ -170,7 +183,14 @@ export async function releaseRace(
   };
   await Promise.all(Array.from({ length: ctx.args.concurrency }, lane));
   const after = ctx.locks.stats();
-  return { releases, racedReleases, renewals: after.renewals - before.renewals, lost: after.lost - before.lost };
+  return { releases, racedReleases, renewals: after.renewals - before.renewals, lost: after.lost - before.lost, trace };
+}
+
+/** What a statement's answer says, short: affected rows and insert id per result, rows as they are. */
+function summary(result: unknown): unknown {
+  if (Array.isArray(result)) return result.map(summary);
+  const header = result as { affectedRows?: number; insertId?: number } | null;
+  return header && typeof header === 'object' && 'affectedRows' in header ? [header.affectedRows, header.insertId] : result;
 }
 
 /**
