@@ -58,6 +58,8 @@ export interface BusinessTransactions {
 
 /** Business transactions on the app's DataSource (REQUIRES_NEW), fenced by FencedTransaction. */
 export class DataSourceTransactions implements BusinessTransactions {
+  private readonly settingsWithStore = new WeakMap<FenceSettings, FenceSettings & { store: FenceStore }>();
+
   constructor(
     private readonly dataSource: DataSource,
     private readonly fence: FenceStore,
@@ -90,7 +92,14 @@ export class DataSourceTransactions implements BusinessTransactions {
   }
 
   runIn<T>(settings: FenceSettings, opened: LockTransaction, handle: LockHandle, locks: FencedLocks, fn: () => Promise<T> | T): Promise<T> {
-    return FencedTransaction.run({ ...settings, store: this.fence }, opened, handle, locks, fn);
+    return FencedTransaction.run(this.withStore(settings), opened, handle, locks, fn);
+  }
+
+  /** `settings` with this fence's store: built once per settings object (a call chain has one), not per call. */
+  private withStore(settings: FenceSettings): FenceSettings & { store: FenceStore } {
+    let full = this.settingsWithStore.get(settings);
+    if (full === undefined) this.settingsWithStore.set(settings, (full = { ...settings, store: this.fence }));
+    return full;
   }
 }
 

@@ -46,7 +46,8 @@ export interface FenceHost {
  */
 export class FencedTransaction {
   private state: 'open' | 'ending' | 'ended' = 'open';
-  private readonly enlisted = new Set<HeldLock>();
+  /** Locks nested calls took in this transaction (created on the first: most transactions have none). */
+  private enlisted: Set<HeldLock> | undefined;
 
   private constructor(
     private readonly opened: LockTransaction,
@@ -74,7 +75,7 @@ export class FencedTransaction {
 
   /** `lock` ends with this transaction (RELEASED in its commit, FAILED after a rollback). */
   enlist(lock: HeldLock): void {
-    this.enlisted.add(lock);
+    (this.enlisted ??= new Set()).add(lock);
   }
 
   /**
@@ -153,7 +154,7 @@ export class FencedTransaction {
   }
 
   private ending(): readonly HeldLock[] {
-    if (this.enlisted.size === 0) return this.own; // the common case: nothing joined this transaction
+    if (this.enlisted === undefined) return this.own; // the common case: nothing joined this transaction
     return [...new Set([...this.own, ...this.enlisted])];
   }
 

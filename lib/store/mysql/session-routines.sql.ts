@@ -1,7 +1,7 @@
 import type { RowLockAuditRow } from '../lock-store.js';
 import { errnoOf } from './errno.js';
 import { takeWriteKeysWhere } from './row-lock.sql.js';
-import { escape, format, keyLiteral, LIVE_STATUSES_SQL, LOCK_LOG_TABLE, LockStatus, msSince, NOW, sqlInteger } from './sql.js';
+import { escape, format, LIVE_STATUSES_SQL, LOCK_LOG_TABLE, LockStatus, msSince, NOW, rowIdLiteral, sharedKeyLiteral, sqlInteger } from './sql.js';
 
 /**
  * Stored procedures that save round trips on a business transaction's connection: one opens a
@@ -90,17 +90,20 @@ export const ROUTINES_PRESENT = format(
  * would write them, because a placeholder scan and escaping costs several µs per statement there.
  */
 export function callBeginAndTake(key: Buffer): string {
-  return `CALL \`${BEGIN_AND_TAKE}\`(${keyLiteral(key)})`;
+  return `CALL \`${BEGIN_AND_TAKE}\`(${sharedKeyLiteral(key)})`;
 }
 
+/** Every lease `@WriteLock` call's fence. */
 export function callEndAndCommit(rowId: string, owner: string): string {
-  return format(`CALL \`${END_AND_COMMIT}\`(?, ?)`, [Number(rowId), owner]);
+  return `CALL \`${END_AND_COMMIT}\`(${rowIdLiteral(rowId)}, ${escape(owner)})`;
 }
 
+let lastHolder = { holder: '', literal: "''" };
 /** A RELEASED audit row as insertAuditRows writes it (the note is always null for a commit that ends a hold). */
 export function callRecordAndCommit(row: RowLockAuditRow, holder: string): string {
-  const numbers = [row.fencingToken, row.holdMs * 1000, row.waitedMs, row.holdMs].map(sqlInteger).join(', ');
-  return `CALL \`${RECORD_AND_COMMIT}\`(${keyLiteral(row.key)}, ${escape(row.mode)}, ${escape(row.owner)}, ${escape(holder)}, ${numbers})`;
+  if (holder !== lastHolder.holder) lastHolder = { holder, literal: escape(holder) };
+  const numbers = `${sqlInteger(row.fencingToken)}, ${sqlInteger(row.holdMs * 1000)}, ${sqlInteger(row.waitedMs)}, ${sqlInteger(row.holdMs)}`;
+  return `CALL \`${RECORD_AND_COMMIT}\`(${sharedKeyLiteral(row.key)}, ${escape(row.mode)}, ${escape(row.owner)}, ${lastHolder.literal}, ${numbers})`;
 }
 
 /**

@@ -5,7 +5,7 @@ import {
   affectedRowsOf,
   escape,
   format,
-  keyLiteral,
+  sharedKeyLiteral,
   LIVE_STATUSES_SQL,
   LOCK_LOG_TABLE,
   LOCK_TABLE,
@@ -50,7 +50,7 @@ export function decisionUpdate(input: GrantInput, freeAtToken?: number): string 
   // literal, a number or a doorbell name escaped here.
   const target = input.targets[0]!;
   const write = target.mode === 'write';
-  const key = keyLiteral(target.bytes);
+  const key = sharedKeyLiteral(target.bytes);
   let conditions = '';
   if (!write && input.writerPreference) conditions += ` AND (writer_waiting_until IS NULL OR writer_waiting_until <= ${NOW})`;
   // While another session holds the key's doorbell, a waiter queued first has the next turn.
@@ -73,7 +73,7 @@ export function logRowValues(input: GrantInput, token: string): { columns: strin
   return {
     columns: LOG_ROW_COLUMNS,
     values:
-      `${targetLiteral(target)}, '${target.mode}', ${escape(input.acquisitionId)}, ${processValues(input.holder, input.processId)}, ` +
+      `${sharedKeyLiteral(target.bytes)}, '${target.mode}', ${escape(input.acquisitionId)}, ${processValues(input.holder, input.processId)}, ` +
       `'${input.strategy}', ${token}, ${leaseValues(Number(input.leaseMs))}, ${Math.round(input.waitedMs)}`,
   };
 }
@@ -84,13 +84,6 @@ const LOG_ROW_COLUMNS = 'lock_key, mode, owner, holder, process_id, strategy, fe
  * Parts of the log row that repeat from grant to grant, built once: every grant builds its statement
  * on the caller's critical path, on a CPU whose caches the wait for the previous answer left cold.
  */
-const literals = new WeakMap<object, string>();
-/** A target's key as an SQL literal (targets of a key are cached and shared, so this is computed once per key). */
-function targetLiteral(target: GrantInput['targets'][number]): string {
-  let literal = literals.get(target);
-  if (literal === undefined) literals.set(target, (literal = keyLiteral(target.bytes)));
-  return literal;
-}
 
 let lastProcess = { holder: '', processId: '', sql: '' };
 /** The holder and process id escaped: the same on every row a process writes. */

@@ -20,6 +20,20 @@ export const sqlInteger = (value: number): string => (Number.isFinite(value) && 
 /** A key's bytes as an SQL literal (as format() writes a Buffer). */
 export const keyLiteral = (bytes: Buffer): string => `X'${bytes.toString('hex')}'`;
 
+const keyLiterals = new WeakMap<Buffer, string>();
+/**
+ * keyLiteral, written once per Buffer: a key's target (its bytes included) is built once and shared
+ * by every request for it, and statements on every hold's path name its key.
+ */
+export function sharedKeyLiteral(bytes: Buffer): string {
+  let literal = keyLiterals.get(bytes);
+  if (literal === undefined) keyLiterals.set(bytes, (literal = keyLiteral(bytes)));
+  return literal;
+}
+
+/** A row id (an unsigned BIGINT the driver gave as a string or number) as an SQL literal. */
+export const rowIdLiteral = (id: string): string => (/^\d{1,20}$/.test(id) ? id : String(Number(id)));
+
 /** The server's clock, immune to the session's `time_zone`. Fixed per statement by the server. */
 export const NOW = 'UTC_TIMESTAMP(6)';
 
