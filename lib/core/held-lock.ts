@@ -90,6 +90,21 @@ export class HeldLock implements LockHandle {
     internal = false,
   ) {
     // Plain loops rather than map/fromEntries/spread: this runs on every grant, and most grants are of one key.
+    if (targets.length === 1 && rows.length <= 1) {
+      // One key (targets of a key are shared): its frozen key list and modes are made once per target.
+      const target = targets[0]!;
+      const row = rows[0]?.storedKey === target.storedKey ? rows[0] : undefined;
+      const shared = sharedOf(target);
+      this.keys = shared.keys;
+      this.modes = shared.modes;
+      this.mode = target.mode;
+      this.fencingTokens = Object.freeze({ [target.key]: row?.fencingToken ?? 0 });
+      this.rowIds = row?.id ? Object.freeze([row.id]) : NO_ROW_IDS;
+      this.expiresAt = new Date(rows.length === 1 ? rows[0]!.expiresAt.getTime() : Infinity);
+      this.leaseFrom = leaseFrom;
+      this.internal = internal;
+      return;
+    }
     const keys: string[] = [];
     const modes: Record<string, LockMode> = {};
     const tokens: Record<string, number> = {};
@@ -191,4 +206,14 @@ const abortedOf = Object.getOwnPropertyDescriptor(AbortSignal.prototype, 'aborte
 /** Earliest of several dates. */
 export function minDate(dates: readonly Date[]): Date {
   return new Date(Math.min(...dates.map((d) => d.getTime())));
+}
+
+const NO_ROW_IDS: readonly string[] = Object.freeze([]);
+const perTarget = new WeakMap<LockTarget, { keys: readonly string[]; modes: Readonly<Record<string, LockMode>> }>();
+/** A single-key lock's frozen key list and modes: the same for every lock of that target. */
+function sharedOf(target: LockTarget): { keys: readonly string[]; modes: Readonly<Record<string, LockMode>> } {
+  let shared = perTarget.get(target);
+  if (shared === undefined)
+    perTarget.set(target, (shared = { keys: Object.freeze([target.key]), modes: Object.freeze({ [target.key]: target.mode }) }));
+  return shared;
 }
