@@ -158,7 +158,7 @@ export class CallChain {
     if (resolved.transaction !== 'none') return this.runFenced(handle, fn, resolved.isolationLevel, early, budget);
     if (!ownLock(handle)?.transaction) return this.runHolding(handle, fn);
     // A row-lock is its own transaction, but 'none' promises the lock only: its manager stays out of reach.
-    const lockOnly = (lock: LockHandle) => LockContext.run({ handle: lock, locks: locksOf(lock), manager: null }, () => fn(lock));
+    const lockOnly = (lock: LockHandle) => LockContext.run(lock, locksOf(lock), null, () => fn(lock));
     return this.runFenced(handle, lockOnly, resolved.isolationLevel, early);
   }
 
@@ -179,7 +179,7 @@ export class CallChain {
     try {
       let result: T;
       try {
-        result = await LockContext.run({ handle, locks: locksOf(handle), manager: undefined }, () => fn(handle));
+        result = await LockContext.run(handle, locksOf(handle), undefined, () => fn(handle));
       } catch (error) {
         await this.releaseQuietly(handle, error);
         throw error;
@@ -213,7 +213,7 @@ export class CallChain {
         own.endsWithTransaction = true;
         outer.enlist(own);
       }
-      return settle(() => LockContext.run({ handle, locks: byKey, manager: outer.manager }, () => fn(handle)));
+      return settle(() => LockContext.run(handle, byKey, outer.manager, () => fn(handle)));
     }
     const leave = this.running.enter();
     // A lock of its own and no other: nothing outer to keep (the common case, no set or copy).

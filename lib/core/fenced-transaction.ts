@@ -102,7 +102,7 @@ export class FencedTransaction {
     // Handlers rather than an async frame: every fenced call passes here, and each frame costs
     // promises and microtask hops between the lock's answer and the work, and the work and COMMIT.
     let result: T;
-    return settle(() => LockContext.run({ handle, locks: locks.byKey, manager }, scope ? () => scope(manager, () => settle(fn)) : fn))
+    return settle(() => LockContext.run(handle, locks.byKey, manager, scope ? () => scope(manager, () => settle(fn)) : fn))
       .then((value) => {
         result = value;
         return transaction.fenceAndCommit();

@@ -30,9 +30,10 @@ export const LockContext = Object.freeze({
     return storage.getStore();
   },
 
-  /** Runs `fn` with `frame` pushed on the current chain. */
-  run<T>(frame: Omit<LockFrame, 'parent'>, fn: () => T): T {
-    return storage.run({ ...frame, parent: storage.getStore() }, fn);
+  /** Runs `fn` with a frame (`handle`, its `locks`, `manager`) pushed on the current chain. */
+  run<T>(handle: LockHandle, locks: ReadonlyMap<string, HeldLock>, manager: EntityManager | null | undefined, fn: () => T): T {
+    // Built here rather than spread from the caller's object: every locked call passes here.
+    return storage.run({ handle, locks, manager, parent: storage.getStore() }, fn);
   },
 
   /** The lock the current chain holds `storedKey` with, and in which mode, if it does. */

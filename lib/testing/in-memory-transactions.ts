@@ -27,7 +27,7 @@ export class InMemoryTransactions implements BusinessTransactions {
   async run<T>(settings: FenceSettings, handle: LockHandle, locks: FencedLocks, fn: () => Promise<T> | T): Promise<T> {
     let result: T;
     try {
-      result = await LockContext.run({ handle, locks: locks.byKey, manager: this.manager }, fn);
+      result = await LockContext.run(handle, locks.byKey, this.manager, fn);
     } catch (error) {
       await failOwn(settings, locks.own);
       throw lostFirst(error, [...locks.own, ...locks.kept]);
