@@ -71,7 +71,9 @@ async function main(): Promise<void> {
       const id = await grant();
       await c.query('START TRANSACTION');
       await c.query('UPDATE counter SET n = n + 1 WHERE id = 1');
-      await c.query(`UPDATE db_lock_log FORCE INDEX (PRIMARY) SET status = 'RELEASED', ended_at = UTC_TIMESTAMP(6), hold_ms = 1 WHERE id = ${id} AND ${live}`);
+      await c.query(
+        `UPDATE db_lock_log FORCE INDEX (PRIMARY) SET status = 'RELEASED', ended_at = UTC_TIMESTAMP(6), hold_ms = 1 WHERE id = ${id} AND ${live}`,
+      );
       await c.query('COMMIT');
     },
     'CALL v2 (client hold)': async () => {
@@ -82,7 +84,7 @@ async function main(): Promise<void> {
     },
   };
   await c.query(
-    "CREATE PROCEDURE probe_end_v2(IN p_id BIGINT UNSIGNED, IN p_owner CHAR(36), IN p_hold INT UNSIGNED) MODIFIES SQL DATA BEGIN " +
+    'CREATE PROCEDURE probe_end_v2(IN p_id BIGINT UNSIGNED, IN p_owner CHAR(36), IN p_hold INT UNSIGNED) MODIFIES SQL DATA BEGIN ' +
       `UPDATE db_lock_log FORCE INDEX (PRIMARY) SET status = 'RELEASED', ended_at = UTC_TIMESTAMP(6), hold_ms = p_hold WHERE id = p_id AND ${live} AND owner = p_owner; ` +
       "IF ROW_COUNT() = 1 THEN COMMIT; ELSE SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lost'; END IF; END",
   );

@@ -25,7 +25,11 @@ async function main(): Promise<void> {
     `INSERT INTO db_lock_log (lock_key, mode, owner, holder, strategy, fencing_token, status, lease_ms, acquired_at, expires_at, ended_at, wait_ms, hold_ms, note) ` +
     `VALUES ('k', 'write', '00000000-0000-0000-0000-000000000000', 'probe', 'row-lock', ${token}, 'RELEASED', 0, UTC_TIMESTAMP(6) - INTERVAL 300 MICROSECOND, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), 0, 0, NULL)`;
   await c.query('CREATE TABLE audit_lite LIKE db_lock_log');
-  for (const row of (await c.query("SELECT DISTINCT INDEX_NAME AS i FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'audit_lite' AND INDEX_NAME <> 'PRIMARY'"))[0] as { i: string }[])
+  for (const row of (
+    await c.query(
+      "SELECT DISTINCT INDEX_NAME AS i FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'audit_lite' AND INDEX_NAME <> 'PRIMARY'",
+    )
+  )[0] as { i: string }[])
     await c.query(`ALTER TABLE audit_lite DROP INDEX \`${row.i}\``);
   const shapes: Record<string, () => Promise<unknown>> = {
     'plain: START; UPDATE; COMMIT': async () => {
@@ -39,7 +43,9 @@ async function main(): Promise<void> {
       await c.query(`CALL \`${RECORD_AND_COMMIT}\`('k', 'write', '00000000-0000-0000-0000-000000000000', 'probe', ${rows[0]![0]!.token}, 300, 0, 0)`);
     },
     'bounded CALL take; UPDATE; CALL record': async () => {
-      const [rows] = (await c.query(`SET STATEMENT max_statement_time = 120.000 FOR CALL \`${BEGIN_AND_TAKE}\`('k')`)) as unknown as [[{ token: number }[]]];
+      const [rows] = (await c.query(`SET STATEMENT max_statement_time = 120.000 FOR CALL \`${BEGIN_AND_TAKE}\`('k')`)) as unknown as [
+        [{ token: number }[]],
+      ];
       await c.query('UPDATE counter SET n = n + 1 WHERE id = 1');
       await c.query(`CALL \`${RECORD_AND_COMMIT}\`('k', 'write', '00000000-0000-0000-0000-000000000000', 'probe', ${rows[0]![0]!.token}, 300, 0, 0)`);
     },

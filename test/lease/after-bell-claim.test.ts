@@ -157,4 +157,3 @@ contractSuite('lease-mechanics', 'the one-INSERT grant after a doorbell wait', (
     assert.ok(Number(row!.gap_ms) >= 200, `the grant's interval begins ${String(row!.gap_ms)} ms after the release's end`);
   });
 });
-

@@ -36,7 +36,13 @@ export async function longWork(
       await sleep(ctx.args.workMs);
       await ds.query(`UPDATE work_log SET ended_at = UTC_TIMESTAMP(6) WHERE id = ?`, [id]);
       const stats = ctx.locks.stats();
-      return { token: lock.fencingToken, aborted: lock.signal.aborted, renewals: stats.renewals - before, renewalMaxMs: stats.renewal.maxMs, reason: String((lock.signal.reason as Error | undefined)?.message ?? '') };
+      return {
+        token: lock.fencingToken,
+        aborted: lock.signal.aborted,
+        renewals: stats.renewals - before,
+        renewalMaxMs: stats.renewal.maxMs,
+        reason: String((lock.signal.reason as Error | undefined)?.message ?? ''),
+      };
     },
     { leaseMs: ctx.args.leaseMs, timeoutMs: ctx.args.timeoutMs },
   );
@@ -92,10 +98,14 @@ export async function victim(
   }
   const control = await mysql.createConnection({ ...ctx.args.business });
   try {
-    await until(async () => {
-      const [rows] = (await control.query(`SELECT 1 FROM control WHERE name = ?`, [ctx.args.key])) as unknown as [unknown[]];
-      return rows.length > 0;
-    }, 20_000, 'the takeover');
+    await until(
+      async () => {
+        const [rows] = (await control.query(`SELECT 1 FROM control WHERE name = ?`, [ctx.args.key])) as unknown as [unknown[]];
+        return rows.length > 0;
+      },
+      20_000,
+      'the takeover',
+    );
   } finally {
     await control.end();
   }
