@@ -6,23 +6,14 @@
  * `node build/test/bench/probe-fence-commit.js [ops]`
  */
 import 'reflect-metadata';
-import mysql from 'mysql2/promise';
-import { createLockApp } from '../support/lock-app.js';
-import { TestDatabase } from '../support/test-database.js';
-import { runProbe, timeShapes } from './probe-main.js';
-import { median } from './stats.js';
+import type mysql from 'mysql2/promise';
+import { probeShapesOnOneConnection, runProbe } from './probe-main.js';
 import { claimGrantShape } from './uncontended-items.js';
 import { END_AND_COMMIT } from '../../lib/store/mysql/session-routines.sql.js';
 
 const OWNER = '11111111-2222-3333-4444-555555555555';
 
-async function main(): Promise<void> {
-  const ops = Number(process.argv[2] ?? 1000);
-  const db = await TestDatabase.create('dblock_fence');
-  const { app } = await createLockApp(db.settings, { janitor: false });
-  const c = await mysql.createConnection({ ...db.settings, multipleStatements: true });
-  await c.query('CREATE TABLE counter (id INT PRIMARY KEY, n INT NOT NULL)');
-  await c.query('INSERT INTO counter VALUES (1, 0)');
+async function shapesOf(c: mysql.Connection): Promise<Record<string, () => Promise<unknown>>> {
   let token = 0;
   const grant = async () => {
     const [r] = (await c.query(claimGrantShape(++token).replace('UUID()', `'${OWNER}'`))) as unknown as [{ insertId: number }];
@@ -88,13 +79,9 @@ async function main(): Promise<void> {
       `UPDATE db_lock_log FORCE INDEX (PRIMARY) SET status = 'RELEASED', ended_at = UTC_TIMESTAMP(6), hold_ms = p_hold WHERE id = p_id AND ${live} AND owner = p_owner; ` +
       "IF ROW_COUNT() = 1 THEN COMMIT; ELSE SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'lost'; END IF; END",
   );
-  const samples = await timeShapes(shapes, ops, { rounds: 5 });
-  const plain = median(samples['plain: START; UPDATE; COMMIT']!);
-  for (const [name, xs] of Object.entries(samples))
-    console.log(`${name.padEnd(34)} ${(median(xs) * 1000).toFixed(0)} µs  ${(median(xs) / plain).toFixed(2)}x plain`);
-  await c.end();
-  await app.close();
-  await db.drop();
+  return shapes;
 }
 
-runProbe(main);
+runProbe(() =>
+  probeShapesOnOneConnection('dblock_fence', Number(process.argv[2] ?? 1000), { multipleStatements: true }, 'plain: START; UPDATE; COMMIT', shapesOf),
+);

@@ -1,3 +1,6 @@
+import mysql from 'mysql2/promise';
+import { createLockApp } from '../support/lock-app.js';
+import { TestDatabase } from '../support/test-database.js';
 import { median } from './stats.js';
 
 /** Runs a development probe's `main` and exits: 0 when it finished, 1 (its error printed) when it threw. */
@@ -68,4 +71,38 @@ export async function cpuOfShapes(
       samples.get(name)!.push({ cpu: (cpu.user + cpu.system) / perRound, user: cpu.user / perRound, wall: (performance.now() - t0) / perRound });
     }
   return samples;
+}
+
+/** Prints each shape's median (µs) and its ratio to `baseline`'s (see timeShapes). */
+export function printAgainst(samples: Record<string, number[]>, baseline: string): void {
+  const base = median(samples[baseline]!);
+  const width = Math.max(...Object.keys(samples).map((name) => name.length)) + 1;
+  for (const [name, xs] of Object.entries(samples))
+    console.log(`${name.padEnd(width)} ${(median(xs) * 1000).toFixed(0)} µs  ${(median(xs) / base).toFixed(2)}x ${baseline}`);
+}
+
+/**
+ * A probe of statement shapes on one connection, the library's tables and routines installed in a
+ * throw-away database with a `counter` row (id 1) to update: `shapesOf` builds the shapes on that
+ * connection, each is timed `ops` times per round (5 rounds, interleaved) and printed against `baseline`.
+ */
+export async function probeShapesOnOneConnection(
+  name: string,
+  ops: number,
+  connection: { multipleStatements: boolean },
+  baseline: string,
+  shapesOf: (c: mysql.Connection) => Promise<Record<string, () => Promise<unknown>>>,
+): Promise<void> {
+  const db = await TestDatabase.create(name);
+  const { app } = await createLockApp(db.settings, { janitor: false });
+  const c = await mysql.createConnection({ ...db.settings, ...connection });
+  try {
+    await c.query('CREATE TABLE counter (id INT PRIMARY KEY, n INT NOT NULL)');
+    await c.query('INSERT INTO counter VALUES (1, 0)');
+    printAgainst(await timeShapes(await shapesOf(c), ops, { rounds: 5 }), baseline);
+  } finally {
+    await c.end();
+    await app.close();
+    await db.drop();
+  }
 }

@@ -6,20 +6,11 @@
  * `node build/test/bench/probe-row-commit.js [ops]`
  */
 import 'reflect-metadata';
-import mysql from 'mysql2/promise';
-import { createLockApp } from '../support/lock-app.js';
-import { TestDatabase } from '../support/test-database.js';
-import { runProbe, timeShapes } from './probe-main.js';
-import { median } from './stats.js';
+import type mysql from 'mysql2/promise';
+import { probeShapesOnOneConnection, runProbe } from './probe-main.js';
 import { BEGIN_AND_TAKE, RECORD_AND_COMMIT } from '../../lib/store/mysql/session-routines.sql.js';
 
-async function main(): Promise<void> {
-  const ops = Number(process.argv[2] ?? 1000);
-  const db = await TestDatabase.create('dblock_rowcommit');
-  const { app } = await createLockApp(db.settings, { janitor: false });
-  const c = await mysql.createConnection({ ...db.settings });
-  await c.query('CREATE TABLE counter (id INT PRIMARY KEY, n INT NOT NULL)');
-  await c.query('INSERT INTO counter VALUES (1, 0)');
+async function shapesOf(c: mysql.Connection): Promise<Record<string, () => Promise<unknown>>> {
   await c.query("INSERT INTO db_lock (lock_key, fencing_token, no_lease_holders) VALUES ('k', 0, 1)");
   const audit = (token: number) =>
     `INSERT INTO db_lock_log (lock_key, mode, owner, holder, strategy, fencing_token, status, lease_ms, acquired_at, expires_at, ended_at, wait_ms, hold_ms, note) ` +
@@ -31,6 +22,23 @@ async function main(): Promise<void> {
     )
   )[0] as { i: string }[])
     await c.query(`ALTER TABLE audit_lite DROP INDEX \`${row.i}\``);
+  const record = (token: number) =>
+    `CALL \`${RECORD_AND_COMMIT}\`('k', 'write', '00000000-0000-0000-0000-000000000000', 'probe', ${token}, 300, 0, 0)`;
+  /** The begin-and-take routine, then the work's UPDATE: the token. */
+  const takeByCallThenUpdate = async (prefix = ''): Promise<number> => {
+    const [rows] = (await c.query(`${prefix}CALL \`${BEGIN_AND_TAKE}\`('k')`)) as unknown as [[{ token: number }[]]];
+    await c.query('UPDATE counter SET n = n + 1 WHERE id = 1');
+    return rows[0]![0]!.token;
+  };
+  /** START, the locking UPDATE sent apart, then the work's UPDATE: the token. */
+  const startTakeThenUpdate = async (): Promise<number> => {
+    await c.query('START TRANSACTION');
+    const [r] = (await c.query(
+      "UPDATE db_lock SET fencing_token = LAST_INSERT_ID(fencing_token + 1), last_granted_at = UTC_TIMESTAMP(6) WHERE lock_key = 'k' AND no_lease_holders = 1",
+    )) as unknown as [{ insertId: number }];
+    await c.query('UPDATE counter SET n = n + 1 WHERE id = 1');
+    return r.insertId;
+  };
   const shapes: Record<string, () => Promise<unknown>> = {
     'plain: START; UPDATE; COMMIT': async () => {
       await c.query('START TRANSACTION');
@@ -38,54 +46,36 @@ async function main(): Promise<void> {
       await c.query('COMMIT');
     },
     'CALL take; UPDATE; CALL record': async () => {
-      const [rows] = (await c.query(`CALL \`${BEGIN_AND_TAKE}\`('k')`)) as unknown as [[{ token: number }[]]];
-      await c.query('UPDATE counter SET n = n + 1 WHERE id = 1');
-      await c.query(`CALL \`${RECORD_AND_COMMIT}\`('k', 'write', '00000000-0000-0000-0000-000000000000', 'probe', ${rows[0]![0]!.token}, 300, 0, 0)`);
+      await c.query(record(await takeByCallThenUpdate()));
     },
     'bounded CALL take; UPDATE; CALL record': async () => {
-      const [rows] = (await c.query(`SET STATEMENT max_statement_time = 120.000 FOR CALL \`${BEGIN_AND_TAKE}\`('k')`)) as unknown as [
-        [{ token: number }[]],
-      ];
-      await c.query('UPDATE counter SET n = n + 1 WHERE id = 1');
-      await c.query(`CALL \`${RECORD_AND_COMMIT}\`('k', 'write', '00000000-0000-0000-0000-000000000000', 'probe', ${rows[0]![0]!.token}, 300, 0, 0)`);
+      await c.query(record(await takeByCallThenUpdate('SET STATEMENT max_statement_time = 120.000 FOR ')));
     },
     'CALL take; UPDATE; INSERT lite; COMMIT': async () => {
-      const [rows] = (await c.query(`CALL \`${BEGIN_AND_TAKE}\`('k')`)) as unknown as [[{ token: number }[]]];
-      await c.query('UPDATE counter SET n = n + 1 WHERE id = 1');
-      await c.query(audit(rows[0]![0]!.token).replace('db_lock_log', 'audit_lite'));
+      await c.query(audit(await takeByCallThenUpdate()).replace('db_lock_log', 'audit_lite'));
       await c.query('COMMIT');
     },
     'START; take; UPDATE; INSERT; COMMIT': async () => {
-      await c.query('START TRANSACTION');
-      const [r] = (await c.query(
-        "UPDATE db_lock SET fencing_token = LAST_INSERT_ID(fencing_token + 1), last_granted_at = UTC_TIMESTAMP(6) WHERE lock_key = 'k' AND no_lease_holders = 1",
-      )) as unknown as [{ insertId: number }];
-      await c.query('UPDATE counter SET n = n + 1 WHERE id = 1');
-      await c.query(audit(r.insertId));
+      await c.query(audit(await startTakeThenUpdate()));
       await c.query('COMMIT');
     },
     'CALL take; UPDATE; INSERT; COMMIT': async () => {
-      const [rows] = (await c.query(`CALL \`${BEGIN_AND_TAKE}\`('k')`)) as unknown as [[{ token: number }[]]];
-      await c.query('UPDATE counter SET n = n + 1 WHERE id = 1');
-      await c.query(audit(rows[0]![0]!.token));
+      await c.query(audit(await takeByCallThenUpdate()));
       await c.query('COMMIT');
     },
     'START; take; UPDATE; CALL record': async () => {
-      await c.query('START TRANSACTION');
-      const [r] = (await c.query(
-        "UPDATE db_lock SET fencing_token = LAST_INSERT_ID(fencing_token + 1), last_granted_at = UTC_TIMESTAMP(6) WHERE lock_key = 'k' AND no_lease_holders = 1",
-      )) as unknown as [{ insertId: number }];
-      await c.query('UPDATE counter SET n = n + 1 WHERE id = 1');
-      await c.query(`CALL \`${RECORD_AND_COMMIT}\`('k', 'write', '00000000-0000-0000-0000-000000000000', 'probe', ${r.insertId}, 300, 0, 0)`);
+      await c.query(record(await startTakeThenUpdate()));
     },
   };
-  const samples = await timeShapes(shapes, ops, { rounds: 5 });
-  const plain = median(samples['plain: START; UPDATE; COMMIT']!);
-  for (const [name, xs] of Object.entries(samples))
-    console.log(`${name.padEnd(38)} ${(median(xs) * 1000).toFixed(0)} µs  ${(median(xs) / plain).toFixed(2)}x plain`);
-  await c.end();
-  await app.close();
-  await db.drop();
+  return shapes;
 }
 
-runProbe(main);
+runProbe(() =>
+  probeShapesOnOneConnection(
+    'dblock_rowcommit',
+    Number(process.argv[2] ?? 1000),
+    { multipleStatements: false },
+    'plain: START; UPDATE; COMMIT',
+    shapesOf,
+  ),
+);
