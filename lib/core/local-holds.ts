@@ -31,13 +31,17 @@ export class LocalHolds {
     return held;
   }
 
-  /** True if a live local lock conflicts with `targets` and `blocks` says a try would surely fail. */
+  /**
+   * True if a local lock conflicts with `targets` and `blocks` says a try would surely fail: a live
+   * one, or one whose release is on the wire (a try now would race that release and be refused; the
+   * release's end wakes the local waiters).
+   */
   blocks(targets: readonly LockTarget[], blocks: (lock: HeldLock) => boolean): boolean {
     const now = performance.now();
     for (const target of targets) {
       for (const lock of this.byKey.get(target.storedKey) ?? []) {
         // Past its local deadline (renewals unconfirmed) it may already be reclaimable: let the waiter ask.
-        if (!lock.live || now >= lock.localDeadline) continue;
+        if (lock.state !== 'releasing' && (!lock.live || now >= lock.localDeadline)) continue;
         if (target.mode !== 'write' && lock.modes[target.key] !== 'write') continue;
         if (blocks(lock)) return true;
       }

@@ -41,7 +41,7 @@ export class LockRuntime implements HeldLockHost {
   /** User locks this process holds now (not counting nested reentrant handles or the janitor's). */
   get heldCount(): number {
     let held = 0;
-    for (const lock of this.localHolds.all()) if (!lock.internal) held++;
+    for (const lock of this.localHolds.all()) if (!lock.internal && lock.state !== 'releasing') held++;
     return held;
   }
 
@@ -104,7 +104,6 @@ export class LockRuntime implements HeldLockHost {
     const wasLost = lock.state === 'lost';
     lock.state = 'releasing';
     this.keeper.remove(lock);
-    this.localHolds.remove(lock);
     const startedAt = performance.now();
     let releasing: Promise<void>;
     try {
@@ -112,14 +111,17 @@ export class LockRuntime implements HeldLockHost {
     } catch (error) {
       releasing = Promise.reject(error);
     }
-    // Handlers rather than an async frame: every release passes here. Local waiters wake once the
-    // release is through: woken before, their grant races it and is refused.
+    // Handlers rather than an async frame: every release passes here. The lock stays a local hold,
+    // and local waiters wake, once the release is through: before, a grant of theirs (or of a new
+    // caller) would race it and be refused.
     return releasing.then(
       () => {
+        this.localHolds.remove(lock);
         this.queues.wake(lock.targets);
         settleRelease(lock, wasLost, this.observer, startedAt);
       },
       (error: unknown) => {
+        this.localHolds.remove(lock);
         this.queues.wake(lock.targets);
         throw releaseFailure(lock, wasLost, this.observer, error);
       },
@@ -206,7 +208,8 @@ export class LockRuntime implements HeldLockHost {
   async close(): Promise<void> {
     this.beginShutdown();
     await Promise.allSettled([...this.inFlight]);
-    const held = this.localHolds.all();
+    // A lock whose release is already on the wire ends by that release.
+    const held = [...this.localHolds.all()].filter((lock) => lock.state !== 'releasing');
     this.keeper.stop();
     await Promise.allSettled(
       [...held].map((lock) =>

@@ -6,6 +6,7 @@ import { createLockApp } from '../support/lock-app.js';
 import { TestDatabase } from '../support/test-database.js';
 import { lockRoundTrips, stall } from '../support/lock-internals.js';
 import { contractSuite } from '../support/contract-targets.js';
+import { tapStatements } from '../bench/statement-tap.js';
 
 // Waiters behind a lock held by their own process wait on the local release, not on the database:
 // a doomed grant costs a 13-statement round trip (seen in the benchmark's contention figures).
@@ -25,7 +26,14 @@ contractSuite('lease-handoff', 'waiting behind a local holder', (target) => {
   });
 
   it('sends no grant while a local lock conflicts, and gets the lock on local release', async () => {
+    // What went out on every connection while counting, for the failure message.
+    const sent: string[] = [];
+    let recording = false;
+    tapStatements((sql) => {
+      if (recording) sent.push(`${performance.now().toFixed(1)} ${sql.replace(/\s+/g, ' ').slice(0, 160)}`);
+    });
     const holder = await locks.acquire('local:a');
+    recording = true;
     // Lock round trips only: the watchdog's renewals and the janitor's statements are not counted.
     const before = lockRoundTrips(locks);
     assert.equal(await locks.tryAcquire('local:a'), null);
@@ -35,7 +43,8 @@ contractSuite('lease-handoff', 'waiting behind a local holder', (target) => {
     assert.equal(lockRoundTrips(locks) - before, 0, 'no round trip while the local holder holds the key');
     await holder.release(); // 1 round trip
     for (const waiter of waiters) await (await waiter).release(); // each: 1 grant + 1 release
-    assert.equal(lockRoundTrips(locks) - before, 1 + 3 * 2, 'no doomed grant was sent by any new head');
+    recording = false;
+    assert.equal(lockRoundTrips(locks) - before, 1 + 3 * 2, `no doomed grant was sent by any new head; sent:\n${sent.join('\n')}`);
   });
 
   it('still takes over its own holder whose lease ran out unrenewed', async () => {
