@@ -133,8 +133,7 @@ export class LockService implements OnModuleInit, OnApplicationBootstrap, Before
   runLocked<T>(keys: LockKeys, fn: (lock: LockHandle) => Promise<T> | T, options?: RunLockedOptions & { onLocked?: 'throw' }): Promise<T>;
   runLocked<T>(keys: LockKeys, fn: (lock: LockHandle) => Promise<T> | T, options?: RunLockedOptions): Promise<T | undefined>;
   runLocked<T>(keys: LockKeys, fn: (lock: LockHandle) => Promise<T> | T, options?: RunLockedOptions): Promise<T | undefined> {
-    // Not an async frame (every decorated call passes here); bad input still rejects, never throws.
-    return settle(() => this.require().chain.runLocked(keys, fn, resolveRunLockedOptions(options)));
+    return settle(() => this.require().chain.runLocked(keys, fn, resolveRunLockedOptions(options))); // no async frame; bad input rejects
   }
 
   /**

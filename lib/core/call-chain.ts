@@ -18,7 +18,7 @@ import { type ChainKeys, targetsOf } from './semaphore-request.js';
 import { describe } from './option-checks.js';
 import { RunningHolders } from './running-holders.js';
 import { settle } from './settle.js';
-import { locksOf, NO_LOCKS, ownLock, releaseAs } from './handle-locks.js';
+import { locksOf, NO_LOCKS, ownLock, releaseAs, releaseQuietly } from './handle-locks.js';
 
 /** How the chain takes a lock: its timeout reported by the caller, joined into an open fenced transaction, with an early business transaction. */
 type AcquireHow = { quietTimeout?: boolean; join?: FencedTransaction; isolationLevel?: LockIsolationLevel; early?: EarlyBusinessTransaction };
@@ -122,10 +122,7 @@ export class CallChain {
     return await this.runHolding(handle, fn);
   }
 
-  /**
-   * The locked call the decorators forward to (see LockService.runLocked). Handlers rather than an
-   * async frame: every decorated call passes here, between the lock's answer and the work.
-   */
+  /** The locked call the decorators forward to (see LockService.runLocked); handlers, not an async frame, as every decorated call passes here. */
   runLocked<T>(keys: ChainKeys, fn: (lock: LockHandle) => Promise<T> | T, resolved: ResolvedRunLockedOptions): Promise<T | undefined> {
     // Validated with the lock's other options by acquire(), before anything opens.
     const budget = { startedAt: performance.now(), timeoutMs: resolved.lock.timeoutMs ?? this.options.timeoutMs };
@@ -181,7 +178,7 @@ export class CallChain {
       try {
         result = await LockContext.run(handle, locksOf(handle), undefined, () => fn(handle));
       } catch (error) {
-        await this.releaseQuietly(handle, error);
+        await releaseQuietly(handle, error, this.logger);
         throw error;
       }
       await releaseAs(handle, false);
@@ -236,14 +233,6 @@ export class CallChain {
         throw error;
       },
     );
-  }
-
-  private async releaseQuietly(handle: LockHandle, original: unknown): Promise<void> {
-    try {
-      await releaseAs(handle, true);
-    } catch (releaseError) {
-      this.logger.warn(`Release after a failed call also failed (${String(releaseError)}); rethrowing the call's error: ${String(original)}`);
-    }
   }
 
   private async joined(transaction: FencedTransaction, request: Parameters<LockRuntime['acquire']>[0]): Promise<HeldLock> {

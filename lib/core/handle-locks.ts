@@ -1,3 +1,4 @@
+import type { Logger } from '@nestjs/common';
 import { HeldLock } from './held-lock.js';
 import type { LockHandle } from './lock-handle.js';
 import { NestedLock } from './nested-lock.js';
@@ -22,6 +23,15 @@ export function locksOf(handle: LockHandle): Map<string, HeldLock> {
 export async function releaseAs(handle: LockHandle, failed: boolean): Promise<void> {
   if (handle instanceof HeldLock || handle instanceof NestedLock) return handle.releaseAs(failed);
   return handle.release();
+}
+
+/** Releases `handle` FAILED after its work threw `original`; a failing release is logged, never thrown over `original`. */
+export async function releaseQuietly(handle: LockHandle, original: unknown, logger: Pick<Logger, 'warn'>): Promise<void> {
+  try {
+    await releaseAs(handle, true);
+  } catch (releaseError) {
+    logger.warn(`Release after a failed call also failed (${String(releaseError)}); rethrowing the call's error: ${String(original)}`);
+  }
 }
 
 /** No locks (shared, frozen). */
