@@ -18,5 +18,5 @@ export async function explainLoss(log: LockLogStore, lock: HeldLock): Promise<Lo
     gone?.status === LockStatus.EXPIRED
       ? `its lease ran out and it was ${gone.note ?? 'taken over'}; the new holder was not touched`
       : `it was ended before release (status ${gone?.status ?? 'unknown'}${gone?.note ? `: ${gone.note}` : ''})`;
-  return new LockLostError(key, lock.fencingTokens[key] ?? lock.fencingToken, reason);
+  return new LockLostError(key, lock.tokenOf(key), reason);
 }

@@ -15,6 +15,7 @@ import { TestDatabase } from '../support/test-database.js';
 import { runProbe, timeShapes } from './probe-main.js';
 import { median } from './stats.js';
 import { tapStatements } from './statement-tap.js';
+import { claimGrantShape, RELEASE_SHAPE } from './uncontended-items.js';
 import { RUNNING_PARTS } from '../../lib/lock-service.assembly.js';
 import { resolveTargets } from '../../lib/core/lock-key.js';
 import { newWaiter } from '../../lib/core/acquire-request.js';
@@ -28,7 +29,7 @@ async function main(): Promise<void> {
     if (process.env.PROBE_TAP && sql.includes('db_lock')) console.log(sql.slice(0, 160));
   });
   const db = await TestDatabase.create('dblock_claim_gap');
-  const app = await createLockApp(db.settings, { janitor: false });
+  const app = await createLockApp(db.settings, process.env.PROBE_DEFAULTS ? {} : { janitor: false });
   const c = await mysql.createConnection({ ...db.settings });
   await c.query('CREATE TABLE pk (id INT PRIMARY KEY, v INT) ENGINE=InnoDB');
   await c.query('INSERT INTO pk VALUES (1, 0), (2, 0)');
@@ -41,14 +42,14 @@ async function main(): Promise<void> {
   // The same two statements by hand, on a key of their own: the next token, and the INSERT's new id in the release.
   const hex = (key: string) => `X'${Buffer.from(key).toString('hex')}'`;
   const grantText = grantSql!.replaceAll(hex('gap:lib'), hex('gap:hand'));
-  const tokenOf = /CONNECTION_ID\(\), (\d+), NULL\)/;
+  const tokenOf = /(IS_FREE_LOCK\('[^']*'\)), (\d+), NULL\)/;
   let token = 0;
-  const idOf = /WHERE id IN \((\d+)\)/;
+  const idOf = /WHERE id = (\d+)/;
   const c2 = await mysql.createConnection({ ...db.settings });
   const handOn = (conn: typeof c) => async () => {
-    const sql = grantText.replace(tokenOf, () => `CONNECTION_ID(), ${++token}, NULL)`);
+    const sql = grantText.replace(tokenOf, (_all, free: string) => `${free}, ${++token}, NULL)`);
     const [ok] = (await conn.query(sql)) as unknown as [{ insertId: number }];
-    await conn.query(releaseSql!.replace(idOf, `WHERE id IN (${ok.insertId})`));
+    await conn.query(releaseSql!.replace(idOf, `WHERE id = ${ok.insertId}`));
   };
   const hand = handOn(c);
   seen = undefined;
@@ -98,10 +99,15 @@ async function main(): Promise<void> {
     },
   };
   for (const fn of Object.values(layers)) for (let i = 0; i < 20; i++) await fn();
+  let floorTokens = 0;
   const shapes = {
     'two pk updates': async () => {
       await c.query('UPDATE pk SET v = v + 1 WHERE id = 1');
       await c.query('UPDATE pk SET v = v + 1 WHERE id = 2');
+    },
+    'bench claim floor': async () => {
+      const [ok] = (await c.query(claimGrantShape(++floorTokens))) as unknown as [{ insertId: number }];
+      await c.query(RELEASE_SHAPE, [ok.insertId]);
     },
     'by hand: the same INSERT + UPDATE': hand,
     'by hand, on a connection of its own': handOn(c2),

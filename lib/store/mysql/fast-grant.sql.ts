@@ -61,12 +61,15 @@ export function fastSingleKeyGrantPlan(input: GrantInput, estimatedServerNow: ()
  * means someone was granted since: the refusal, nothing written. While another session holds the
  * key's doorbell the token is NULL (1048), as in fastSingleKeyGrantPlan. The key row is not
  * touched: the next grant that reads it hands out a token above the claims (nextTokenSql).
+ *
+ * Its row is dated when the statement starts: it grants only if nobody claimed a token since our
+ * own hold, whose release committed before it was sent, so there is no release it could wait for.
  */
 function claimingGrantPlan(input: GrantInput, estimatedServerNow: () => number, token: number): StatementPlan<GrantOutcome> {
   const target = input.targets[0]!;
   // Sent on the pool, never through a bell: nobody may hold the key's bell (see bellFreeSql).
   const value = input.doorbell ? `IF(${bellFreeSql(input.doorbell)}, ${token}, NULL)` : String(token);
-  const row = logRowValues(input, value);
+  const row = logRowValues(input, value, 'statement-start');
   const insert = `INSERT INTO ${LOCK_LOG_TABLE} (${row.columns}) VALUES (${row.values})`;
   return {
     // The one wait this INSERT can meet is on the claim index's row locks, which the lock sessions

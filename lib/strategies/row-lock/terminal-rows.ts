@@ -52,7 +52,7 @@ export function auditRowsOf(lock: HeldLock, status: AuditRow['status'], note: st
     key: t.bytes,
     mode: t.mode,
     owner: lock.acquisitionId,
-    fencingToken: lock.fencingTokens[t.key] ?? 0,
+    fencingToken: lock.tokenOf(t.key),
     status,
     waitedMs: lock.waitedMs,
     holdMs,
