@@ -49,7 +49,12 @@ export async function runUncontended(
   // its ratio by half. A round therefore runs every item in blocks of BLOCK_OPS sequential ops,
   // the blocks interleaved across the items, so every item and its floor see the same bursts
   // while each op still follows one of its own item (warm, as in a loop of locked calls).
+  // The blocks' order is shuffled at every pass: the first ops of a block run on a CPU the block
+  // before left, and in a fixed order each item always followed the same one. An item that
+  // followed code like its own (a floor after another floor through the same driver calls, the
+  // library after the library) then read up to 0.3× faster than after unlike code.
   const interleaved = items.filter((item) => !item.wrapRound);
+  const order = seededShuffler(0x5eed);
   type Samples = { latency: number[]; phase: number[]; trips: number };
   const newSamples = (): Samples => ({ latency: [], phase: [], trips: 0 });
   /** Runs `count` sequential ops of `item`, adding what they measured to `into`. */
@@ -71,7 +76,7 @@ export async function runUncontended(
   const runRound = async (ops: number): Promise<Map<UncontendedItem, RoundOut>> => {
     const samples = interleaved.map(newSamples);
     for (let done = 0; done < ops; done += BLOCK_OPS)
-      for (const [n, item] of interleaved.entries()) await timeOps(item, Math.min(BLOCK_OPS, ops - done), samples[n]!);
+      for (const n of order(interleaved.length)) await timeOps(interleaved[n]!, Math.min(BLOCK_OPS, ops - done), samples[n]!);
     return new Map(interleaved.map((item, n) => [item, roundOut(samples[n]!, ops)]));
   };
   /** An item that runs a whole round inside some context (the reentrant one inside withLock) runs its round as a block. */
@@ -99,4 +104,24 @@ export async function runUncontended(
     });
   }
   return figures;
+}
+
+/** Random orders of 0 … n−1 (Fisher–Yates over a small seeded generator, mulberry32): the same sequence on every run. */
+function seededShuffler(seed: number): (n: number) => number[] {
+  let state = seed >>> 0;
+  const next = (): number => {
+    state = (state + 0x6d2b79f5) >>> 0;
+    let t = state;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 2 ** 32;
+  };
+  return (n) => {
+    const order = Array.from({ length: n }, (_, i) => i);
+    for (let i = n - 1; i > 0; i--) {
+      const j = Math.floor(next() * (i + 1));
+      [order[i], order[j]] = [order[j]!, order[i]!];
+    }
+    return order;
+  };
 }
