@@ -48,6 +48,12 @@ export class FencedTransaction {
   private state: 'open' | 'ending' | 'ended' = 'open';
   /** Locks nested calls took in this transaction (created on the first: most transactions have none). */
   private enlisted: Set<HeldLock> | undefined;
+  /**
+   * Set by an integration that learned why the work may fail (the escaped-write guard, when a write
+   * outside the transaction timed out on its row locks): maps the work's failure to what the
+   * caller hears. Unset on almost every call, so the fenced path wraps nothing for it.
+   */
+  explainWorkFailure: ((error: unknown) => unknown) | undefined;
 
   private constructor(
     private readonly opened: LockTransaction,
@@ -103,10 +109,15 @@ export class FencedTransaction {
     // promises and microtask hops between the lock's answer and the work, and the work and COMMIT.
     let result: T;
     return settle(() => LockContext.run(handle, locks.byKey, manager, scope ? () => scope(manager, () => settle(fn)) : fn))
-      .then((value) => {
-        result = value;
-        return transaction.fenceAndCommit();
-      })
+      .then(
+        (value) => {
+          result = value;
+          return transaction.fenceAndCommit();
+        },
+        (error: unknown) => {
+          throw transaction.explainWorkFailure ? transaction.explainWorkFailure(error) : error;
+        },
+      )
       .then(
         () => transaction.committed(settings, result),
         (error: unknown) => transaction.rolledBack(settings, error),

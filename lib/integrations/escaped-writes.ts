@@ -1,17 +1,10 @@
 import type { Logger } from '@nestjs/common';
 import type { DataSource, EntityManager, QueryRunner } from 'typeorm';
-import { type FenceScope, FencedTransaction } from '../core/fenced-transaction.js';
-import { settle } from '../core/settle.js';
+import { FencedTransaction } from '../core/fenced-transaction.js';
 import { EscapedWriteError } from '../errors/escaped-write.error.js';
 import { ER_LOCK_WAIT_TIMEOUT, errnoOf } from '../store/mysql/errno.js';
 import { callSite } from './call-site.js';
 import { isLibraryStatement, shortStatement, takesRowLocks } from './statement-kind.js';
-
-/** Per open fenced transaction: whether it holds row locks yet, and the escaped write that waited for them. */
-interface FenceWatch {
-  locked: boolean;
-  blocked: { statement: string; site: string | undefined } | undefined;
-}
 
 /**
  * What the guard reads of TypeORM's BeforeQuery/AfterQuery events. Declared here rather than
@@ -24,6 +17,14 @@ interface QueryHookEvent {
 interface AfterQueryHookEvent extends QueryHookEvent {
   readonly success: boolean;
   readonly error?: unknown;
+}
+
+/** An escaped write whose lock wait is bounded while it runs. */
+interface Bounded {
+  readonly fence: FencedTransaction;
+  readonly query: string;
+  readonly statement: string;
+  readonly site: string | undefined;
 }
 
 /** A mysql2 connection (callback API, which every mysql2 version and TypeORM's runners share). */
@@ -50,8 +51,9 @@ const MAX_WARNED_SITES = 1000;
  * times out, the fenced call fails with EscapedWriteError explaining the self-deadlock.
  */
 export class EscapedWriteGuard {
-  private readonly watches = new WeakMap<QueryRunner, FenceWatch>();
-  private readonly bounded = new WeakMap<QueryRunner, { watch: FenceWatch; query: string; statement: string; site: string | undefined }>();
+  /** Fenced transactions that sent a row-locking statement of their own (noted then: nothing is set up per call). */
+  private readonly locking = new WeakSet<FencedTransaction>();
+  private readonly bounded = new WeakMap<QueryRunner, Bounded>();
   private readonly warned = new Set<string>();
 
   constructor(
@@ -72,36 +74,14 @@ export class EscapedWriteGuard {
     if (index >= 0) this.dataSource.subscribers.splice(index, 1);
   }
 
-  /** Wraps each fenced call: tracks its transaction's row locks; a call whose escaped write timed out on them fails with EscapedWriteError. */
-  readonly scope: FenceScope = <T>(manager: EntityManager, work: () => Promise<T>): Promise<T> => {
-    const runner = manager.queryRunner;
-    if (!runner) return work();
-    const watch: FenceWatch = { locked: false, blocked: undefined };
-    this.watches.set(runner, watch);
-    // Handlers rather than an async frame: this wraps every fenced call's work.
-    return settle(work).then(
-      (value) => {
-        this.watches.delete(runner);
-        return value;
-      },
-      (error: unknown) => {
-        this.watches.delete(runner);
-        const blocked = watch.blocked;
-        if (!blocked || error instanceof EscapedWriteError) throw error;
-        throw new EscapedWriteError('lock-wait', this.dataSourceName, blocked.statement, blocked.site, this.fix, { cause: error });
-      },
-    );
-  };
-
   /** Called by TypeORM before every statement of the DataSource, in the caller's async context. Throws (synchronously) to refuse it. */
   beforeQuery(event: QueryHookEvent): Promise<void> | void {
     const fence = FencedTransaction.current();
     if (!fence || fence.runner.connection !== this.dataSource) return;
     const sql = event.query;
     if (typeof sql !== 'string' || !takesRowLocks(sql)) return;
-    const watch = this.watches.get(fence.runner);
     if (event.queryRunner === fence.runner) {
-      if (watch) watch.locked = true;
+      this.locking.add(fence);
       return;
     }
     if (isLibraryStatement(sql)) return;
@@ -109,7 +89,7 @@ export class EscapedWriteGuard {
     const statement = shortStatement(sql);
     if (this.mode === 'error') throw new EscapedWriteError('escaped', this.dataSourceName, statement, site, this.fix);
     this.warnOnce(site, statement);
-    if (watch?.locked) return this.bound(event.queryRunner, { watch, query: sql, statement, site });
+    if (this.locking.has(fence)) return this.bound(event.queryRunner, { fence, query: sql, statement, site });
   }
 
   /** Called by TypeORM after every statement: ends the bound of a bounded one and records its timeout. Never rejects. */
@@ -117,7 +97,14 @@ export class EscapedWriteGuard {
     const bounded = this.bounded.get(event.queryRunner);
     if (!bounded || bounded.query !== event.query) return;
     this.bounded.delete(event.queryRunner);
-    if (!event.success && errnoOf(event.error) === ER_LOCK_WAIT_TIMEOUT) bounded.watch.blocked = { statement: bounded.statement, site: bounded.site };
+    if (!event.success && errnoOf(event.error) === ER_LOCK_WAIT_TIMEOUT) {
+      // The fenced call fails with EscapedWriteError explaining the self-deadlock, its own failure kept as cause.
+      const { statement, site } = bounded;
+      bounded.fence.explainWorkFailure = (error) =>
+        error instanceof EscapedWriteError
+          ? error
+          : new EscapedWriteError('lock-wait', this.dataSourceName, statement, site, this.fix, { cause: error });
+    }
     // Sent before TypeORM can hand the connection to anyone else: mysql2 runs a connection's commands in order.
     return send(event.queryRunner, RESTORE).then(
       () => undefined,
@@ -126,7 +113,7 @@ export class EscapedWriteGuard {
   }
 
   /** Sets the session's lock wait bound before the statement (queued ahead of it on its connection). Never rejects. */
-  private bound(runner: QueryRunner, bounded: { watch: FenceWatch; query: string; statement: string; site: string | undefined }): Promise<void> {
+  private bound(runner: QueryRunner, bounded: Bounded): Promise<void> {
     this.bounded.set(runner, bounded);
     return send(runner, BOUND).then(
       () => undefined,

@@ -25,8 +25,9 @@ const FIX_CLS =
 /**
  * Starts what runs around fenced calls of `service`, at module init (every provider exists by
  * then): the @nestjs-cls/transactional binding when a TransactionHost serves its DataSource, and
- * the escaped-write guard unless `escapedWrites: 'ignore'`. Returns the scope fenced work runs in
- * (undefined when there is nothing to do, so the fenced path costs nothing more).
+ * the escaped-write guard unless `escapedWrites: 'ignore'` (it watches statements, not calls).
+ * Returns the scope fenced work runs in (undefined when there is nothing to do, so the fenced path
+ * costs nothing more).
  */
 export async function startIntegrations(service: LockService, logger: Logger): Promise<FenceScope | undefined> {
   const { options, dataSource, dataSourceName } = service;
@@ -40,9 +41,7 @@ export async function startIntegrations(service: LockService, logger: Logger): P
   const guard = new EscapedWriteGuard(dataSource, dataSourceName, options.escapedWrites, logger, hosts.length > 0 ? FIX_CLS : FIX_PLAIN);
   guard.install();
   guards.set(service, guard);
-  if (!ambient) return guard.scope;
-  // The guard outside: it watches the whole call, including the binding.
-  return (manager, work) => guard.scope(manager, () => ambient(manager, work));
+  return ambient;
 }
 
 export function stopIntegrations(service: LockService): void {

@@ -88,7 +88,7 @@ export function beginAndTakeCall(targets: readonly LockTarget[], deadline: numbe
 export function takenByCall(answer: unknown, targets: readonly LockTarget[]): TakeResult {
   const row = rowsOf((answer as unknown[])[0])[0];
   if (Number(row?.taken) !== 1) return { taken: false, why: 'check-log' };
-  return { taken: true, tokens: new Map([[targets[0]!.storedKey, Number(row!.token)]]) };
+  return { taken: true, tokens: new Map<string, number>().set(targets[0]!.storedKey, Number(row!.token)) };
 }
 
 /**
