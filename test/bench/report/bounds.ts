@@ -34,8 +34,10 @@ export function boundsSection(r: BenchResults): string[] {
         (floor / pk2 > 1.25
           ? "That floor alone is above the 1.25× target: no design with a durable grant, an audit row and a durable release can meet it on this server; the target is bounded by the log row's insert and indexes, not by the library. "
           : 'That floor is within the target, so the physical work is not what bounds it. ') +
-        `The library spends ${fmt(lease - floor, 3)} ms above the floor (${fmtRatio(lease / floor)}), with the same two statements: that is client-side work, the call chain's ` +
-        "and the driver's between the call and the first send and after each answer (`node build/test/bench/probe-claim-gap.js` splits it by layer).",
+        `The library spends ${fmt(lease - floor, 3)} ms above the floor (${fmtRatio(lease / floor)}). Its two statements add to the floor's the doorbell test in the claim ` +
+        "(`IS_FREE_LOCK`, about 25 µs on the server: it keeps a process from taking back a key another process's waiter was rung for) and the release's status test; " +
+        "the rest is client-side work, the call chain's and the driver's between the call and the first send and after each answer, on a CPU the wait left cold " +
+        '(`node build/test/bench/probe-claim-gap.js` splits it by layer, `probe-claim-shapes.js` prices each part of the two statements).',
     );
   }
   const plain = u('plain-tx');
