@@ -14,8 +14,8 @@ const openTransactions = new WeakMap<EntityManager, FencedTransaction>();
 
 /**
  * Wraps the work of a fenced call while its transaction is open, given that transaction's
- * EntityManager: how integrations take part (an ambient-transaction library makes it its current
- * transaction; the escaped-write guard watches the call). Must run `work` once and settle with it.
+ * EntityManager: how an integration takes part (an ambient-transaction library makes it its
+ * current transaction). Must run `work` once and settle with it.
  */
 export type FenceScope = <T>(manager: EntityManager, work: () => Promise<T>) => Promise<T>;
 
