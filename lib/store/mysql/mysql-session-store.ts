@@ -141,35 +141,13 @@ export class MysqlRowLockStore implements RowLockStore {
 
   watchSession(runner: QueryRunner, onClose: (error?: unknown) => void): () => void {
     const connection = (runner as unknown as { databaseConnection?: NodeJS.EventEmitter }).databaseConnection;
-    if (!connection) return NOTHING_TO_UNWATCH;
-    return watchClose(connection, onClose);
-  }
-}
-
-const NOTHING_TO_UNWATCH = (): void => undefined;
-
-/** Who is told when each DataSource connection closes: the hold whose transaction is open on it. */
-const closeWatchers = new WeakMap<NodeJS.EventEmitter, (error?: unknown) => void>();
-
-/**
- * Tells `onClose` if `connection` errors or ends before the returned function is called. One
- * pair of listeners per connection for its whole life, installed on its first hold: adding and
- * removing two `once` listeners on every hold costs each hold several µs inside its critical section.
- */
-function watchClose(connection: NodeJS.EventEmitter, onClose: (error?: unknown) => void): () => void {
-  if (!closeWatchers.has(connection)) {
-    const closed = (error?: unknown): void => {
-      const watcher = closeWatchers.get(connection);
-      closeWatchers.set(connection, NOTHING_TO_UNWATCH);
-      watcher?.(error);
+    connection?.once('error', onClose);
+    connection?.once('end', onClose);
+    return () => {
+      connection?.off('error', onClose);
+      connection?.off('end', onClose);
     };
-    connection.on('error', closed);
-    connection.on('end', closed);
   }
-  closeWatchers.set(connection, onClose);
-  return () => {
-    if (closeWatchers.get(connection) === onClose) closeWatchers.set(connection, NOTHING_TO_UNWATCH);
-  };
 }
 
 /** NOWAIT, the wait bound or innodb_lock_wait_timeout: the key is held. A deadlock: the caller asks again. */
