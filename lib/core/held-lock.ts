@@ -97,7 +97,7 @@ export class HeldLock implements LockHandle {
   ) {
     // Plain loops rather than map/fromEntries/spread: this runs on every grant, and most grants are of one key.
     if (targets.length === 1 && rows.length <= 1) {
-      // One key (targets of a key are shared): its frozen key list and modes are made once per target.
+      // One key: its key list, modes and tokens are built when first read (see the getters below).
       const target = targets[0]!;
       const row = rows[0]?.storedKey === target.storedKey ? rows[0] : undefined;
       this.mode = target.mode;

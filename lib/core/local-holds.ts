@@ -25,6 +25,11 @@ export class LocalHolds {
     }
   }
 
+  /** The locks held and not being released (a release on the wire ends its lock by itself). */
+  held(): HeldLock[] {
+    return [...this.all()].filter((lock) => lock.state !== 'releasing');
+  }
+
   all(): Set<HeldLock> {
     const held = new Set<HeldLock>();
     for (const locks of this.byKey.values()) for (const lock of locks) held.add(lock);

@@ -41,7 +41,7 @@ export class LockRuntime implements HeldLockHost {
   /** User locks this process holds now (not counting nested reentrant handles or the janitor's). */
   get heldCount(): number {
     let held = 0;
-    for (const lock of this.localHolds.all()) if (!lock.internal && lock.state !== 'releasing') held++;
+    for (const lock of this.localHolds.held()) if (!lock.internal) held++;
     return held;
   }
 
@@ -208,11 +208,10 @@ export class LockRuntime implements HeldLockHost {
   async close(): Promise<void> {
     this.beginShutdown();
     await Promise.allSettled([...this.inFlight]);
-    // A lock whose release is already on the wire ends by that release.
-    const held = [...this.localHolds.all()].filter((lock) => lock.state !== 'releasing');
+    const held = this.localHolds.held();
     this.keeper.stop();
     await Promise.allSettled(
-      [...held].map((lock) =>
+      held.map((lock) =>
         this.strategy(lock.strategy)
           .release(lock, LockStatus.RELEASED, 'released at shutdown')
           .catch((e: unknown) => (e instanceof LockLostError ? undefined : this.logger.warn(`Release at shutdown failed: ${String(e)}`))),

@@ -1,5 +1,5 @@
 import type { Logger } from '@nestjs/common';
-import type { DataSource, EntityManager, QueryRunner } from 'typeorm';
+import type { DataSource, QueryRunner } from 'typeorm';
 import { FencedTransaction } from '../core/fenced-transaction.js';
 import { EscapedWriteError } from '../errors/escaped-write.error.js';
 import { ER_LOCK_WAIT_TIMEOUT, errnoOf } from '../store/mysql/errno.js';

@@ -14,7 +14,7 @@ import { createLockApp } from '../support/lock-app.js';
 import { TestDatabase } from '../support/test-database.js';
 import { runProbe, timeShapes } from './probe-main.js';
 import { median } from './stats.js';
-import { tapStatements } from './statement-tap.js';
+import { tapStatements } from '../support/statement-tap.js';
 import { claimGrantShape, RELEASE_SHAPE } from './uncontended-items.js';
 import { RUNNING_PARTS } from '../../lib/lock-service.assembly.js';
 import { resolveTargets } from '../../lib/core/lock-key.js';

@@ -9,7 +9,7 @@
 import 'reflect-metadata';
 import { createLockApp } from '../support/lock-app.js';
 import { TestDatabase } from '../support/test-database.js';
-import { tapStatements } from './statement-tap.js';
+import { tapStatements } from '../support/statement-tap.js';
 
 async function main(): Promise<void> {
   const services = Number(process.argv[2] ?? 4);

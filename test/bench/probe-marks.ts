@@ -13,7 +13,7 @@ import { CallChain } from '../../lib/core/call-chain.js';
 import { createLockApp } from '../support/lock-app.js';
 import { TestDatabase } from '../support/test-database.js';
 import { DecoratedWork } from './designs/decorated.js';
-import { tapStatements } from './statement-tap.js';
+import { tapStatements } from '../support/statement-tap.js';
 
 type Proto = Record<string, (...args: unknown[]) => unknown>;
 const marks: [string, number][] = [];

@@ -18,7 +18,7 @@ import { createLockApp } from '../support/lock-app.js';
 import { TestDatabase } from '../support/test-database.js';
 import { runProbe } from './probe-main.js';
 import { median } from './stats.js';
-import { tapStatements } from './statement-tap.js';
+import { tapStatements } from '../support/statement-tap.js';
 import { claimGrantShape, FLOOR_KEY, GRANT_SHAPE, RELEASE_SHAPE } from './uncontended-items.js';
 import { DecoratedWork } from './designs/decorated.js';
 

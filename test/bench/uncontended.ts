@@ -5,6 +5,7 @@
 import type { BenchConfig } from './config.js';
 import { type Figure, figure, hostNow, median } from './stats.js';
 import type { UncontendedItem } from './uncontended-items.js';
+import { seededRandom, shuffled } from '../support/shuffle.js';
 
 export interface UncontendedFigure {
   readonly item: UncontendedItem;
@@ -54,7 +55,8 @@ export async function runUncontended(
   // followed code like its own (a floor after another floor through the same driver calls, the
   // library after the library) then read up to 0.3× faster than after unlike code.
   const interleaved = items.filter((item) => !item.wrapRound);
-  const order = seededShuffler(0x5eed);
+  const random = seededRandom(0x5eed);
+  const indices = interleaved.map((_, n) => n);
   type Samples = { latency: number[]; phase: number[]; trips: number };
   const newSamples = (): Samples => ({ latency: [], phase: [], trips: 0 });
   /** Runs `count` sequential ops of `item`, adding what they measured to `into`. */
@@ -76,7 +78,7 @@ export async function runUncontended(
   const runRound = async (ops: number): Promise<Map<UncontendedItem, RoundOut>> => {
     const samples = interleaved.map(newSamples);
     for (let done = 0; done < ops; done += BLOCK_OPS)
-      for (const n of order(interleaved.length)) await timeOps(interleaved[n]!, Math.min(BLOCK_OPS, ops - done), samples[n]!);
+      for (const n of shuffled(indices, random)) await timeOps(interleaved[n]!, Math.min(BLOCK_OPS, ops - done), samples[n]!);
     return new Map(interleaved.map((item, n) => [item, roundOut(samples[n]!, ops)]));
   };
   /** An item that runs a whole round inside some context (the reentrant one inside withLock) runs its round as a block. */
@@ -104,24 +106,4 @@ export async function runUncontended(
     });
   }
   return figures;
-}
-
-/** Random orders of 0 … n−1 (Fisher–Yates over a small seeded generator, mulberry32): the same sequence on every run. */
-function seededShuffler(seed: number): (n: number) => number[] {
-  let state = seed >>> 0;
-  const next = (): number => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 2 ** 32;
-  };
-  return (n) => {
-    const order = Array.from({ length: n }, (_, i) => i);
-    for (let i = n - 1; i > 0; i--) {
-      const j = Math.floor(next() * (i + 1));
-      [order[i], order[j]] = [order[j]!, order[i]!];
-    }
-    return order;
-  };
 }

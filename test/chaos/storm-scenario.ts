@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { DbLockError, type LockStrategyName } from '../../lib/index.js';
 import type { WorkerContext } from '../support/lock-worker.js';
+import { shuffled } from '../support/shuffle.js';
 
 export interface StormArgs {
   /** Wall-clock time (ms since epoch, the parent's clock) at which every caller starts: the barrier. */
@@ -56,13 +57,4 @@ export async function storm(ctx: WorkerContext<StormArgs>): Promise<StormResult>
   };
   await Promise.all(Array.from({ length: a.callers }, caller));
   return result;
-}
-
-function shuffled<T>(items: readonly T[]): T[] {
-  const out = [...items];
-  for (let i = out.length - 1; i > 0; i--) {
-    const j = Math.floor(Math.random() * (i + 1));
-    [out[i], out[j]] = [out[j]!, out[i]!];
-  }
-  return out;
 }

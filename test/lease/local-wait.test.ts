@@ -6,7 +6,7 @@ import { createLockApp } from '../support/lock-app.js';
 import { TestDatabase } from '../support/test-database.js';
 import { lockRoundTrips, stall } from '../support/lock-internals.js';
 import { contractSuite } from '../support/contract-targets.js';
-import { tapStatements } from '../bench/statement-tap.js';
+import { tapStatements } from '../support/statement-tap.js';
 
 // Waiters behind a lock held by their own process wait on the local release, not on the database:
 // a doomed grant costs a 13-statement round trip (seen in the benchmark's contention figures).

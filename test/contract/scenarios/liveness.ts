@@ -10,7 +10,7 @@ import { fenceKeptStatement } from '../../../lib/store/mysql/hold.sql.js';
 import { acquisitionIdOf, mysqlLogOf, partsOf, processIdOf, rowIdsOf } from '../../support/lock-internals.js';
 import type { WorkerContext } from '../../support/lock-worker.js';
 import type { ConnectionSettings } from '../../support/test-database.js';
-import { tapStatements } from '../../bench/statement-tap.js';
+import { tapStatements } from '../../support/statement-tap.js';
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 

@@ -3,9 +3,10 @@ import mysql from 'mysql2';
 type Query = (this: unknown, ...args: unknown[]) => unknown;
 
 /**
- * For the development probes: calls `onSend` with the text of every statement any mysql2
- * connection of this process sends (the library's pool and the DataSource's alike), and the
- * function it returns, if any, when that statement's answer arrives (with its error or result).
+ * For the development probes, and for tests that print what went out when a count is off: calls
+ * `onSend` with the text of every statement any mysql2 connection of this process sends (the
+ * library's pool and the DataSource's alike), and the function it returns, if any, when that
+ * statement's answer arrives (with its error or result).
  */
 export function tapStatements(onSend: (sql: string) => ((error: unknown, result?: unknown) => void) | void): void {
   const prototype = (mysql as unknown as { Connection: { prototype: Record<string, Query> } }).Connection.prototype;
