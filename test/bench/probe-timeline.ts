@@ -5,7 +5,7 @@
  * by op. Under contention the steps between the lock's answer and the critical section's first
  * statement, and between its last answer and the COMMIT, are on every handoff's path.
  * `node build/test/bench/probe-timeline.js [ops]`; `PROBE_LEASE=1` times a lease acquire + release against its
- * physical floor instead, `PROBE_DECORATED=1` the lease's `@WriteLock` path against its floor, `PROBE_DECORATED_ROW=1` the row-lock's; `PROBE_WRAP=1` adds the entry and settlement of
+ * physical floor instead, `PROBE_DECORATED=1` the lease's `@WriteLock` path against its floor, `PROBE_DECORATED_ROW=1` the row-lock's (with `PROBE_KEEP_LIBRARY=1` beside the row-lock `withLock`); `PROBE_WRAP=1` adds the entry and settlement of
  * the library's layers, and `globalThis.__m(label)` marks dropped into build/lib by hand.
  */
 import 'reflect-metadata';
@@ -103,7 +103,7 @@ async function main(): Promise<void> {
   if (process.env.PROBE_DECORATED_ROW) {
     // The row-lock decorator path against the same statements sent by hand on a TypeORM runner.
     const work = new DecoratedWork(app.locks);
-    delete shapes.library;
+    if (!process.env.PROBE_KEEP_LIBRARY) delete shapes.library;
     shapes['row-lock @WriteLock'] = () => work.rowLock('dec', (q) => section(q).then(() => undefined), { acquiredAt: 0, releasingAt: 0 });
   }
   for (let i = 0; i < 300; i++) for (const run of Object.values(shapes)) await run();
