@@ -17,6 +17,11 @@ export interface BenchConfig {
   readonly opsPerRound: number;
   /** Measured window of one contention round, in ms. */
   readonly contentionWindowMs: number;
+  /**
+   * Unrecorded warm-up before the measured rounds, in ms: per design before each contention
+   * variant; the uncontended section runs as many ops per item as fit in it (at least one round).
+   */
+  readonly warmupMs: number;
   readonly processes: number;
   readonly callersPerProcess: number;
   /** Locks held at once in the scale section. */
@@ -36,6 +41,11 @@ export const KNOBS: readonly [name: string, defaults: string, meaning: string][]
   ['BENCH_ROUNDS', '5 (3)', 'rounds per figure (median, min–max)'],
   ['BENCH_OPS', '300 (100)', 'sequential operations per uncontended round'],
   ['BENCH_WINDOW_MS', '3000 (1500)', 'measured window of one contention round, ms'],
+  [
+    'BENCH_WARMUP_MS',
+    '3000 (1000)',
+    "unrecorded warm-up, ms: per design before each contention variant, and the uncontended section's first round (ops of every item until it has lasted this long): the figures are of warm code, as in a process that has run a while",
+  ],
   [
     'BENCH_PROCESSES / BENCH_CALLERS',
     '4 / 4',
@@ -77,6 +87,7 @@ export function benchConfig(): BenchConfig {
     rounds: int('BENCH_ROUNDS', quick ? 3 : 5),
     opsPerRound: int('BENCH_OPS', quick ? 100 : 300),
     contentionWindowMs: int('BENCH_WINDOW_MS', quick ? 1500 : 3000),
+    warmupMs: int('BENCH_WARMUP_MS', quick ? 1000 : 3000),
     processes: int('BENCH_PROCESSES', 4),
     callersPerProcess: int('BENCH_CALLERS', 4),
     heldLocks: int('BENCH_HELD_LOCKS', 10_000),

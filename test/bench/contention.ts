@@ -183,8 +183,10 @@ async function runVariant(
   pauseMs: number,
 ): Promise<ContentionVariant> {
   const background = await backgroundQps(setup.admin, 1000);
-  // Warm-up (connections, doorbells, scripts loaded), not recorded.
-  for (const design of designs) await runRound(setup, config, design, calibration.get(design)!, pauseMs, 400, false);
+  // Warm-up, not recorded: connections, doorbells and scripts loaded, and the code of every design
+  // past the JIT's first tiers (a lease hold runs a few hundred functions; in the first second of a
+  // 400 ms warm-up they still ran unoptimized, and its throughput rose round by round after it).
+  for (const design of designs) await runRound(setup, config, design, calibration.get(design)!, pauseMs, config.warmupMs, false);
   const perRound = new Map<DesignId, RoundMetrics[]>(designs.map((d) => [d, []]));
   const serial: number[] = [];
   for (let round = 0; round < config.rounds; round++) {

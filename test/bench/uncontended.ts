@@ -88,9 +88,13 @@ export async function runUncontended(
       await timeOps(item, ops, samples);
       return roundOut(samples, ops);
     });
-  // Warm-up: connections opened, key rows created, JIT.
-  await runRound(Math.min(30, config.opsPerRound));
-  for (const item of items) if (item.wrapRound) await runWrapped(item, Math.min(30, config.opsPerRound));
+  // Warm-up, not recorded: connections opened, key rows created, and every item's code past the
+  // JIT's first tiers (at least one full round, then rounds until BENCH_WARMUP_MS has passed).
+  const warmUntil = performance.now() + config.warmupMs;
+  do {
+    await runRound(config.opsPerRound);
+    for (const item of items) if (item.wrapRound) await runWrapped(item, config.opsPerRound);
+  } while (performance.now() < warmUntil);
   for (let r = 0; r < config.rounds; r++) {
     for (const [item, out] of await runRound(config.opsPerRound)) record(item, out);
     for (const item of items) if (item.wrapRound) record(item, await runWrapped(item, config.opsPerRound));
