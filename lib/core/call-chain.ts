@@ -54,11 +54,7 @@ export class CallChain {
    * promises and microtask hops on the way to the caller. Bad input still rejects, never throws.
    */
   acquire(keys: ChainKeys, options: LockOptions | undefined, how: AcquireHow = {}): Promise<LockHandle> {
-    try {
-      return this.acquireNow(keys, options, how);
-    } catch (error) {
-      return Promise.reject(error);
-    }
+    return settle(() => this.acquireNow(keys, options, how));
   }
 
   private acquireNow(keys: ChainKeys, options: LockOptions | undefined, how: AcquireHow): Promise<LockHandle> {

@@ -7,6 +7,7 @@ import type { LockStrategyName } from '../strategies/lock-strategy-name.js';
 import { type AcquireRequest, type FreshWaiter, type LeaseKeeper, newWaiter } from './acquire-request.js';
 import { type FirstTryHost, firstTryBeforeQueue } from './first-try.js';
 import type { FencedTransaction } from './fenced-transaction.js';
+import { settle } from './settle.js';
 import type { HeldLock, HeldLockHost } from './held-lock.js';
 import { checkLease } from './lock-request.js';
 import type { LockObserver } from './lock-observer.js';
@@ -105,24 +106,21 @@ export class LockRuntime implements HeldLockHost {
     lock.state = 'releasing';
     this.keeper.remove(lock);
     const startedAt = performance.now();
-    let releasing: Promise<void>;
-    try {
-      releasing = this.strategy(lock.strategy).release(lock, failed ? LockStatus.FAILED : LockStatus.RELEASED);
-    } catch (error) {
-      releasing = Promise.reject(error);
-    }
+    const releasing = settle(() => this.strategy(lock.strategy).release(lock, failed ? LockStatus.FAILED : LockStatus.RELEASED));
     // Handlers rather than an async frame: every release passes here. The lock stays a local hold,
-    // and local waiters wake, once the release is through: before, a grant of theirs (or of a new
-    // caller) would race it and be refused.
+    // and local waiters wake, once the release is through, whatever its outcome: before, a grant of
+    // theirs (or of a new caller) would race it and be refused.
+    const through = (): void => {
+      this.localHolds.remove(lock);
+      this.queues.wake(lock.targets);
+    };
     return releasing.then(
       () => {
-        this.localHolds.remove(lock);
-        this.queues.wake(lock.targets);
+        through();
         settleRelease(lock, wasLost, this.observer, startedAt);
       },
       (error: unknown) => {
-        this.localHolds.remove(lock);
-        this.queues.wake(lock.targets);
+        through();
         throw releaseFailure(lock, wasLost, this.observer, error);
       },
     );
