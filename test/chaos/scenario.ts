@@ -168,8 +168,16 @@ export async function chaosLoop(ctx: WorkerContext<ChaosLoopArgs>): Promise<Chao
   const inSection = new Map<number, string>();
   const hangReport = setInterval(() => {
     if (performance.now() < until + 15_000) return;
+    // What the process's lock service sees, so that a hang report also says whether the caller waits on a lock or on something else.
+    let seen = '';
+    try {
+      const stats = ctx.locks.stats();
+      seen = ` (this process: ${stats.held} held, ${stats.waiting} waiting, ${stats.acquired} acquired, ${stats.timedOut} timed out, ${stats.lost} lost)`;
+    } catch (error) {
+      seen = ` (stats: ${String(error)})`;
+    }
     for (const [caller, what] of inSection)
-      process.stderr.write(`chaos: pid ${process.pid} caller ${caller} still in ${what}: ${phase.get(caller)}\n`);
+      process.stderr.write(`chaos: pid ${process.pid} caller ${caller} still in ${what}: ${phase.get(caller)}${seen}\n`);
   }, 5_000);
   hangReport.unref();
   const caller = async (id: number): Promise<void> => {
