@@ -102,7 +102,8 @@ describe('instanceof on errors across two copies of the library', () => {
 
   it('TypeScript narrows through the static Symbol.hasInstance, for classes with private constructors too', () => {
     const caught: unknown = new LockTimeoutError(['a', 'b'], 'write', 1, 1);
-    if (caught instanceof LockTimeoutError) assert.deepEqual(caught.keys, ['a', 'b']); // compiles only if narrowed
+    if (caught instanceof LockTimeoutError)
+      assert.deepEqual(caught.keys, ['a', 'b']); // compiles only if narrowed
     else assert.fail('not narrowed');
     class Sealed extends DbLockError {
       private constructor() {
@@ -134,7 +135,10 @@ describe('LockServiceRegistry is shared by every copy of the library', () => {
       assert.throws(() => LockServiceRegistry.get('reports'), DbLockNotInitializedError);
       other.register('a', fake('a'));
       LockServiceRegistry.reset();
-      assert.throws(() => other.get('a'), (error: unknown) => error instanceof DbLockNotInitializedError && error.dataSourceName === 'a');
+      assert.throws(
+        () => other.get('a'),
+        (error: unknown) => error instanceof DbLockNotInitializedError && error.dataSourceName === 'a',
+      );
     } finally {
       LockServiceRegistry.reset();
     }

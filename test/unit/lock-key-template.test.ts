@@ -17,7 +17,11 @@ describe('lock key templates', () => {
 
   it('rejects malformed templates when compiled (class load), naming the method', () => {
     for (const bad of ['a:{', 'a:}', 'a:{}', 'a:{x}', 'a:{0.}', 'a:{-1}', 'a:{0..id}', 'a:{0.__proto__}', 'a:{0.constructor}']) {
-      assert.throws(() => compileTemplate(bad, where, 1), (e: unknown) => e instanceof DbLockOptionsError && e.message.includes(where), bad);
+      assert.throws(
+        () => compileTemplate(bad, where, 1),
+        (e: unknown) => e instanceof DbLockOptionsError && e.message.includes(where),
+        bad,
+      );
     }
     assert.throws(() => compileTemplate('a:{2}', where, 2), /names argument 2, but the method declares 2 parameter/);
     // Unknown parameter count (no design metadata): no position check.
@@ -35,9 +39,13 @@ describe('lock key templates', () => {
     assert.deepEqual(compileLockKeys(['a:{0}', 'b:{1}'], where, 2)([1, 2], undefined), ['a:1', 'b:2']);
     const self = { prefix: 'p' };
     assert.equal(
-      compileLockKeys(function (this: typeof self, id: number) {
-        return `${this.prefix}:${id}`;
-      }, where, 1)([3], self),
+      compileLockKeys(
+        function (this: typeof self, id: number) {
+          return `${this.prefix}:${id}`;
+        },
+        where,
+        1,
+      )([3], self),
       'p:3',
     );
     assert.throws(() => compileLockKeys([], where, 0), DbLockOptionsError);

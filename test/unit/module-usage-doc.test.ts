@@ -30,7 +30,7 @@ function dedent(text: string): string {
 }
 
 describe('docs/guide/modules-and-transactions.md', () => {
-  it("every TypeScript block is a compiled snippet, word for word (node scripts/sync-doc-snippets.mjs rewrites them)", () => {
+  it('every TypeScript block is a compiled snippet, word for word (node scripts/sync-doc-snippets.mjs rewrites them)', () => {
     const page = read('docs/guide/modules-and-transactions.md');
     const snippets = regions();
     const blocks = [...page.matchAll(/(?:<!-- snippet: ([\w-]+) -->\n)?```ts\n([\s\S]*?)```/g)];
@@ -43,6 +43,10 @@ describe('docs/guide/modules-and-transactions.md', () => {
       assert.equal(code!.replace(/\n$/, ''), snippet, `block '${name}' differs from its compiled source`);
       used.add(name);
     }
-    assert.deepEqual([...snippets.keys()].filter((name) => !used.has(name)), [], 'every region is shown on the page');
+    assert.deepEqual(
+      [...snippets.keys()].filter((name) => !used.has(name)),
+      [],
+      'every region is shown on the page',
+    );
   });
 });

@@ -86,7 +86,11 @@ describe('resolveOptions', () => {
       /unknown option 'leaseMS'/,
     ];
     assert.equal(problems.length, expected.length, problems.join('\n'));
-    for (const pattern of expected) assert.ok(problems.some((p) => pattern.test(p)), `nothing matches ${pattern}`);
+    for (const pattern of expected)
+      assert.ok(
+        problems.some((p) => pattern.test(p)),
+        `nothing matches ${pattern}`,
+      );
   });
 
   it('checks durations: integers within the timer range, Infinity only where it means "never"', () => {
@@ -121,7 +125,12 @@ describe('resolveOptions', () => {
     assert.equal(resolveOptions({}).transactionHost, 'auto');
     assert.equal(resolveOptions({ transactionHost: false }).transactionHost, false);
     assert.equal(resolveOptions({ transactionHost: 'false' }).transactionHost, false, 'from configuration');
-    const host = { tx: undefined, isTransactionActive: () => false, withoutTransaction: async () => undefined, withTransaction: async () => undefined };
+    const host = {
+      tx: undefined,
+      isTransactionActive: () => false,
+      withoutTransaction: async () => undefined,
+      withTransaction: async () => undefined,
+    };
     assert.equal(resolveOptions({ transactionHost: host }).transactionHost, host);
     const problems = problemsOf(() => resolveOptions({ escapedWrites: 'log', transactionHost: {} }));
     assert.equal(problems.length, 2, problems.join('\n'));

@@ -15,7 +15,10 @@ describe('sample app: splitProRata', () => {
     const weights = [25_000_000, 5_000_000, 3, 7_777_777];
     for (const cents of [1, 7, 99, 12_345, 99_999_999, 100_000_000]) {
       const parts = splitProRata(cents, weights);
-      assert.equal(parts.reduce((a, b) => a + b, 0), cents);
+      assert.equal(
+        parts.reduce((a, b) => a + b, 0),
+        cents,
+      );
       assert.ok(parts.every((p) => Number.isInteger(p) && p >= 0));
     }
   });

@@ -28,8 +28,32 @@ describe('resolveTargets', () => {
 
   it('merges duplicates; a key asked for in both modes is taken for writing', () => {
     assert.deepEqual(summary(resolveTargets(['a', 'a', 'a'], 'read', '')), ['a/read']);
-    assert.deepEqual(summary(resolveTargets([{ key: 'a', mode: 'read' }, { key: 'a', mode: 'write' }], 'read', '')), ['a/write']);
-    assert.deepEqual(summary(resolveTargets([{ key: 'a', mode: 'write' }, { key: 'a', mode: 'read' }], 'read', '')), ['a/write']);
+    assert.deepEqual(
+      summary(
+        resolveTargets(
+          [
+            { key: 'a', mode: 'read' },
+            { key: 'a', mode: 'write' },
+          ],
+          'read',
+          '',
+        ),
+      ),
+      ['a/write'],
+    );
+    assert.deepEqual(
+      summary(
+        resolveTargets(
+          [
+            { key: 'a', mode: 'write' },
+            { key: 'a', mode: 'read' },
+          ],
+          'read',
+          '',
+        ),
+      ),
+      ['a/write'],
+    );
     assert.deepEqual(summary(resolveTargets([{ key: 'a', mode: 'read' }, 'a'], 'read', '')), ['a/read']);
     assert.deepEqual(summary(resolveTargets([{ key: 'b' }, { key: 'a', mode: 'read' }], 'write', '')), ['a/read', 'b/write']);
     // Exact comparison: look-alikes are not duplicates.
