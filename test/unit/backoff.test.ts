@@ -8,34 +8,21 @@ describe('backoffDelay', () => {
 
   it('grows exponentially with equal jitter, capped at the maximum', () => {
     // random() = 0 gives half the ceiling, random() -> 1 the whole ceiling.
-    assert.equal(
-      backoffDelay(0, MIN, MAX, () => 0),
-      5,
-    );
-    assert.equal(
-      backoffDelay(0, MIN, MAX, () => 1),
-      10,
-    );
-    assert.equal(
-      backoffDelay(1, MIN, MAX, () => 0),
-      10,
-    );
-    assert.equal(
-      backoffDelay(2, MIN, MAX, () => 1),
-      40,
-    );
-    assert.equal(
-      backoffDelay(4, MIN, MAX, () => 1),
-      160,
-    );
-    assert.equal(
-      backoffDelay(5, MIN, MAX, () => 1),
-      MAX,
-    );
-    assert.equal(
-      backoffDelay(5, MIN, MAX, () => 0),
-      MAX / 2,
-    );
+    const cases: [failedTries: number, random: number, delay: number][] = [
+      [0, 0, 5],
+      [0, 1, 10],
+      [1, 0, 10],
+      [2, 1, 40],
+      [4, 1, 160],
+      [5, 1, MAX],
+      [5, 0, MAX / 2],
+    ];
+    for (const [tries, random, delay] of cases)
+      assert.equal(
+        backoffDelay(tries, MIN, MAX, () => random),
+        delay,
+        `tries ${tries}, random ${random}`,
+      );
   });
 
   it('stays within [min/2, max] for any number of failures and any randomness', () => {

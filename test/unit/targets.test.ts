@@ -28,32 +28,13 @@ describe('resolveTargets', () => {
 
   it('merges duplicates; a key asked for in both modes is taken for writing', () => {
     assert.deepEqual(summary(resolveTargets(['a', 'a', 'a'], 'read', '')), ['a/read']);
-    assert.deepEqual(
-      summary(
-        resolveTargets(
-          [
-            { key: 'a', mode: 'read' },
-            { key: 'a', mode: 'write' },
-          ],
-          'read',
-          '',
-        ),
-      ),
-      ['a/write'],
-    );
-    assert.deepEqual(
-      summary(
-        resolveTargets(
-          [
-            { key: 'a', mode: 'write' },
-            { key: 'a', mode: 'read' },
-          ],
-          'read',
-          '',
-        ),
-      ),
-      ['a/write'],
-    );
+    const read = { key: 'a', mode: 'read' } as const;
+    const write = { key: 'a', mode: 'write' } as const;
+    for (const order of [
+      [read, write],
+      [write, read],
+    ])
+      assert.deepEqual(summary(resolveTargets(order, 'read', '')), ['a/write'], `${order.map((t) => t.mode).join(' then ')}`);
     assert.deepEqual(summary(resolveTargets([{ key: 'a', mode: 'read' }, 'a'], 'read', '')), ['a/read']);
     assert.deepEqual(summary(resolveTargets([{ key: 'b' }, { key: 'a', mode: 'read' }], 'write', '')), ['a/read', 'b/write']);
     // Exact comparison: look-alikes are not duplicates.
