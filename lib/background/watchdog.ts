@@ -31,6 +31,7 @@ export class LeaseWatchdog {
   private renewTimer: NodeJS.Timeout | undefined;
   private deadlineTimer: NodeJS.Timeout | undefined;
   private deadlineAt = Infinity;
+  private renewAt = Infinity;
   private ticking = false;
   private stopped = false;
   /** ended_count as last seen: a new process row starts at 0. */
@@ -51,8 +52,12 @@ export class LeaseWatchdog {
   add(lock: HeldLock): void {
     if (this.stopped) return;
     this.locks.add(lock);
-    this.scheduleRenewal();
-    this.scheduleDeadline();
+    // O(1) per grant while the timers run: the new lock alone can bring either one forward. Also
+    // called again after an extend, whose shorter lease may bring them forward.
+    if (this.renewTimer && !this.ticking) this.armRenewal(this.renewalDueOf(lock));
+    else this.scheduleRenewal();
+    if (this.deadlineTimer) this.armDeadline(this.deadlineOf(lock));
+    else this.scheduleDeadline();
   }
 
   remove(lock: HeldLock): void {
@@ -160,17 +165,29 @@ export class LeaseWatchdog {
 
   private scheduleRenewal(): void {
     if (this.renewTimer || this.stopped || this.locks.size === 0) return;
-    // Due an interval after each lock's lease was last confirmed: its grant, or the previous renewal
-    // SENT (a slow renewal must not push the next one later, or the leases would be left with less
-    // than two intervals of slack). A fresh grant is its own confirmation: renewing right after it
-    // would only cost a timer and a wake-up per short hold, each finding nothing left to renew.
     let due = Infinity;
-    for (const lock of this.locks) {
-      const interval = this.settings.renewIntervalMs ?? Math.max(10, Math.floor(lock.leaseMs / 3));
-      due = Math.min(due, Math.max(lock.leaseFrom, this.lastSentAt) + interval);
-    }
-    const delay = Math.max(1, Math.min(due - performance.now(), 2 ** 31 - 1));
-    this.renewTimer = setTimeout(() => void this.tick(), delay);
+    for (const lock of this.locks) due = Math.min(due, this.renewalDueOf(lock));
+    this.armRenewal(due);
+  }
+
+  /**
+   * When `lock` needs the next renewal: an interval after its lease was last confirmed, by its grant
+   * or the previous renewal SENT (a slow renewal must not push the next one later, or the leases
+   * would be left with less than two intervals of slack). A fresh grant is its own confirmation:
+   * renewing right after it would only cost a timer and a wake-up per short hold, each finding
+   * nothing left to renew.
+   */
+  private renewalDueOf(lock: HeldLock): number {
+    const interval = this.settings.renewIntervalMs ?? Math.max(10, Math.floor(lock.leaseMs / 3));
+    return Math.max(lock.leaseFrom, this.lastSentAt) + interval;
+  }
+
+  /** The renewal timer due at `due`, unless one is due no later. */
+  private armRenewal(due: number): void {
+    if (this.stopped || (this.renewTimer && this.renewAt <= due)) return;
+    if (this.renewTimer) clearTimeout(this.renewTimer);
+    this.renewAt = due;
+    this.renewTimer = setTimeout(() => void this.tick(), Math.max(1, Math.min(due - performance.now(), 2 ** 31 - 1)));
     this.renewTimer.unref();
   }
 
@@ -178,11 +195,17 @@ export class LeaseWatchdog {
   private scheduleDeadline(): void {
     if (this.stopped || this.locks.size === 0) return this.clearDeadline();
     let next = Infinity;
-    for (const lock of this.locks) {
-      next = Math.min(next, lock.localDeadline);
-      if (this.settings.maxHoldMs !== Infinity) next = Math.min(next, lock.grantedAt + this.settings.maxHoldMs);
-    }
-    // A timer due no later is kept: when it fires it looks again (re-arming one per acquisition costs every grant).
+    for (const lock of this.locks) next = Math.min(next, this.deadlineOf(lock));
+    this.armDeadline(next);
+  }
+
+  /** When `lock` must be given up unless renewed: its local deadline, or maxHoldMs after its grant. */
+  private deadlineOf(lock: HeldLock): number {
+    return Math.min(lock.localDeadline, lock.grantedAt + this.settings.maxHoldMs);
+  }
+
+  /** The deadline timer due at `next`, unless one is due no later: when it fires it looks again (re-arming one per acquisition costs every grant). */
+  private armDeadline(next: number): void {
     if (this.deadlineTimer && this.deadlineAt <= next) return;
     this.clearDeadline();
     this.deadlineAt = next;

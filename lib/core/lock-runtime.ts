@@ -142,8 +142,12 @@ export class LockRuntime implements HeldLockHost {
       this.lost(lock, error, false);
       throw error;
     }
+    // A row-lock has no lease to change: it lasts as long as its transaction.
+    if (!this.strategy(lock.strategy).capabilities.renewedByProcessLease) return;
     lock.leaseMs = lease;
     lock.leaseFrom = Math.max(lock.leaseFrom, sentAt);
+    // A shorter lease brings its renewal and its deadline forward.
+    if (lock.live) this.keeper.add(lock);
   }
 
   /** The lock's rows were ended inside a fenced commit: local clean-up, the strategy's, the event. */

@@ -49,4 +49,35 @@ contractSuite('lease-renewal', 'when the watchdog renews', (target) => {
     const renewals = locks.stats().roundTripsBy.renewals - before;
     assert.ok(renewals >= 3, `renewals carried the hold (${renewals} renewal round trips)`);
   });
+
+  /**
+   * A lock whose renewals are due sooner than the running timer's (a shorter lease) must bring the
+   * timer forward: otherwise its lease runs out in the database before the renewal that was due
+   * for the longer lease, another process takes the key over, and its own signal aborts.
+   */
+  for (const how of ['granted beside a longer lease', 'extended to a shorter lease'] as const) {
+    it(`a lock ${how} is carried by renewals due for its own lease`, async () => {
+      // A process of its own: no renewal timer left running by the tests above.
+      const mine = await createLockApp(db.settings, { ...target.options(), janitor: false });
+      const other = await createLockApp(db.settings, { ...target.options(), janitor: false });
+      const long = await mine.locks.acquire(`renew:long-${how}`, { leaseMs: 60_000 }); // its renewal due in 20 s
+      try {
+        const key = `renew:short-${how}`;
+        const handle =
+          how === 'extended to a shorter lease'
+            ? await mine.locks.acquire(key, { leaseMs: 60_000 }).then(async (h) => (await h.extend(1_500), h))
+            : await mine.locks.acquire(key, { leaseMs: 1_500 });
+        // 2.5 of its leases: renewals due every 500 ms; a renewal may answer ~1 s late before the lock is lost.
+        await sleep(3_750);
+        assert.equal(await other.locks.tryAcquire(key), null, 'another process got in: the lease ran out in the database');
+        assert.equal(handle.signal.aborted, false, 'the lock was kept by renewals');
+        assert.ok(mine.locks.stats().roundTripsBy.renewals >= 3, 'renewals carried the hold');
+        await handle.release();
+      } finally {
+        await long.release();
+        await mine.app.close();
+        await other.app.close();
+      }
+    });
+  }
 });
