@@ -50,7 +50,7 @@ export interface DbLockModuleOptions {
   retryMaxDelayMs?: number;
   /** Waiting, holding or releasing longer than this logs a warning, in ms. Default 3000. */
   slowThresholdMs?: number;
-  /** How often held leases are renewed, in ms. Default: a third of the shortest held lease. */
+  /** How often held leases are renewed, in ms; shorter than leaseMs (a lock whose own lease is no longer is renewed every third of it). Default: a third of the shortest held lease. */
   renewIntervalMs?: number;
   /** A hold longer than this is given up (its signal aborts) even if the process is alive, in ms. Default Infinity. */
   maxHoldMs?: number;

@@ -178,7 +178,9 @@ export class LeaseWatchdog {
    * nothing left to renew.
    */
   private renewalDueOf(lock: HeldLock): number {
-    const interval = this.settings.renewIntervalMs ?? Math.max(10, Math.floor(lock.leaseMs / 3));
+    // renewIntervalMs where it is shorter than the lock's lease (as the module's own lease must be); else a third of the lease.
+    const configured = this.settings.renewIntervalMs;
+    const interval = configured !== undefined && configured < lock.leaseMs ? configured : Math.max(10, Math.floor(lock.leaseMs / 3));
     return Math.max(lock.leaseFrom, this.lastSentAt) + interval;
   }
 

@@ -55,10 +55,11 @@ contractSuite('lease-renewal', 'when the watchdog renews', (target) => {
    * timer forward: otherwise its lease runs out in the database before the renewal that was due
    * for the longer lease, another process takes the key over, and its own signal aborts.
    */
-  for (const how of ['granted beside a longer lease', 'extended to a shorter lease'] as const) {
+  for (const how of ['granted beside a longer lease', 'extended to a shorter lease', 'granted a lease no longer than renewIntervalMs'] as const) {
     it(`a lock ${how} is carried by renewals due for its own lease`, async () => {
       // A process of its own: no renewal timer left running by the tests above.
-      const mine = await createLockApp(db.settings, { ...target.options(), janitor: false });
+      const renewIntervalMs = how === 'granted a lease no longer than renewIntervalMs' ? 2_000 : undefined;
+      const mine = await createLockApp(db.settings, { ...target.options(), janitor: false, renewIntervalMs });
       const other = await createLockApp(db.settings, { ...target.options(), janitor: false });
       const long = await mine.locks.acquire(`renew:long-${how}`, { leaseMs: 60_000 }); // its renewal due in 20 s
       try {
