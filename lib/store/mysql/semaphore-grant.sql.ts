@@ -8,6 +8,7 @@ import {
   LIVE_STATUSES_SQL,
   LOCK_LOG_TABLE,
   LOCK_TABLE,
+  PROCESS_TABLE,
   LockStatus,
   NOW,
   parseDate,
@@ -54,9 +55,11 @@ export function semaphoreGrantPlan(input: GrantInput, limit: number, takeover: b
         ]
       : ['SET @dbl_reclaimed = 0']),
     format(
-      `SELECT COUNT(*), COALESCE(SUM(g.mode <> '${PERMIT_MODE}'), 0), COALESCE(SUM(g.expires_at > ${NOW}), 0), COALESCE(SUM(g.expires_at <= ${NOW}), 0), ` +
+      // Unexpired and expired as takeovers count them: a permit renewed through its process lease is live past its own expires_at.
+      `SELECT COUNT(*), COALESCE(SUM(g.mode <> '${PERMIT_MODE}'), 0), COALESCE(SUM(${EFFECTIVE_EXPIRY} > ${NOW}), 0), COALESCE(SUM(${EFFECTIVE_EXPIRY} <= ${NOW}), 0), ` +
         `(@dbl_rows = 1 AND COALESCE(SUM(g.mode <> '${PERMIT_MODE}'), 0) = 0 AND COUNT(*) < ? AND (COUNT(*) = 0 OR @dbl_limit IS NULL OR @dbl_limit = ?)) ` +
-        `INTO @dbl_live, @dbl_locked, @dbl_busy, @dbl_expired, @dbl_granted FROM ${LOCK_LOG_TABLE} g WHERE g.lock_key = ? AND g.status IN ${LIVE_STATUSES_SQL}`,
+        `INTO @dbl_live, @dbl_locked, @dbl_busy, @dbl_expired, @dbl_granted FROM ${LOCK_LOG_TABLE} g LEFT JOIN ${PROCESS_TABLE} p ON p.id = g.process_id ` +
+        `WHERE g.lock_key = ? AND g.status IN ${LIVE_STATUSES_SQL}`,
       [limit, limit, key],
     ),
     format(
