@@ -91,7 +91,7 @@ export interface LockLogStore {
 /** The watchdog's view: one renewal keeps every lock of the process alive. */
 export interface ProcessLeaseStore {
   /** Renews the process lease (ends still owed go first); `endedCount` grows when someone ended one of our rows. */
-  renew(deadline: number): Promise<{ endedCount: string; found: boolean }>;
+  renew(deadline: number): Promise<{ endedCount: string; found: boolean; created?: boolean }>;
   /** Of these rows, the ones no longer live. */
   endedAmong(rowIds: readonly string[]): Promise<Set<string>>;
 }
@@ -125,8 +125,9 @@ export type RowLockTake =
   | { readonly taken: true; readonly tokens: ReadonlyMap<string, number> }
   | {
       readonly taken: false;
-      readonly why: 'missing-key-rows' | 'busy' | 'lease-holder' | 'check-log';
-      /** Busy because the wait was cut (bound, KILL QUERY, deadlock): the driver's error, for the caller's timeout. */
+      /** 'rolled-back': the database rolled back the whole transaction the take ran in (a deadlock), whatever else it held. */
+      readonly why: 'missing-key-rows' | 'busy' | 'lease-holder' | 'check-log' | 'rolled-back';
+      /** Busy because the wait was cut (bound, KILL QUERY), or rolled back: the driver's error, for the caller. */
       readonly cause?: unknown;
     };
 

@@ -142,9 +142,13 @@ function ownerCondition(owner: string | undefined): string {
  * One process lease renewal, whatever the number of locks held: the process row only. Returns
  * ended_count, which grows when another session ended one of this process's live rows. An upsert:
  * the janitor reaps the rows of processes that held nothing for long, and a process that then
- * takes a lock again gets its row back under the same id.
+ * takes a lock again gets its row back under the same id (`created`: then ended_count starts at 0
+ * again, and whatever ended this process's rows meanwhile bumped no count).
  */
-export function renewProcessPlan(processId: string, holder: string): StatementPlan<{ endedCount: string; found: boolean; serverNow?: Date }> {
+export function renewProcessPlan(
+  processId: string,
+  holder: string,
+): StatementPlan<{ endedCount: string; found: boolean; created: boolean; serverNow?: Date }> {
   return {
     statements: [
       format(
@@ -155,7 +159,14 @@ export function renewProcessPlan(processId: string, holder: string): StatementPl
     ],
     parse: (results) => {
       const row = rowsOf(results[1])[0];
-      return { endedCount: String(row?.ended_count ?? '0'), found: row !== undefined, serverNow: row?.now_at ? parseDate(row.now_at) : undefined };
+      // An upsert's affected rows: 1 inserted, 2 updated (renewed_at always changes).
+      const created = Number((results[0] as { affectedRows?: number } | undefined)?.affectedRows) === 1;
+      return {
+        endedCount: String(row?.ended_count ?? '0'),
+        found: row !== undefined,
+        created,
+        serverNow: row?.now_at ? parseDate(row.now_at) : undefined,
+      };
     },
   };
 }

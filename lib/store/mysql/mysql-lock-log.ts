@@ -162,7 +162,7 @@ export class MysqlLockLog implements LockLogStore, ProcessLeaseStore, GrantDecis
   }
 
   /** On the reserved connection: never queued behind grants. While owed ends cannot be settled, no renewal is sent. */
-  async renew(deadline: number): Promise<{ endedCount: string; found: boolean }> {
+  async renew(deadline: number): Promise<{ endedCount: string; found: boolean; created?: boolean }> {
     const options = { purpose: 'renewals' as const, deadline, lane: 'reserved' as const, oneByOne: this.clustered };
     if (this.unended.size > 0) await this.unended.settle((plan) => runPlan(this.pool, plan, options));
     const sentAt = Date.now();
