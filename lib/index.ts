@@ -19,7 +19,7 @@ export type { LockHandle, LockInfo, LockHolderInfo } from './core/lock-handle.js
 export type { LockOptions } from './core/lock-request.js';
 export type { LockKeys, LockKeySpec } from './core/lock-key.js';
 export { MAX_KEY_LENGTH, MAX_KEYS_PER_LOCK } from './core/lock-key.js';
-export type { LockMode } from './core/lock-mode.js';
+export type { HolderMode, LockMode } from './core/lock-mode.js';
 export type { LockStrategyName } from './strategies/lock-strategy-name.js';
 export type { LockEvent, LockEventType, LockEventListener } from './core/lock-events.js';
 export { DB_LOCK_METER_NAME, DB_LOCK_INSTRUMENTS } from './core/lock-metrics.js';

@@ -1,5 +1,5 @@
 import type { EntityManager } from 'typeorm';
-import type { LockMode } from './lock-mode.js';
+import type { HolderMode, LockMode } from './lock-mode.js';
 import type { LockStrategyName } from '../strategies/lock-strategy-name.js';
 
 /** A granted lock. Obtained from `LockService.acquire()` / `tryAcquire()` / `withLock()`. */
@@ -72,8 +72,8 @@ export interface LockInfo {
 
 /** One live holder of a key, as `inspect()` reports it. */
 export interface LockHolderInfo {
-  /** Its mode. */
-  readonly mode: LockMode;
+  /** Its mode ('permit' for a semaphore's permit). */
+  readonly mode: HolderMode;
   /** Acquisition id (the log rows' `owner`): one per acquire, shared by the keys of a multi-key lock. */
   readonly owner: string;
   /** Process that holds it, host:pid. */

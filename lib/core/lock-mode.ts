@@ -2,3 +2,6 @@
 export type LockMode = 'read' | 'write';
 
 export const LOCK_MODES: readonly LockMode[] = Object.freeze(['read', 'write']);
+
+/** How a holder holds a key, as the admin calls report it: a lock's mode, or `'permit'` for a semaphore's permit. */
+export type HolderMode = LockMode | 'permit';

@@ -1,7 +1,7 @@
 import type { Logger } from '@nestjs/common';
 import type { LockEvent, LockEventListener } from './lock-events.js';
 import type { LockLabels, LockMetrics } from './lock-metrics.js';
-import type { LockMode } from './lock-mode.js';
+import type { HolderMode, LockMode } from './lock-mode.js';
 import { LockStats, type LockStatsSnapshot } from './lock-stats.js';
 import type { LockStrategyName } from '../strategies/lock-strategy-name.js';
 
@@ -114,7 +114,7 @@ export class LockObserver {
     this.emit({ type: 'renewal-failed', keys: [], mode: 'write', count: locks, error });
   }
 
-  forceReleased(key: string, holders: readonly { mode: LockMode; holder: string }[], reason: string): void {
+  forceReleased(key: string, holders: readonly { mode: HolderMode; holder: string }[], reason: string): void {
     this.stats.forceReleased += holders.length;
     this.logger.warn(`Force-released '${key}' (${holders.map((h) => `${h.mode} holder ${h.holder}`).join(', ')}): ${reason}`);
   }

@@ -1,4 +1,4 @@
-import type { LockMode } from '../core/lock-mode.js';
+import type { HolderMode } from '../core/lock-mode.js';
 import { describe } from '../core/option-checks.js';
 import { DbLockOptionsError } from '../errors/db-lock-options.error.js';
 import type { LockStrategyName } from '../strategies/lock-strategy-name.js';
@@ -17,8 +17,8 @@ export interface ListLocksOptions {
 export interface LockListEntry {
   /** Key as written by callers of this service (namespace removed). */
   readonly key: string;
-  /** Its mode. */
-  readonly mode: LockMode;
+  /** Its mode ('permit' for a semaphore's permit). */
+  readonly mode: HolderMode;
   /** Acquisition id (log row owner). */
   readonly owner: string;
   /** Process that holds it, host:pid. */
@@ -57,8 +57,8 @@ export interface ForcedReleaseHolder {
   readonly owner: string;
   /** Process that held it, host:pid. */
   readonly holder: string;
-  /** Its mode. */
-  readonly mode: LockMode;
+  /** Its mode ('permit' for a semaphore's permit). */
+  readonly mode: HolderMode;
   /** The fencing token it had been granted. */
   readonly fencingToken: number;
 }

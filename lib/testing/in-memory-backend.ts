@@ -3,6 +3,7 @@ import { CallChain } from '../core/call-chain.js';
 import type { HeldLock } from '../core/held-lock.js';
 import type { LockInfo } from '../core/lock-handle.js';
 import type { LockTarget } from '../core/lock-key.js';
+import type { HolderMode } from '../core/lock-mode.js';
 import { LockMetrics } from '../core/lock-metrics.js';
 import { LockObserver } from '../core/lock-observer.js';
 import { LockRuntime } from '../core/lock-runtime.js';
@@ -64,8 +65,10 @@ export function inMemoryBackend(manager: EntityManager | undefined): LockBackend
   };
 }
 
-function modeOf(holding: Holding, storedKey: string): 'read' | 'write' {
-  return holding.targets.find((t) => t.storedKey === storedKey)!.mode;
+/** As the log row says: the lock's mode, or 'permit' for a semaphore's permit. */
+function modeOf(holding: Holding, storedKey: string): HolderMode {
+  const target = holding.targets.find((t) => t.storedKey === storedKey)!;
+  return target.semaphoreLimit === undefined ? target.mode : 'permit';
 }
 
 function inspect(table: InMemoryLockTable, key: string, target: LockTarget): LockInfo {
@@ -98,7 +101,7 @@ function list(table: InMemoryLockTable, namespace: string, limit: number, after:
       if (!target.storedKey.startsWith(prefix)) continue;
       entries.push({
         key: target.storedKey.slice(prefix.length),
-        mode: target.mode,
+        mode: modeOf(h, target.storedKey),
         owner: h.acquisitionId,
         holder: table.holder,
         strategy: h.strategy,
