@@ -79,6 +79,11 @@ export class FencedTransaction {
     return this.opened.runner;
   }
 
+  /** The locks that end with this transaction: its own, and those nested calls took in it. */
+  get endingLocks(): readonly HeldLock[] {
+    return this.ending();
+  }
+
   /** `lock` ends with this transaction (RELEASED in its commit, FAILED after a rollback). */
   enlist(lock: HeldLock): void {
     (this.enlisted ??= new Set()).add(lock);

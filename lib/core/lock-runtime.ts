@@ -16,6 +16,8 @@ import { LockStatus } from './lock-status.js';
 import type { Waiter } from './wait-queue.js';
 import { type QueueDriver, queueDriver } from './queue-driver.js';
 import { WaitQueues } from './wait-queues.js';
+import { takeWithin } from './acquire-within.js';
+import { abortHeld, endHeld } from './held-at-shutdown.js';
 import { releaseFailure, settleRelease } from './release-outcome.js';
 
 /**
@@ -90,12 +92,8 @@ export class LockRuntime implements HeldLockHost {
     if (this.closing) throw new DbLockError('The lock service is shutting down: no new locks are granted');
     const strategy = this.strategy(request.strategy);
     if (!strategy.grantWithin) return this.acquire(request);
-    const startedAt = performance.now();
-    const waiter = newWaiter(request, startedAt);
-    const result = await strategy.grantWithin(transaction, waiter);
-    const driver = this.driver(request.strategy);
-    if (result.lock) return driver.adopt(result.lock, startedAt, result.reclaimed, waiter.name);
-    throw driver.timeoutError({ ...waiter, tries: 1, lastFailure: result.failure } as unknown as Waiter<HeldLock>);
+    const grant = strategy.grantWithin.bind(strategy, transaction);
+    return takeWithin(grant, this.driver(request.strategy), newWaiter(request, performance.now()), () => this.closing);
   }
 
   release(lock: HeldLock, failed: boolean): Promise<void> {
@@ -192,35 +190,33 @@ export class LockRuntime implements HeldLockHost {
     this.queues.rejectAll(new DbLockError('The lock service shut down while this caller was waiting'));
   }
 
-  /** Aborts the signal of every lock still held (about to be released at shutdown). Returns how many user locks it aborted. */
+  /** Aborts the signal of every lock still held (about to be ended at shutdown). Returns how many user locks it aborted. */
   abortHeld(reason: string): number {
-    let aborted = 0;
-    for (const lock of this.localHolds.all()) {
-      if (!lock.live) continue;
-      const error = new LockLostError(lock.keys[0]!, lock.fencingToken, reason);
-      lock.markLost(error);
-      if (lock.internal) continue;
-      aborted++;
-      this.observer.lost(lock, error);
-    }
-    return aborted;
+    return abortHeld(this.localHolds, this.observer, reason);
   }
 
-  /** Refuses new locks, rejects waiters, waits for tries on the wire, releases what this process holds, stops the watchdog. */
+  /**
+   * Refuses new locks, rejects waiters, cuts tries waiting in the database, releases what this
+   * process holds, waits for tries on the wire (a grant that lands now is handed back), stops the
+   * watchdog. Held locks go before the wait: a try of this process may be waiting behind one.
+   */
   async close(): Promise<void> {
     this.beginShutdown();
+    for (const strategy of this.strategies.values()) strategy.cancelTries?.();
+    await this.giveUpHeld();
     await Promise.allSettled([...this.inFlight]);
-    const held = this.localHolds.held();
     this.keeper.stop();
-    await Promise.allSettled(
-      held.map((lock) =>
-        this.strategy(lock.strategy)
-          .release(lock, LockStatus.RELEASED, 'released at shutdown')
-          .catch((e: unknown) => (e instanceof LockLostError ? undefined : this.logger.warn(`Release at shutdown failed: ${String(e)}`))),
-      ),
-    );
-    for (const lock of held) this.forget(lock);
+    await this.giveUpHeld();
     for (const strategy of this.strategies.values()) await strategy.close();
+  }
+
+  private giveUpHeld(): Promise<void> {
+    return endHeld(
+      this.localHolds,
+      (name) => this.strategy(name),
+      this.logger,
+      (lock) => this.forget(lock),
+    );
   }
 
   /** The wait queues' view of one strategy. */

@@ -77,6 +77,8 @@ export interface LockStrategy {
   grantWithin?(transaction: FencedTransaction, attempt: GrantAttempt): Promise<AttemptResult>;
   /** The lock ended without this strategy releasing it (in a fenced commit, or lost): local clean-up only. */
   dropped(lock: HeldLock): void;
+  /** Shutdown: tries waiting in the database are cut, so that nobody waits out their budget (their callers hear of the shutdown). */
+  cancelTries?(): void;
   /** Stops background work and frees what it keeps (open transactions). */
   close(): Promise<void>;
 }

@@ -3,7 +3,7 @@ import type { LockTarget } from '../../core/lock-key.js';
 import type { FenceStore, RowLockAuditRow, RowLockStore, RowLockTake } from '../lock-store.js';
 import { BEGIN_AND_TAKE, callEndAndCommit, callRecordAndCommit, END_AND_COMMIT, isLostSignal, RECORD_AND_COMMIT } from './session-routines.sql.js';
 import type { SessionRoutineCalls } from './session-routine-calls.js';
-import { classify } from './errno.js';
+import { classify, ER_LOCK_DEADLOCK, errnoOf } from './errno.js';
 import { endInCommitStatement, fenceKeptStatement } from './hold.sql.js';
 import type { KnownFreeKeys } from './known-free-keys.js';
 import type { MysqlLockLog } from './mysql-lock-log.js';
@@ -159,8 +159,9 @@ async function busyOnWait<T extends RowLockTake | undefined>(take: () => Promise
   }
 }
 
-/** A failed take: busy (see busyOnWait) or thrown. */
+/** A failed take: rolled back with its whole transaction (a deadlock), busy (see busyOnWait), or thrown. */
 function busyOrThrow(error: unknown): RowLockTake {
+  if (errnoOf(error) === ER_LOCK_DEADLOCK) return { taken: false, why: 'rolled-back', cause: error };
   const kind = classify(error);
   if (kind === 'retry' || kind === 'interrupted' || isNoWait(error)) return { taken: false, why: 'busy', cause: error };
   throw error;

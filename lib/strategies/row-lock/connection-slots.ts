@@ -8,7 +8,7 @@ import { TooManyLockWaitersError } from '../../errors/too-many-lock-waiters.erro
  */
 export class ConnectionSlots {
   private taken = 0;
-  private readonly queue: { grant: () => void; keys: readonly string[] }[] = [];
+  private readonly queue: { grant: () => void; cancel: () => void; keys: readonly string[] }[] = [];
 
   constructor(
     private readonly limit: number,
@@ -39,6 +39,10 @@ export class ConnectionSlots {
           if (timer) clearTimeout(timer);
           resolve(true);
         },
+        cancel: () => {
+          if (timer) clearTimeout(timer);
+          resolve(false);
+        },
       };
       this.queue.push(entry);
       if (deadline !== Infinity) {
@@ -53,6 +57,11 @@ export class ConnectionSlots {
         );
       }
     });
+  }
+
+  /** Shutdown: every caller waiting for a slot stops waiting (as if its budget had ended). */
+  cancelWaits(): void {
+    for (const entry of this.queue.splice(0)) entry.cancel();
   }
 
   /** Gives a slot back: the longest-waiting caller gets it. */

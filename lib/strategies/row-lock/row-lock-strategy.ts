@@ -1,19 +1,18 @@
 import type { Logger } from '@nestjs/common';
-import { randomUUID } from 'node:crypto';
 import type { DataSource, QueryRunner } from 'typeorm';
 import { backoffDelay } from '../../core/backoff.js';
 import type { FencedTransaction } from '../../core/fenced-transaction.js';
-import { HeldLock, type HeldLockHost } from '../../core/held-lock.js';
+import type { HeldLock, HeldLockHost } from '../../core/held-lock.js';
 import { type EndStatus, LockStatus } from '../../core/lock-status.js';
 import { LockLostError } from '../../errors/lock-lost.error.js';
-import type { LockLogStore, RowLockAuditRow, RowLockStore, RowLockTake } from '../../store/lock-store.js';
+import type { LockLogStore, RowLockAuditRow, RowLockStore } from '../../store/lock-store.js';
 import { LockStatementError } from '../../store/lock-statement.error.js';
 import type { AttemptResult, GrantAttempt, LockStrategy, StrategyCapabilities } from '../lock-strategy.js';
 import { ConnectionSlots } from './connection-slots.js';
 import { connectWithin } from '../../core/connect-within.js';
 import { endQuietly, keepOpen } from './open-transaction.js';
 import { auditRowsOf, TerminalRows } from './terminal-rows.js';
-import { needsRarePath, takeRarely } from './rare-take.js';
+import { takeKeys } from './take-keys.js';
 
 export interface RowLockSettings {
   readonly retryMinDelayMs: number;
@@ -30,9 +29,6 @@ export interface RowLockSettings {
 export interface RowLockHost extends HeldLockHost {
   lost(lock: HeldLock, error: LockLostError, giveBack: boolean): void;
 }
-
-/** A row-lock has no lease: its handle's expiresAt is the latest Date there is. */
-const NO_LEASE_END = new Date(8.64e15);
 
 /**
  * The pessimistic lock: the lock IS the business transaction. The transaction, on a connection of
@@ -58,11 +54,14 @@ export class RowLockStrategy implements LockStrategy {
   private readonly abandoners = new Map<HeldLock, () => void>();
   /** Holds whose audit rows are written or queued: one row set per hold, whoever ends it first. */
   private readonly recorded = new WeakSet<HeldLock>();
+  /** Sessions whose take may be waiting in the database: shutdown cuts them. */
+  private readonly taking = new Set<QueryRunner>();
+  private cancelled = false;
 
   constructor(
-    private readonly host: RowLockHost,
-    private readonly log: LockLogStore,
-    private readonly store: RowLockStore,
+    readonly host: RowLockHost,
+    readonly log: LockLogStore,
+    readonly store: RowLockStore,
     private readonly dataSource: DataSource,
     private readonly settings: RowLockSettings,
     logger: Pick<Logger, 'warn'>,
@@ -95,6 +94,10 @@ export class RowLockStrategy implements LockStrategy {
    * to the caller's work, every step is inside the critical section of a contended key.
    */
   private grantOnSlot(attempt: GrantAttempt): Promise<AttemptResult> {
+    if (this.cancelled) {
+      this.slots.give();
+      return Promise.resolve({});
+    }
     const runner = this.dataSource.createQueryRunner('master');
     let connected = false;
     // Nothing held: the connection (if it came; else connectWithin releases it if it ever comes), then the slot.
@@ -106,28 +109,44 @@ export class RowLockStrategy implements LockStrategy {
         throw failure;
       });
     return connectWithin(runner, attempt.deadline)
-      .then(() => {
+      .then((): Promise<AttemptResult> | AttemptResult => {
         connected = true;
-        return this.take(runner, attempt, true);
+        if (this.cancelled) return {};
+        this.taking.add(runner);
+        return takeKeys(this, runner, attempt, true);
       })
-      .then((result) => {
-        if (!result.lock) return giveBack().then(() => result);
-        keepOpen(result.lock, runner, this.store, {
-          lost: (lock, error) => this.host.lost(lock, error, true),
-          settled: (lock) => {
-            this.abandoners.delete(lock);
-            this.slots.give();
-          },
-          abandonWith: (lock, abandonIt) => this.abandoners.set(lock, abandonIt),
-          maxHoldMs: this.settings.maxHoldMs,
-        });
-        return result;
-      }, failed);
+      .then(
+        (result) => {
+          this.taking.delete(runner);
+          if (!result.lock) return giveBack().then(() => result);
+          keepOpen(result.lock, runner, this.store, {
+            lost: (lock, error) => this.host.lost(lock, error, true),
+            settled: (lock) => {
+              this.abandoners.delete(lock);
+              this.slots.give();
+            },
+            abandonWith: (lock, abandonIt) => this.abandoners.set(lock, abandonIt),
+            maxHoldMs: this.settings.maxHoldMs,
+          });
+          return result;
+        },
+        (error: unknown) => {
+          this.taking.delete(runner);
+          // Cut at shutdown: the caller hears of the shutdown, not of the closed session.
+          return this.cancelled ? giveBack().then(() => ({})) : failed(error);
+        },
+      );
   }
 
   /** A nested call inside the chain's fenced transaction: that transaction takes the keys. */
   grantWithin(transaction: FencedTransaction, attempt: GrantAttempt): Promise<AttemptResult> {
-    return this.take(transaction.runner, attempt, false);
+    return takeKeys(this, transaction.runner, attempt, false).catch((error: unknown) => {
+      // The database rolled that transaction back (see takeKeys): every lock ending with it is lost now, its signal aborted.
+      if (error instanceof LockLostError)
+        for (const lock of transaction.endingLocks)
+          if (lock.live) this.host.lost(lock, new LockLostError(lock.keys[0]!, lock.fencingToken, error.reason, { cause: error.cause }), true);
+      throw error;
+    });
   }
 
   async release(lock: HeldLock, status: EndStatus | typeof LockStatus.EXPIRED, note?: string): Promise<void> {
@@ -168,61 +187,17 @@ export class RowLockStrategy implements LockStrategy {
     this.abandoners.get(lock)?.();
   }
 
+  /** Shutdown: takes waiting in the server lose their session (the server drops the wait), callers waiting for a slot stop waiting. */
+  cancelTries(): void {
+    this.cancelled = true;
+    this.slots.cancelWaits();
+    for (const runner of this.taking) this.store.cutSession(runner);
+  }
+
   /** Shutdown: what still holds is abandoned (the server rolls it back); pending audit rows are written. */
   async close(): Promise<void> {
     for (const abandonIt of [...this.abandoners.values()]) abandonIt();
     await this.terminal.settle();
-  }
-
-  /** The keys taken in `runner`'s transaction, with the rare paths (first use, lease holders) when met. */
-  private take(runner: QueryRunner, attempt: GrantAttempt, ownTransaction: boolean): Promise<AttemptResult> {
-    const acquisitionId = randomUUID();
-    // Its own transaction opens with the take (the server's default isolation unless the caller
-    // names one: no round trip to set it). The locking statement is the transaction's first, so
-    // the work's view begins after the lock.
-    const first = ownTransaction
-      ? this.store.beginAndTake(runner, attempt.targets, attempt.deadline, attempt.isolationLevel)
-      : this.store.take(runner, attempt.targets, attempt.deadline);
-    // A handler, not an async frame, for the common answer (taken at once).
-    const answer = (result: RowLockTake): AttemptResult => {
-      // Lease holders taken over are told through their process lease; the count is not reported here.
-      if (result.taken) return { lock: this.grantOf(attempt, acquisitionId, result.tokens), reclaimed: 0 };
-      // A wait cut short is a failed try: a timeout then keeps its driver error as cause.
-      if (result.why === 'busy' && result.cause !== undefined) return { failure: LockStatementError.from(result.cause) };
-      return {};
-    };
-    return first.then((result) =>
-      needsRarePath(result)
-        ? takeRarely(this.store, this.log, runner, { ...attempt, acquisitionId, ownTransaction }, result).then(answer)
-        : answer(result),
-    );
-  }
-
-  private grantOf(attempt: GrantAttempt, acquisitionId: string, tokens: ReadonlyMap<string, number>): HeldLock {
-    const grantedAt = performance.now();
-    const rows = attempt.targets.map((t) => ({
-      id: '',
-      storedKey: t.storedKey,
-      fencingToken: tokens.get(t.storedKey) ?? 0,
-      expiresAt: NO_LEASE_END,
-    }));
-    const lock = new HeldLock(
-      this.host,
-      'row-lock',
-      acquisitionId,
-      attempt.targets,
-      rows,
-      Infinity,
-      grantedAt,
-      grantedAt,
-      grantedAt - attempt.startedAt,
-      attempt.internal,
-    );
-    lock.commitRecord = (runner, andCommit) => {
-      const rows = auditRowsOf(lock, LockStatus.RELEASED, null);
-      return andCommit ? this.store.recordAndCommit(runner, rows) : this.store.recordInCommit(runner, rows);
-    };
-    return lock;
   }
 
   /** The audit rows of a hold that did not commit, written after its rollback (batched), once. */
