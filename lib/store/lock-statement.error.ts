@@ -40,9 +40,12 @@ export class LockStatementError extends Error {
     super(message ?? `Lock statement failed: ${describeDriverError(driverError)}`, { cause: driverError });
   }
 
+  /** Nothing was sent (no connection came in time): the statement surely had no effect. */
+  sent = true;
+
   /** The statement's effect is unknown: anything it may have granted must be given back. */
   get outcomeUnknown(): boolean {
-    return this.kind === 'connection-lost' || this.kind === 'deadline';
+    return this.sent && (this.kind === 'connection-lost' || this.kind === 'deadline');
   }
 
   /** A try that failed this way holds nothing (an unknown outcome is given back): its caller's queue tries again within the budget. */
@@ -56,9 +59,16 @@ export class LockStatementError extends Error {
     );
   }
 
-  /** The client stopped waiting at its deadline (for an answer, or for a connection); the server may still run the statement. */
+  /** The client stopped waiting for an answer at its deadline; the server may still run the statement. */
   static deadline(message: string): LockStatementError {
     return new LockStatementError('deadline', new Error(message), message);
+  }
+
+  /** The client stopped waiting for a connection at its deadline: the statement was never sent. */
+  static notSent(message: string): LockStatementError {
+    const error = new LockStatementError('deadline', new Error(message), message);
+    error.sent = false;
+    return error;
   }
 
   static from(error: unknown): LockStatementError {

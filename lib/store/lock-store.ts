@@ -46,6 +46,11 @@ export interface GrantRequest {
   readonly writerPreference: boolean;
   /** Lease: the key's doorbell name; refused while another session has the bell (a waiter queued first). */
   readonly doorbell?: string;
+  /**
+   * performance.now() past which no connection of the library's pool is waited for: the caller's
+   * own deadline (an answer may come later, within the grant's grace). Undefined: the grant's deadline.
+   */
+  readonly connectBy?: number;
 }
 
 export type GrantOutcome =

@@ -76,6 +76,6 @@ export class FastGrant {
       this.knownFree.forget(key);
       return then.refused();
     };
-    return runPlan(this.pool, handled, { purpose: 'locks', deadline, oneByOne: false }, rescue) as Promise<GrantAnswer>;
+    return runPlan(this.pool, handled, { purpose: 'locks', deadline, connectBy: input.connectBy, oneByOne: false }, rescue) as Promise<GrantAnswer>;
   }
 }

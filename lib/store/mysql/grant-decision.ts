@@ -14,7 +14,13 @@ import type { StatementPlan } from './statement-plan.js';
 export interface GrantDecisionHost {
   readonly fast: FastGrant;
   /** One plan on the doorbell's connection, the pool, or (cluster) one statement per round trip with its confirmation. */
-  sendGrant(plan: StatementPlan<GrantOutcome>, acquisitionId: string, deadline: number, via?: DedicatedConnection): Promise<GrantOutcome>;
+  sendGrant(
+    plan: StatementPlan<GrantOutcome>,
+    acquisitionId: string,
+    deadline: number,
+    via?: DedicatedConnection,
+    connectBy?: number,
+  ): Promise<GrantOutcome>;
   keyRowsPlan(keys: readonly Buffer[]): StatementPlan<void>;
   /** Ends whatever a grant of unknown outcome may have committed. */
   giveBack(acquisitionId: string, failure: LockStatementError): Promise<void>;
@@ -41,6 +47,7 @@ export function grantInputOf(
     writerWaitMarkMs: request.writerWaitMarkMs,
     writerPreference: request.writerPreference,
     doorbell: request.doorbell,
+    connectBy: request.connectBy,
     holder: process.holder,
     processId: process.processId,
     claims: process.schema.claims,
@@ -74,7 +81,8 @@ export async function decideGrant(host: GrantDecisionHost, full: GrantInput, dea
     if (failure) {
       if (failure.kind === 'retry' && attempt <= 4) await sleep(1 + Math.random() * 4 * attempt);
       else {
-        if (failure.kind !== 'retry') await host.giveBack(full.acquisitionId, failure);
+        // Off the caller's path: a give-back that cannot finish now is owed, and sent before the next renewal.
+        if (failure.kind !== 'retry') void host.giveBack(full.acquisitionId, failure).catch(() => undefined);
         throw failure;
       }
       failure = undefined;
@@ -84,7 +92,7 @@ export async function decideGrant(host: GrantDecisionHost, full: GrantInput, dea
     try {
       if (wait && attempt === 0) {
         ({ outcome, before } = await grantAfterBell(full, wait, () => (plan ??= firstPlan()), host.fast.afterBell(full), deadline));
-      } else outcome = await host.sendGrant((plan ??= firstPlan()), full.acquisitionId, deadline, via);
+      } else outcome = await host.sendGrant((plan ??= firstPlan()), full.acquisitionId, deadline, via, full.connectBy);
     } catch (error) {
       failure = LockStatementError.from(error);
       continue;

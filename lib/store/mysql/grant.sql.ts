@@ -47,6 +47,8 @@ export interface GrantInput {
    * not take the key back again and again). Undefined: no doorbells (cluster, multi-key, readers).
    */
   readonly doorbell?: string;
+  /** See GrantRequest.connectBy. */
+  readonly connectBy?: number;
   /**
    * Bound of each statement on the server, in ms (the caller's remaining budget plus a grace), so
    * a grant blocked on a row lock cannot commit after its caller gave up. MariaDB bounds every

@@ -23,6 +23,8 @@ export interface QueryOptions {
    * thread id: behind a proxy or on a cluster that id may belong to someone else.
    */
   readonly deadline?: number;
+  /** performance.now() past which no connection is waited for, if sooner than `deadline`: nothing was sent then, so nothing is given back. */
+  readonly connectBy?: number;
   /** 'reserved': the watchdog's own connection, so renewals never queue behind grants. */
   readonly lane?: 'shared' | 'reserved';
 }
@@ -98,7 +100,7 @@ export class LockConnectionPool {
   ): Promise<R> {
     const deadline = options.deadline ?? Infinity;
     const pool = options.lane === 'reserved' ? this.reserved : this.pool;
-    const taken = this.take(pool, deadline);
+    const taken = this.take(pool, Math.min(deadline, options.connectBy ?? Infinity));
     // A kept connection: the statement leaves in this very call.
     if (!(taken instanceof Promise)) return this.sendKeeping(pool, taken, sql, deadline, options.purpose, parse, rescue);
     // No connection came: `rescue` handles that failure here (the statement's own, sendKeeping does).
@@ -111,7 +113,7 @@ export class LockConnectionPool {
   /** Runs `fn` with one connection for several dependent round trips; it goes back to the pool after. */
   async session<T>(options: QueryOptions, fn: (session: LockSession) => Promise<T>): Promise<T> {
     const deadline = options.deadline ?? Infinity;
-    const connection = await this.take(options.lane === 'reserved' ? this.reserved : this.pool, deadline);
+    const connection = await this.take(options.lane === 'reserved' ? this.reserved : this.pool, Math.min(deadline, options.connectBy ?? Infinity));
     let inTransaction = false;
     const session: LockSession = {
       threadId: Number(connection.threadId),
@@ -179,7 +181,7 @@ export class LockConnectionPool {
           ? undefined
           : deadlines.watch(deadline, () => {
               gaveUp = true;
-              reject(LockStatementError.deadline('No lock connection became free before the deadline'));
+              reject(LockStatementError.notSent('No lock connection became free before the deadline'));
             });
       this.waitingForPool++;
       pool.getConnection((error, connection) => {

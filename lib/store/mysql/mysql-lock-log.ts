@@ -206,10 +206,16 @@ export class MysqlLockLog implements LockLogStore, ProcessLeaseStore, GrantDecis
    * One grant plan: on a doorbell's connection, as one batch (single server), or one statement per
    * round trip and read back after COMMIT on its own connection (multi-primary cluster).
    */
-  sendGrant(plan: StatementPlan<GrantOutcome>, acquisitionId: string, deadline: number, via?: DedicatedConnection): Promise<GrantOutcome> {
+  sendGrant(
+    plan: StatementPlan<GrantOutcome>,
+    acquisitionId: string,
+    deadline: number,
+    via?: DedicatedConnection,
+    connectBy?: number,
+  ): Promise<GrantOutcome> {
     if (via) return runOn(via, plan, deadline);
-    if (!this.clustered) return this.run(plan, 'locks', deadline);
-    return runPlanThen(this.pool, plan, { purpose: 'locks', deadline }, (result, session) =>
+    if (!this.clustered) return runPlan(this.pool, plan, { purpose: 'locks', deadline, connectBy, oneByOne: false });
+    return runPlanThen(this.pool, plan, { purpose: 'locks', deadline, connectBy }, (result, session) =>
       confirmOnSession(session, acquisitionId, this.processId, result),
     );
   }

@@ -86,6 +86,8 @@ export class LeaseStrategy implements LockStrategy {
         writerWaitMarkMs: markMs,
         writerPreference: this.settings.writerPreference,
         doorbell: this.bellNameFor(attempt),
+        // No pool connection is waited for past the caller's own deadline: only an answer gets the grace.
+        connectBy: remaining === Infinity ? undefined : requestedAt + Math.max(0, remaining),
       },
       // The server gives up first (its bound is shorter), so a grant never commits after its caller heard "timeout".
       remaining === Infinity ? Infinity : requestedAt + Math.max(0, remaining) + GRANT_GRACE_MS + 500,
