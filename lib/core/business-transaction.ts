@@ -126,7 +126,7 @@ export async function openBusinessTransaction(
     await runner.release().catch(() => undefined);
     throw error;
   }
-  return { runner, finish: () => runner.release() };
+  return { runner, isolationLevel: isolationLevel ?? DEFAULT_ISOLATION_LEVEL, finish: () => runner.release() };
 }
 
 /**

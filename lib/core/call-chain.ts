@@ -18,6 +18,7 @@ import { type ChainKeys, targetsOf } from './semaphore-request.js';
 import { describe } from './option-checks.js';
 import { RunningHolders } from './running-holders.js';
 import { settle } from './settle.js';
+import { skipIfLocked } from './skip-if-locked.js';
 import { locksOf, NO_LOCKS, ownLock, releaseAs, releaseQuietly } from './handle-locks.js';
 
 /** How the chain takes a lock: its timeout reported by the caller, joined into an open fenced transaction, with an early business transaction. */
@@ -100,8 +101,7 @@ export class CallChain {
   }
 
   async tryAcquire(keys: LockKeys, options: Omit<LockOptions, 'timeoutMs' | 'maxAttempts'> | undefined): Promise<LockHandle | null> {
-    // The caller's own options first: spreading a string or array would hide what was wrong with it,
-    // and a timeoutMs given here would be silently replaced by 0.
+    // The caller's own options first: a spread would hide a bad string or array, and replace a timeoutMs given here by 0.
     resolveLockOptions(options, this.options, true);
     try {
       return await this.acquire(keys, { ...options, timeoutMs: 0, maxAttempts: 1 });
@@ -129,14 +129,23 @@ export class CallChain {
       isolationLevel: resolved.isolationLevel,
       early,
     });
+    const run = (handle: LockHandle, work: typeof fn) => this.runGranted(handle, work, resolved, early, budget);
+    if (resolved.onLocked === 'skip')
+      return skipIfLocked(
+        granted,
+        fn,
+        run,
+        () => early?.drop(),
+        (error) => {
+          const strategy = resolved.lock.strategy ?? this.options.strategy;
+          this.observer.skipped(error.keys, error.mode, error.waitedMs, { name: resolved.lock.name ?? UNNAMED_LOCK, mode: error.mode, strategy });
+        },
+      );
     return granted.then(
-      (handle) => this.runGranted(handle, fn, resolved, early, budget),
+      (handle) => run(handle, fn),
       (error: unknown) => {
         early?.drop();
-        if (resolved.onLocked !== 'skip' || !(error instanceof LockTimeoutError)) throw error;
-        const strategy = resolved.lock.strategy ?? this.options.strategy;
-        this.observer.skipped(error.keys, error.mode, error.waitedMs, { name: resolved.lock.name ?? UNNAMED_LOCK, mode: error.mode, strategy });
-        return undefined;
+        throw error;
       },
     );
   }
@@ -156,9 +165,8 @@ export class CallChain {
   }
 
   /**
-   * Runs `fn` as part of the call chain that holds `handle`, then releases it (FAILED if `fn`
-   * threw). A row-lock handle's work runs in its own transaction, fenced; one taken inside the
-   * chain's open transaction ends with that transaction.
+   * Runs `fn` as part of the call chain that holds `handle`, then releases it (FAILED if `fn` threw).
+   * A row-lock's work runs in its own transaction, fenced; one taken inside the chain's open one ends with it.
    */
   runHolding<T>(handle: LockHandle, fn: (lock: LockHandle) => Promise<T> | T): Promise<T> {
     const own = ownLock(handle);
@@ -206,6 +214,8 @@ export class CallChain {
         own.endsWithTransaction = true;
         outer.enlist(own);
       }
+      // Locks this call reuses from outer calls guard its work too: the transaction it joins fences them at its commit.
+      if (own !== handle) for (const lock of new Set(byKey.values())) if (lock !== own) outer.keep(lock);
       return settle(() => LockContext.run(handle, byKey, outer.manager, () => fn(handle)));
     }
     const leave = this.running.enter();

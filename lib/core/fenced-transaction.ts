@@ -60,7 +60,7 @@ export class FencedTransaction {
     /** Locks ending with this transaction. */
     private readonly own: readonly HeldLock[],
     /** Locks held by outer calls: fenced, kept. */
-    private readonly kept: readonly HeldLock[],
+    private kept: readonly HeldLock[],
     private readonly store: FenceStore,
   ) {}
 
@@ -79,9 +79,19 @@ export class FencedTransaction {
     return this.opened.runner;
   }
 
+  /** At SERIALIZABLE every read of the work takes shared row locks, not only its writes and locking reads. */
+  get readsLockRows(): boolean {
+    return this.opened.isolationLevel === 'SERIALIZABLE';
+  }
+
   /** The locks that end with this transaction: its own, and those nested calls took in it. */
   get endingLocks(): readonly HeldLock[] {
     return this.ending();
+  }
+
+  /** `lock`, held by an outer call and reused by a call that joined this transaction, is fenced by its commit and kept. */
+  keep(lock: HeldLock): void {
+    if (!this.kept.includes(lock) && !this.ending().includes(lock)) this.kept = [...this.kept, lock];
   }
 
   /** `lock` ends with this transaction (RELEASED in its commit, FAILED after a rollback). */

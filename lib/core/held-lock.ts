@@ -27,6 +27,8 @@ export interface GrantedRow {
  */
 export interface LockTransaction {
   readonly runner: QueryRunner;
+  /** The isolation level it was opened at, where the library named one. */
+  readonly isolationLevel?: string;
   /** Called once after COMMIT or ROLLBACK: gives the connection back. */
   finish(committed: boolean): Promise<void>;
 }

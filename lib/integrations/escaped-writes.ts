@@ -4,7 +4,7 @@ import { FencedTransaction } from '../core/fenced-transaction.js';
 import { EscapedWriteError } from '../errors/escaped-write.error.js';
 import { ER_LOCK_WAIT_TIMEOUT, errnoOf } from '../store/mysql/errno.js';
 import { callSite } from './call-site.js';
-import { isLibraryStatement, shortStatement, takesRowLocks } from './statement-kind.js';
+import { isLibraryStatement, readsRows, shortStatement, takesRowLocks } from './statement-kind.js';
 
 /**
  * What the guard reads of TypeORM's BeforeQuery/AfterQuery events. Declared here rather than
@@ -79,11 +79,12 @@ export class EscapedWriteGuard {
     const fence = FencedTransaction.current();
     if (!fence || fence.runner.connection !== this.dataSource) return;
     const sql = event.query;
-    if (typeof sql !== 'string' || !takesRowLocks(sql)) return;
+    if (typeof sql !== 'string') return;
     if (event.queryRunner === fence.runner) {
-      this.locking.add(fence);
+      if (takesRowLocks(sql) || (fence.readsLockRows && readsRows(sql))) this.locking.add(fence);
       return;
     }
+    if (!takesRowLocks(sql)) return;
     if (isLibraryStatement(sql)) return;
     const site = callSite();
     const statement = shortStatement(sql);

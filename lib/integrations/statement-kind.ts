@@ -17,6 +17,11 @@ export function takesRowLocks(sql: string): boolean {
   return WRITE.test(sql) || (READ.test(sql) && LOCKING_CLAUSE.test(sql));
 }
 
+/** A read (SELECT or WITH), locking or not. */
+export function readsRows(sql: string): boolean {
+  return READ.test(sql);
+}
+
 /** A statement on the library's own tables (a row-lock grant, a release): never an escaped business write. */
 export function isLibraryStatement(sql: string): boolean {
   return LIBRARY_TABLES.test(sql);

@@ -12,6 +12,8 @@ export interface OpenTransactionHooks {
   /** How to abandon it while its work may still run (the strategy calls it on loss and at shutdown). */
   abandonWith(lock: HeldLock, abandonIt: () => void): void;
   readonly maxHoldMs: number;
+  /** The isolation level the caller named for it, if any. */
+  readonly isolationLevel?: string;
 }
 
 /**
@@ -44,6 +46,7 @@ export function keepOpen(lock: HeldLock, runner: QueryRunner, store: RowLockStor
   });
   lock.transaction = {
     runner,
+    isolationLevel: hooks.isolationLevel,
     finish: (committed: boolean) => {
       if (!settle()) return SETTLED;
       return committed ? runner.release().catch(() => undefined) : endQuietly(runner);

@@ -127,6 +127,7 @@ export class RowLockStrategy implements LockStrategy {
             },
             abandonWith: (lock, abandonIt) => this.abandoners.set(lock, abandonIt),
             maxHoldMs: this.settings.maxHoldMs,
+            isolationLevel: attempt.isolationLevel,
           });
           return result;
         },
