@@ -57,6 +57,9 @@ export class AddProcessLeasesAndRowLocks1795392000000 implements MigrationInterf
   }
 
   async down(queryRunner: QueryRunner): Promise<void> {
+    // Rows only the row-lock strategy writes (its audit rows, claims): without the strategy column they
+    // would read as lease rows sharing tokens, which the token-claims migration refuses on the way up again.
+    await queryRunner.query(`DELETE FROM \`${LOCK_LOG_TABLE}\` WHERE \`strategy\` = 'row-lock' OR \`status\` = 'CLAIMED'`);
     await queryRunner.query(`
       ALTER TABLE \`${LOCK_LOG_TABLE}\`
         ADD INDEX \`idx_db_lock_log_status_expires\` (\`status\`, \`expires_at\`),
