@@ -118,4 +118,19 @@ contractSuite('bounded-connection-wait', "the app's DataSource pool held full by
     }
     assert.equal(await locks.runLocked('pool:run-locked', () => 'ran', { timeoutMs: 5_000 }), 'ran');
   });
+
+  // onLocked 'skip': a call that cannot start in time (no connection for its transaction) is skipped, as one that waited for the lock.
+  for (const timeoutMs of [TIMEOUT_MS, undefined]) {
+    it(`runLocked(onLocked 'skip', ${timeoutMs === undefined ? 'default timeout' : `timeoutMs ${timeoutMs}`}): not run, resolves undefined`, async () => {
+      let ran = false;
+      const { outcome } = await whilePoolHeld(() =>
+        locks.runLocked(`pool:skip:${timeoutMs}`, async () => void (ran = true), {
+          onLocked: 'skip',
+          ...(timeoutMs === undefined ? {} : { timeoutMs }),
+        }),
+      );
+      assert.equal(ran, false, 'the work ran');
+      assert.equal(outcome, undefined, `resolves undefined, got ${String(outcome)}`);
+    });
+  }
 });
