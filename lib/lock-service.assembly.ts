@@ -96,7 +96,7 @@ export async function assembleLockService(
       overdue: () => watchdog.giveUpOverdue(),
     };
     runtime = new LockRuntime(createStrategies({ host, store, dataSource, options, logger }), observer, watchdog, logger);
-    const chain = new CallChain(runtime, options, observer, new DataSourceTransactions(dataSource, store.fence), logger, fenceScope);
+    const chain = new CallChain(runtime, options, observer, new DataSourceTransactions(dataSource, store.fence, observer), logger, fenceScope);
     const janitor = new LockJanitor(runtime, store.janitor, observer, options.janitor || DB_LOCK_DEFAULTS.janitor, options.leaseMs, logger);
     return { store, observer, watchdog, runtime, chain, janitor };
   } catch (error) {

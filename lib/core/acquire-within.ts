@@ -17,6 +17,24 @@ export async function takeWithin(
   grantWithin: (attempt: GrantAttempt) => Promise<AttemptResult>,
   driver: QueueDriver,
   waiter: FreshWaiter,
+  host: { closing(): boolean; counted(delta: number): void },
+  settled: <T>(verdict: T) => T,
+): Promise<HeldLock> {
+  // Waiting like any caller (stats().waiting, the waiting gauge) until its verdict.
+  host.counted(1);
+  try {
+    return settled(await tries(grantWithin, driver, waiter, host.closing));
+  } catch (error) {
+    throw settled(error);
+  } finally {
+    host.counted(-1);
+  }
+}
+
+async function tries(
+  grantWithin: (attempt: GrantAttempt) => Promise<AttemptResult>,
+  driver: QueueDriver,
+  waiter: FreshWaiter,
   closing: () => boolean,
 ): Promise<HeldLock> {
   const tracked = waiter as Waiter<HeldLock>;

@@ -3,6 +3,7 @@ import type { DataSource } from 'typeorm';
 import { type FenceHost, type FenceScope, FencedTransaction } from './fenced-transaction.js';
 import type { HeldLock, LockTransaction } from './held-lock.js';
 import type { LockHandle } from './lock-handle.js';
+import type { LockObserver } from './lock-observer.js';
 import { DEFAULT_ISOLATION_LEVEL, type LockIsolationLevel } from './locked-call.options.js';
 import { LockTimeoutError } from '../errors/lock-timeout.error.js';
 import { toTypedError } from '../errors/to-typed-error.js';
@@ -25,6 +26,8 @@ export interface FencedLocks {
 export interface CallBudget {
   readonly startedAt: number;
   readonly timeoutMs: number;
+  /** Its timeout is reported by the caller (onLocked 'skip'), not as 'timed-out'. */
+  readonly quiet?: boolean;
 }
 
 /** What a fenced call needs from the service it runs in. */
@@ -63,6 +66,8 @@ export class DataSourceTransactions implements BusinessTransactions {
   constructor(
     private readonly dataSource: DataSource,
     private readonly fence: FenceStore,
+    /** Told of a call that timed out waiting for its transaction's connection, as of any wait that ran out. */
+    private readonly observer?: Pick<LockObserver, 'timedOut'>,
   ) {}
 
   early(isolationLevel: LockIsolationLevel | undefined, budget?: CallBudget): EarlyBusinessTransaction {
@@ -84,8 +89,12 @@ export class DataSourceTransactions implements BusinessTransactions {
     } catch (error) {
       for (const lock of locks.own) await lock.releaseAs(true).catch(() => undefined);
       // The pool stayed full past the budget: a timeout, as a row-lock caller gets in the same case.
-      if (budget && error instanceof LockStatementError && error.kind === 'deadline')
-        throw new LockTimeoutError(handle.keys, handle.mode, performance.now() - budget.startedAt, budget.timeoutMs, { cause: error });
+      if (budget && error instanceof LockStatementError && error.kind === 'deadline') {
+        const timeout = new LockTimeoutError(handle.keys, handle.mode, performance.now() - budget.startedAt, budget.timeoutMs, { cause: error });
+        const own = locks.own[0];
+        if (own && !own.internal && !budget.quiet) this.observer?.timedOut(timeout.keys, timeout.mode, timeout.waitedMs, own);
+        throw timeout;
+      }
       throw toTypedError(error, 'Could not open the fenced transaction');
     }
     return this.runIn(settings, opened, handle, locks, fn);

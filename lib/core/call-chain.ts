@@ -121,7 +121,8 @@ export class CallChain {
   /** The locked call the decorators forward to (see LockService.runLocked); handlers, not an async frame, as every decorated call passes here. */
   runLocked<T>(keys: ChainKeys, fn: (lock: LockHandle) => Promise<T> | T, resolved: ResolvedRunLockedOptions): Promise<T | undefined> {
     // Validated with the lock's other options by acquire(), before anything opens.
-    const budget = { startedAt: performance.now(), timeoutMs: resolved.lock.timeoutMs ?? this.options.timeoutMs };
+    const timeoutMs = resolved.lock.timeoutMs ?? this.options.timeoutMs;
+    const budget = { startedAt: performance.now(), timeoutMs, quiet: resolved.onLocked === 'skip' };
     const early = resolved.transaction === 'requires-new' ? this.transactions.early(resolved.isolationLevel, budget) : undefined;
     const granted = this.acquire(keys, resolved.lock, {
       quietTimeout: resolved.onLocked === 'skip',
@@ -193,9 +194,8 @@ export class CallChain {
   }
 
   /**
-   * `fn` in a fenced transaction: the chain's open one (joined: same EntityManager, no new
-   * connection; the call's own lock ends with it), the row-lock holder's own, or a new one on the
-   * DataSource. The call's own lock ends in the commit; locks held by outer calls are fenced and kept.
+   * `fn` in a fenced transaction: the chain's open one (joined), the row-lock holder's own, or a new one
+   * on the DataSource. The call's own lock ends in the commit; locks held by outer calls are fenced and kept.
    */
   private runFenced<T>(
     handle: LockHandle,

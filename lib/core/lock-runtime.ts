@@ -92,8 +92,9 @@ export class LockRuntime implements HeldLockHost {
     if (this.closing) throw new DbLockError('The lock service is shutting down: no new locks are granted');
     const strategy = this.strategy(request.strategy);
     if (!strategy.grantWithin) return this.acquire(request);
+    const waiter = newWaiter(request, performance.now());
     const grant = strategy.grantWithin.bind(strategy, transaction);
-    return takeWithin(grant, this.driver(request.strategy), newWaiter(request, performance.now()), () => this.closing);
+    return takeWithin(grant, this.driver(request.strategy), waiter, this.firstTry, this.observer.waitStarted(waiter));
   }
 
   release(lock: HeldLock, failed: boolean): Promise<void> {

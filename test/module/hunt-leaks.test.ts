@@ -1,0 +1,264 @@
+import { after, before, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { type INestApplicationContext, Module } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import { TypeOrmModule } from '@nestjs/typeorm';
+import { DataSource } from 'typeorm';
+import { DbLockError, DbLockModule, type DbLockModuleOptions, LockService, LockTimeoutError } from '../../lib/index.js';
+import { TestDatabase } from '../support/test-database.js';
+import { eventually, testDataSourceOptions } from '../support/lock-app.js';
+import { mysqlLogOf } from '../support/lock-internals.js';
+import { contractSuite } from '../support/contract-targets.js';
+
+type Queue = { length: number };
+type MysqlPool = { _allConnections: Queue; _freeConnections: Queue; _connectionQueue: Queue };
+
+async function appWith(db: TestDatabase, options: DbLockModuleOptions, poolSize: number) {
+  @Module({ imports: [TypeOrmModule.forRoot(testDataSourceOptions(db.settings, {}, poolSize)), DbLockModule.forRoot(options)] })
+  class HuntModule {}
+  const app = await NestFactory.createApplicationContext(HuntModule, { logger: ['error'] });
+  await app.init();
+  return { app, locks: app.get(LockService), dataSource: app.get(DataSource) };
+}
+
+/** Busy connections: the DataSource pool (checked out, queued), the library's pools (checked out, not kept idle). */
+function busy(dataSource: DataSource, locks: LockService): Record<string, number> {
+  const ds = (dataSource.driver as unknown as { pool: MysqlPool }).pool;
+  const lib = mysqlLogOf(locks).pool as unknown as { pool: MysqlPool; reserved: MysqlPool; idle: Map<unknown, unknown[]> };
+  const libBusy = [lib.pool, lib.reserved].reduce(
+    (n, p) => n + p._allConnections.length - p._freeConnections.length - ((lib.idle.get(p) ?? []).length),
+    0,
+  );
+  return {
+    appBusy: ds._allConnections.length - ds._freeConnections.length,
+    appQueued: ds._connectionQueue.length,
+    libBusy,
+  };
+}
+
+async function openTrx(db: TestDatabase): Promise<number> {
+  const rows = await db.query<{ n: number }[]>(
+    'SELECT COUNT(*) AS n FROM information_schema.INNODB_TRX t JOIN information_schema.PROCESSLIST p ON p.id = t.trx_mysql_thread_id WHERE p.db = ?',
+    [db.name],
+  );
+  return Number(rows[0]!.n);
+}
+
+async function assertIdle(db: TestDatabase, dataSource: DataSource, locks: LockService, what: string): Promise<void> {
+  let last: unknown;
+  try {
+    await eventually(
+      async () => {
+        const b = busy(dataSource, locks);
+        const trx = await openTrx(db);
+        last = { ...b, trx };
+        return b.appBusy === 0 && b.appQueued === 0 && b.libBusy === 0 && trx === 0;
+      },
+      3_000,
+      what,
+    );
+  } catch {
+    assert.fail(`${what}: not back to idle: ${JSON.stringify(last)}`);
+  }
+}
+
+const outcomeOf = (p: Promise<unknown>) =>
+  p.then(
+    (value) => ({ value }),
+    (error: unknown) => ({ error }),
+  );
+
+contractSuite('bounded-wait', 'hunt: connections back to idle after failures', (target) => {
+  let db: TestDatabase;
+  let app: INestApplicationContext;
+  let locks: LockService;
+  let dataSource: DataSource;
+  before(async () => {
+    db = await TestDatabase.create();
+    ({ app, locks, dataSource } = await appWith(db, target.options({ janitor: false, escapedWrites: 'ignore' }), 4));
+  });
+  after(async () => {
+    await app?.close();
+    await db?.drop();
+  });
+  const idle = (what: string) => assertIdle(db, dataSource, locks, what);
+
+  it('the work throws (withLock, runLocked)', async () => {
+    for (let i = 0; i < 5; i++) {
+      await assert.rejects(locks.withLock('throw', async () => { throw new Error('boom'); }), /boom/);
+      await assert.rejects(locks.runLocked('throw', async () => { await locks.manager.query('SELECT 1'); throw new Error('boom'); }), /boom/);
+    }
+    await idle('after throws');
+  });
+
+  it('the work connection is killed mid-work (runLocked), then the commit', async () => {
+    const mid = await outcomeOf(
+      locks.runLocked('kill-mid', async () => {
+        const [{ id }] = await locks.manager.query('SELECT CONNECTION_ID() AS id');
+        await db.query(`KILL ${Number(id)}`);
+        await locks.manager.query('SELECT 1');
+      }),
+    );
+    assert.ok('error' in mid, 'failed');
+    const commit = await outcomeOf(
+      locks.runLocked('kill-commit', async () => {
+        const [{ id }] = await locks.manager.query('SELECT CONNECTION_ID() AS id');
+        await db.query(`KILL ${Number(id)}`);
+        await sleep(50);
+      }),
+    );
+    assert.ok('error' in commit && commit.error instanceof DbLockError, `typed: ${String((commit as { error?: unknown }).error)}`);
+    await idle('after kills');
+    const h = await locks.acquire(['kill-mid', 'kill-commit'], { timeoutMs: 2_000 });
+    await h.release();
+    await idle('after re-acquire');
+  });
+
+  it('withLock: the holder connection killed, then release; a waiter killed in the server', async () => {
+    await outcomeOf(
+      locks.withLock('wk', async () => {
+        const pool = (dataSource.driver as unknown as { pool: { _allConnections: { toArray(): { threadId: number }[] }; _freeConnections: { toArray(): { threadId: number }[] } } }).pool;
+        const free = new Set(pool._freeConnections.toArray().map((c) => c.threadId));
+        const ids = pool._allConnections.toArray().filter((c) => !free.has(c.threadId)).map((c) => ({ id: c.threadId }));
+        for (const r of ids) await db.query(`KILL ${Number(r.id)}`);
+        await sleep(100);
+      }),
+    );
+    await idle('after withLock kill');
+    // A waiter in the server (row-lock) or on a doorbell (lease), killed while waiting.
+    const holder = await locks.acquire('wk', { timeoutMs: 2_000 });
+    const waiter = outcomeOf(locks.acquire('wk', { timeoutMs: 3_000 }));
+    await sleep(300);
+    const waiting = await db.query<{ id: number; info: string }[]>(
+      "SELECT id, info FROM information_schema.PROCESSLIST WHERE db = ? AND command = 'Query' AND id <> CONNECTION_ID()",
+      [db.name],
+    );
+    for (const w of waiting) await db.query(`KILL ${Number(w.id)}`).catch(() => undefined);
+    await sleep(300);
+    await holder.release();
+    const w = await waiter;
+    if ('value' in w) await (w.value as { release(): Promise<void> }).release();
+    else assert.ok(w.error instanceof DbLockError, `typed: ${String(w.error)}`);
+    await idle('after killed waiter');
+  });
+
+  it('many waiters time out at once (sub-second), and timeoutMs 0 storms', async () => {
+    const holder = await locks.acquire('storm', { timeoutMs: 2_000 });
+    const started = performance.now();
+    const waits = await Promise.all(Array.from({ length: 25 }, () => outcomeOf(locks.acquire('storm', { timeoutMs: 300 }))));
+    const tookMs = performance.now() - started;
+    assert.ok(waits.every((w) => 'error' in w && w.error instanceof LockTimeoutError), JSON.stringify(waits.map((w) => String((w as { error?: unknown }).error))));
+    assert.ok(tookMs < 2_500, `took ${tookMs}`);
+    const zeros = await Promise.all(Array.from({ length: 60 }, (_, i) => outcomeOf(i % 2 ? locks.acquire('storm', { timeoutMs: 0 }) : locks.tryAcquire('storm'))));
+    assert.ok(zeros.every((w) => ('error' in w && w.error instanceof LockTimeoutError) || ('value' in w && w.value === null)));
+    const runs = await Promise.all(Array.from({ length: 20 }, () => outcomeOf(locks.runLocked('storm', () => 1, { timeoutMs: 0 }))));
+    assert.ok(runs.every((w) => 'error' in w && w.error instanceof LockTimeoutError), JSON.stringify(runs.map((w) => String((w as { error?: unknown }).error))));
+    await holder.release();
+    await idle('after storms');
+  });
+
+  it('nested withLock > runLocked > withLock, failing at each level', async () => {
+    for (const failAt of [3, 2, 1]) {
+      const out = await outcomeOf(
+        locks.withLock(`n1-${failAt}`, async () => {
+          await locks.runLocked(`n2-${failAt}`, async () => {
+            await locks.manager.query('SELECT 1');
+            await locks.withLock(`n3-${failAt}`, async () => {
+              if (failAt === 3) throw new Error('fail 3');
+            });
+            if (failAt === 2) throw new Error('fail 2');
+          });
+          if (failAt === 1) throw new Error('fail 1');
+        }),
+      );
+      assert.ok('error' in out && (out.error as Error).message.includes(`fail ${failAt}`), String((out as { error?: unknown }).error));
+      await idle(`nested fail at ${failAt}`);
+      const h = await locks.acquire([`n1-${failAt}`, `n2-${failAt}`, `n3-${failAt}`], { timeoutMs: 2_000 });
+      await h.release();
+    }
+    await idle('after nested');
+  });
+
+  it('release twice, concurrently, and inside withLock', async () => {
+    const h = await locks.acquire('rel', { timeoutMs: 2_000 });
+    await Promise.allSettled([h.release(), h.release()]);
+    await h.release().catch(() => undefined);
+    // lease: returns; row-lock: LockLostError 'already released before the commit' (either way nothing leaks)
+    await outcomeOf(
+      locks.withLock('rel', async (lock) => {
+        await lock.release();
+      }),
+    );
+    const h2 = await locks.acquire('rel', { timeoutMs: 2_000 });
+    await Promise.allSettled([h2.release(), sleep(0).then(() => h2.release())]);
+    await idle('after double releases');
+    const h3 = await locks.acquire('rel', { timeoutMs: 2_000 });
+    await h3.release();
+  });
+
+  it('maxHoldMs passes while the work sleeps or awaits a statement', async () => {
+    const bounded = await appWith(db, target.options({ janitor: false, escapedWrites: 'ignore', maxHoldMs: 300 }), 4);
+    try {
+      const a = await outcomeOf(bounded.locks.runLocked('hold', async () => { await sleep(700); }));
+      const b = await outcomeOf(bounded.locks.runLocked('hold', async () => { await bounded.locks.manager.query('SELECT SLEEP(1)'); }));
+      const c = await outcomeOf(bounded.locks.withLock('hold', async () => { await sleep(700); }));
+      for (const o of [a, b, c]) assert.ok('error' in o && o.error instanceof DbLockError, String((o as { error?: unknown }).error));
+      await assertIdle(db, bounded.dataSource, bounded.locks, 'after maxHoldMs');
+    } finally {
+      await bounded.app.close();
+    }
+  });
+
+  it('the app holds its whole (small) pool while many locked calls come', async () => {
+    const small = await appWith(db, target.options({ janitor: false, escapedWrites: 'ignore' }), 3);
+    try {
+      const runners = [];
+      for (let i = 0; i < 3; i++) {
+        const r = small.dataSource.createQueryRunner();
+        await r.connect();
+        await r.startTransaction();
+        runners.push(r);
+      }
+      const started = performance.now();
+      const calls = await Promise.all(
+        Array.from({ length: 8 }, (_, i) =>
+          outcomeOf(i % 2 ? small.locks.runLocked(`ex-${i % 3}`, () => 1, { timeoutMs: 300 }) : small.locks.withLock(`ex-${i % 3}`, async () => 1, { timeoutMs: 300 })),
+        ),
+      );
+      const tookMs = performance.now() - started;
+      for (const c of calls) assert.ok(('error' in c && c.error instanceof LockTimeoutError) || ('value' in c && c.value === 1), String((c as { error?: unknown }).error));
+      assert.ok(tookMs < 2_500, `took ${tookMs}`);
+      for (const r of runners) {
+        await r.rollbackTransaction();
+        await r.release();
+      }
+      await assertIdle(db, small.dataSource, small.locks, 'after pool exhaustion');
+      assert.equal(await small.locks.runLocked('ex-0', () => 2, { timeoutMs: 2_000 }), 2);
+    } finally {
+      await small.app.close();
+    }
+  });
+
+  it('handles never released while the app closes; a waiter too', async () => {
+    const other = await TestDatabase.create();
+    const closing = await appWith(other, target.options({ janitor: false }), 4);
+    const h1 = await closing.locks.acquire('never-1');
+    await closing.locks.acquire('never-2');
+    const waiter = outcomeOf(closing.locks.acquire('never-1', { timeoutMs: 10_000 }));
+    await sleep(200);
+    const started = performance.now();
+    await closing.app.close();
+    const tookMs = performance.now() - started;
+    const w = await waiter;
+    assert.ok('error' in w, 'the waiter failed');
+    assert.ok(tookMs < 5_000, `close took ${tookMs}`);
+    assert.ok(h1.signal.aborted, 'aborted');
+    await eventually(
+      async () => Number((await other.query<{ n: number }[]>('SELECT COUNT(*) n FROM information_schema.PROCESSLIST WHERE db = ? AND id <> CONNECTION_ID()', [other.name]))[0]!.n) === 0,
+      3_000,
+      'no session left after close',
+    );
+    await other.drop();
+  });
+});
