@@ -27,6 +27,8 @@ export function releaseFailure(lock: HeldLock, wasLost: boolean, observer: LockO
     error,
     `Releasing ${lock.mode} lock on ${lock.keys.map((k) => `'${k}'`).join(', ')} failed; its lease will run out on its own`,
   );
+  // Lost to its holder from now on: counted and reported as any loss (the held gauge comes back down).
+  if (!wasLost) observer.lost(lock, typed);
   lock.markLost(typed);
   return typed;
 }

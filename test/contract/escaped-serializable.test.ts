@@ -30,19 +30,19 @@ class Probe {
 
   async readThenEscape(isolationLevel: LockIsolationLevel, read: string): Promise<void> {
     return this.locks.runLocked(
-      'hunt:ser',
+      'ser',
       async () => {
         await this.locks.manager.query(read);
-        await this.escapeRunner.query('UPDATE hunt_accounts SET balance = balance + 1 WHERE id = 1');
+        await this.escapeRunner.query('UPDATE ser_accounts SET balance = balance + 1 WHERE id = 1');
       },
       { isolationLevel },
     );
   }
 
-  @WriteLock('hunt:ser:decorated', { isolationLevel: 'SERIALIZABLE' })
+  @WriteLock('ser:decorated', { isolationLevel: 'SERIALIZABLE' })
   async decorated(): Promise<void> {
-    await this.locks.manager.query('SELECT balance FROM hunt_accounts WHERE id = 1');
-    await this.escapeRunner.query('UPDATE hunt_accounts SET balance = balance + 1 WHERE id = 1');
+    await this.locks.manager.query('SELECT balance FROM ser_accounts WHERE id = 1');
+    await this.escapeRunner.query('UPDATE ser_accounts SET balance = balance + 1 WHERE id = 1');
   }
 }
 
@@ -53,8 +53,8 @@ contractSuite('fenced-decorators', 'escaped write waiting on a SERIALIZABLE fenc
 
   before(async () => {
     db = await TestDatabase.create();
-    await db.query('CREATE TABLE hunt_accounts (id INT PRIMARY KEY, balance INT NOT NULL)');
-    await db.query('INSERT INTO hunt_accounts VALUES (1, 0)');
+    await db.query('CREATE TABLE ser_accounts (id INT PRIMARY KEY, balance INT NOT NULL)');
+    await db.query('INSERT INTO ser_accounts VALUES (1, 0)');
     ({ app } = await createLockApp(db.settings, target.options({ janitor: false }), { providers: [Probe] }));
     probe = app.get(Probe);
   });
@@ -81,13 +81,13 @@ contractSuite('fenced-decorators', 'escaped write waiting on a SERIALIZABLE fenc
   }
 
   it('control: after a locking read (FOR UPDATE) the escaped write is cut after 1 s with EscapedWriteError', async () => {
-    const { error, tookMs } = await timed(() => probe.readThenEscape('READ COMMITTED', 'SELECT balance FROM hunt_accounts WHERE id = 1 FOR UPDATE'));
+    const { error, tookMs } = await timed(() => probe.readThenEscape('READ COMMITTED', 'SELECT balance FROM ser_accounts WHERE id = 1 FOR UPDATE'));
     assert.ok(error instanceof EscapedWriteError, `EscapedWriteError, got ${String(error)}`);
     assert.ok(tookMs < ANSWER_WITHIN_MS, `answered after ${Math.round(tookMs)} ms`);
   });
 
   it('runLocked at SERIALIZABLE: a plain read holds the row lock; the escaped write must be cut after 1 s too', async () => {
-    const { error, tookMs } = await timed(() => probe.readThenEscape('SERIALIZABLE', 'SELECT balance FROM hunt_accounts WHERE id = 1'));
+    const { error, tookMs } = await timed(() => probe.readThenEscape('SERIALIZABLE', 'SELECT balance FROM ser_accounts WHERE id = 1'));
     assert.ok(
       error instanceof EscapedWriteError && tookMs < ANSWER_WITHIN_MS,
       `EscapedWriteError within ${ANSWER_WITHIN_MS} ms expected; got after ${Math.round(tookMs)} ms: ${String(error)}`,

@@ -13,8 +13,11 @@ export function isNoWait(error: unknown): boolean {
  * in flight on it fails (see closeUnderWork).
  */
 export function cutSession(runner: QueryRunner): void {
-  const connection = (runner as unknown as { databaseConnection?: unknown }).databaseConnection;
+  const connection = (runner as unknown as { databaseConnection?: { _removeFromPool?: () => void } }).databaseConnection;
   (runner as unknown as { isReleased: boolean }).isReleased = true;
+  // Out of the pool first: mysql2 drops a connection only when its socket's close arrives, and a
+  // release before that would hand the dead connection to the next caller queued for one.
+  connection?._removeFromPool?.();
   // The work may be awaiting a statement on this very connection: it must fail, not hang.
   closeUnderWork(connection);
   // TypeORM's own bookkeeping; the destroyed connection is already out of the pool (a no-op there).

@@ -16,8 +16,8 @@ type MysqlPool = { _allConnections: Queue; _freeConnections: Queue; _connectionQ
 
 async function appWith(db: TestDatabase, options: DbLockModuleOptions, poolSize: number) {
   @Module({ imports: [TypeOrmModule.forRoot(testDataSourceOptions(db.settings, {}, poolSize)), DbLockModule.forRoot(options)] })
-  class HuntModule {}
-  const app = await NestFactory.createApplicationContext(HuntModule, { logger: ['error'] });
+  class LeakCheckModule {}
+  const app = await NestFactory.createApplicationContext(LeakCheckModule, { logger: ['error'] });
   await app.init();
   return { app, locks: app.get(LockService), dataSource: app.get(DataSource) };
 }
@@ -27,7 +27,7 @@ function busy(dataSource: DataSource, locks: LockService): Record<string, number
   const ds = (dataSource.driver as unknown as { pool: MysqlPool }).pool;
   const lib = mysqlLogOf(locks).pool as unknown as { pool: MysqlPool; reserved: MysqlPool; idle: Map<unknown, unknown[]> };
   const libBusy = [lib.pool, lib.reserved].reduce(
-    (n, p) => n + p._allConnections.length - p._freeConnections.length - ((lib.idle.get(p) ?? []).length),
+    (n, p) => n + p._allConnections.length - p._freeConnections.length - (lib.idle.get(p) ?? []).length,
     0,
   );
   return {
@@ -69,7 +69,7 @@ const outcomeOf = (p: Promise<unknown>) =>
     (error: unknown) => ({ error }),
   );
 
-contractSuite('bounded-wait', 'hunt: connections back to idle after failures', (target) => {
+contractSuite('bounded-wait', 'connections back to idle after failures', (target) => {
   let db: TestDatabase;
   let app: INestApplicationContext;
   let locks: LockService;
@@ -86,8 +86,19 @@ contractSuite('bounded-wait', 'hunt: connections back to idle after failures', (
 
   it('the work throws (withLock, runLocked)', async () => {
     for (let i = 0; i < 5; i++) {
-      await assert.rejects(locks.withLock('throw', async () => { throw new Error('boom'); }), /boom/);
-      await assert.rejects(locks.runLocked('throw', async () => { await locks.manager.query('SELECT 1'); throw new Error('boom'); }), /boom/);
+      await assert.rejects(
+        locks.withLock('throw', async () => {
+          throw new Error('boom');
+        }),
+        /boom/,
+      );
+      await assert.rejects(
+        locks.runLocked('throw', async () => {
+          await locks.manager.query('SELECT 1');
+          throw new Error('boom');
+        }),
+        /boom/,
+      );
     }
     await idle('after throws');
   });
@@ -118,9 +129,16 @@ contractSuite('bounded-wait', 'hunt: connections back to idle after failures', (
   it('withLock: the holder connection killed, then release; a waiter killed in the server', async () => {
     await outcomeOf(
       locks.withLock('wk', async () => {
-        const pool = (dataSource.driver as unknown as { pool: { _allConnections: { toArray(): { threadId: number }[] }; _freeConnections: { toArray(): { threadId: number }[] } } }).pool;
+        const pool = (
+          dataSource.driver as unknown as {
+            pool: { _allConnections: { toArray(): { threadId: number }[] }; _freeConnections: { toArray(): { threadId: number }[] } };
+          }
+        ).pool;
         const free = new Set(pool._freeConnections.toArray().map((c) => c.threadId));
-        const ids = pool._allConnections.toArray().filter((c) => !free.has(c.threadId)).map((c) => ({ id: c.threadId }));
+        const ids = pool._allConnections
+          .toArray()
+          .filter((c) => !free.has(c.threadId))
+          .map((c) => ({ id: c.threadId }));
         for (const r of ids) await db.query(`KILL ${Number(r.id)}`);
         await sleep(100);
       }),
@@ -148,12 +166,20 @@ contractSuite('bounded-wait', 'hunt: connections back to idle after failures', (
     const started = performance.now();
     const waits = await Promise.all(Array.from({ length: 25 }, () => outcomeOf(locks.acquire('storm', { timeoutMs: 300 }))));
     const tookMs = performance.now() - started;
-    assert.ok(waits.every((w) => 'error' in w && w.error instanceof LockTimeoutError), JSON.stringify(waits.map((w) => String((w as { error?: unknown }).error))));
+    assert.ok(
+      waits.every((w) => 'error' in w && w.error instanceof LockTimeoutError),
+      JSON.stringify(waits.map((w) => String((w as { error?: unknown }).error))),
+    );
     assert.ok(tookMs < 2_500, `took ${tookMs}`);
-    const zeros = await Promise.all(Array.from({ length: 60 }, (_, i) => outcomeOf(i % 2 ? locks.acquire('storm', { timeoutMs: 0 }) : locks.tryAcquire('storm'))));
+    const zeros = await Promise.all(
+      Array.from({ length: 60 }, (_, i) => outcomeOf(i % 2 ? locks.acquire('storm', { timeoutMs: 0 }) : locks.tryAcquire('storm'))),
+    );
     assert.ok(zeros.every((w) => ('error' in w && w.error instanceof LockTimeoutError) || ('value' in w && w.value === null)));
     const runs = await Promise.all(Array.from({ length: 20 }, () => outcomeOf(locks.runLocked('storm', () => 1, { timeoutMs: 0 }))));
-    assert.ok(runs.every((w) => 'error' in w && w.error instanceof LockTimeoutError), JSON.stringify(runs.map((w) => String((w as { error?: unknown }).error))));
+    assert.ok(
+      runs.every((w) => 'error' in w && w.error instanceof LockTimeoutError),
+      JSON.stringify(runs.map((w) => String((w as { error?: unknown }).error))),
+    );
     await holder.release();
     await idle('after storms');
   });
@@ -200,9 +226,21 @@ contractSuite('bounded-wait', 'hunt: connections back to idle after failures', (
   it('maxHoldMs passes while the work sleeps or awaits a statement', async () => {
     const bounded = await appWith(db, target.options({ janitor: false, escapedWrites: 'ignore', maxHoldMs: 300 }), 4);
     try {
-      const a = await outcomeOf(bounded.locks.runLocked('hold', async () => { await sleep(700); }));
-      const b = await outcomeOf(bounded.locks.runLocked('hold', async () => { await bounded.locks.manager.query('SELECT SLEEP(1)'); }));
-      const c = await outcomeOf(bounded.locks.withLock('hold', async () => { await sleep(700); }));
+      const a = await outcomeOf(
+        bounded.locks.runLocked('hold', async () => {
+          await sleep(700);
+        }),
+      );
+      const b = await outcomeOf(
+        bounded.locks.runLocked('hold', async () => {
+          await bounded.locks.manager.query('SELECT SLEEP(1)');
+        }),
+      );
+      const c = await outcomeOf(
+        bounded.locks.withLock('hold', async () => {
+          await sleep(700);
+        }),
+      );
       for (const o of [a, b, c]) assert.ok('error' in o && o.error instanceof DbLockError, String((o as { error?: unknown }).error));
       await assertIdle(db, bounded.dataSource, bounded.locks, 'after maxHoldMs');
     } finally {
@@ -223,11 +261,16 @@ contractSuite('bounded-wait', 'hunt: connections back to idle after failures', (
       const started = performance.now();
       const calls = await Promise.all(
         Array.from({ length: 8 }, (_, i) =>
-          outcomeOf(i % 2 ? small.locks.runLocked(`ex-${i % 3}`, () => 1, { timeoutMs: 300 }) : small.locks.withLock(`ex-${i % 3}`, async () => 1, { timeoutMs: 300 })),
+          outcomeOf(
+            i % 2
+              ? small.locks.runLocked(`ex-${i % 3}`, () => 1, { timeoutMs: 300 })
+              : small.locks.withLock(`ex-${i % 3}`, async () => 1, { timeoutMs: 300 }),
+          ),
         ),
       );
       const tookMs = performance.now() - started;
-      for (const c of calls) assert.ok(('error' in c && c.error instanceof LockTimeoutError) || ('value' in c && c.value === 1), String((c as { error?: unknown }).error));
+      for (const c of calls)
+        assert.ok(('error' in c && c.error instanceof LockTimeoutError) || ('value' in c && c.value === 1), String((c as { error?: unknown }).error));
       assert.ok(tookMs < 2_500, `took ${tookMs}`);
       for (const r of runners) {
         await r.rollbackTransaction();
@@ -255,7 +298,14 @@ contractSuite('bounded-wait', 'hunt: connections back to idle after failures', (
     assert.ok(tookMs < 5_000, `close took ${tookMs}`);
     assert.ok(h1.signal.aborted, 'aborted');
     await eventually(
-      async () => Number((await other.query<{ n: number }[]>('SELECT COUNT(*) n FROM information_schema.PROCESSLIST WHERE db = ? AND id <> CONNECTION_ID()', [other.name]))[0]!.n) === 0,
+      async () =>
+        Number(
+          (
+            await other.query<{ n: number }[]>('SELECT COUNT(*) n FROM information_schema.PROCESSLIST WHERE db = ? AND id <> CONNECTION_ID()', [
+              other.name,
+            ])
+          )[0]!.n,
+        ) === 0,
       3_000,
       'no session left after close',
     );
