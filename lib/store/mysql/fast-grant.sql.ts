@@ -27,7 +27,9 @@ export const ER_BAD_NULL_ERROR = 1048;
  */
 export function fastSingleKeyGrantPlan(input: GrantInput, estimatedServerNow: () => number, freeAtToken?: number): StatementPlan<GrantOutcome> {
   const target = input.targets[0]!;
-  if (freeAtToken !== undefined && input.claims === true) return claimingGrantPlan(input, estimatedServerNow, freeAtToken + 1);
+  // A reader must also respect another process's "writer waiting" mark, which only the deciding UPDATE tests.
+  const claims = input.claims === true && (target.mode === 'write' || !input.writerPreference);
+  if (freeAtToken !== undefined && claims) return claimingGrantPlan(input, estimatedServerNow, freeAtToken + 1);
   const row = logRowValues(input, 'IF(ROW_COUNT() = 1, LAST_INSERT_ID(), NULL)');
   const [decision] = bound(input, [decisionUpdate(input, freeAtToken)]);
   const statements = ['START TRANSACTION', decision!, `INSERT INTO ${LOCK_LOG_TABLE} (${row.columns}) VALUES (${row.values})`, 'COMMIT'];
