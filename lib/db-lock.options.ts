@@ -172,7 +172,7 @@ export const DB_LOCK_DEFAULTS = Object.freeze({
   poolSize: 8,
   /** While a writer waits, new readers of that key are held back (default true). */
   writerPreference: true,
-  /** Row-lock waiters bound; undefined: half the DataSource's pool, found at bootstrap. */
+  /** Row-lock callers of this process queued for a DataSource connection; undefined: no bound. */
   maxRowLockWaiters: undefined,
   /** Janitor settings, or false when this node never runs it. */
   janitor: Object.freeze({
