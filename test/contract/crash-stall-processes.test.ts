@@ -2,7 +2,8 @@ import { after, before, beforeEach, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { TestDatabase } from '../support/test-database.js';
 import { LockWorker } from '../support/worker-host.js';
-import { contractSuite } from '../support/contract-targets.js';
+import { type ContractTarget, contractSuite } from '../support/contract-targets.js';
+import type { DbLockModuleOptions } from '../../lib/index.js';
 
 /**
  * Crash and stall semantics with several processes that the other suites do not drive: a
@@ -64,28 +65,41 @@ async function assertTakenOverAfterLease(db: TestDatabase, key: string, deadOwne
   return leaseEnd;
 }
 
-contractSuite('crash-liveness-lease', 'SIGKILLed multi-key and write holders (lease)', (target) => {
-  let db: TestDatabase;
-  let workers: LockWorker[] = [];
-  const options = target.options({ leaseMs: LEASE_MS, retryMinDelayMs: 5, retryMaxDelayMs: 50, janitor: false });
+/** A suite's own database with the business tables, and `count` worker processes of `target` with a lease of `leaseMs`. */
+function processesOf(
+  target: ContractTarget,
+  count: number,
+  leaseMs: number,
+): { db: TestDatabase; workers: LockWorker[]; options: DbLockModuleOptions } {
+  const suite = {
+    db: undefined as unknown as TestDatabase,
+    workers: [] as LockWorker[],
+    options: target.options({ leaseMs, retryMinDelayMs: 5, retryMaxDelayMs: 50, janitor: false }),
+  };
   before(async () => {
-    db = await TestDatabase.create();
-    await setUpTables(db);
-    workers = await LockWorker.startMany(2, { settings: db.settings, options });
+    suite.db = await TestDatabase.create();
+    await setUpTables(suite.db);
+    suite.workers = await LockWorker.startMany(count, { settings: suite.db.settings, options: suite.options });
   });
   after(async () => {
-    await Promise.all(workers.map((w) => w.close()));
-    await db?.drop();
+    for (const w of suite.workers) w.signal('SIGCONT'); // a test that failed may have left one stopped
+    await Promise.all(suite.workers.map((w) => w.close()));
+    await suite.db?.drop();
   });
+  return suite;
+}
+
+contractSuite('crash-liveness-lease', 'SIGKILLed multi-key and write holders (lease)', (target) => {
+  const suite = processesOf(target, 2, LEASE_MS);
 
   it('a holder of [a, b] killed: [b, c] and [a] are granted after its lease, not before; its rows end EXPIRED', async () => {
-    await reset(db, ['a', 'b', 'c']);
-    const victim = await LockWorker.start({ settings: db.settings, options });
+    await reset(suite.db, ['a', 'b', 'c']);
+    const victim = await LockWorker.start({ settings: suite.db.settings, options: suite.options });
     try {
       await held(victim, 'keep', { keys: ['mk:a', 'mk:b'], leaseMs: LEASE_MS }).seen;
       await sleep(LEASE_MS / 2); // at least one renewal
-      const [deadRow] = await db.logRows('mk:a');
-      const w1 = workers[0]!.run<Bump>(SCENARIO, 'fencedBump', {
+      const [deadRow] = await suite.db.logRows('mk:a');
+      const w1 = suite.workers[0]!.run<Bump>(SCENARIO, 'fencedBump', {
         keys: ['mk:b', 'mk:c'],
         counterKeys: ['b', 'c'],
         who: 'W1',
@@ -93,7 +107,7 @@ contractSuite('crash-liveness-lease', 'SIGKILLed multi-key and write holders (le
         timeoutMs: 15_000,
         holdMs: 50,
       });
-      const w2 = workers[1]!.run<Bump>(SCENARIO, 'fencedBump', {
+      const w2 = suite.workers[1]!.run<Bump>(SCENARIO, 'fencedBump', {
         keys: ['mk:a'],
         counterKeys: ['a'],
         who: 'W2',
@@ -106,9 +120,9 @@ contractSuite('crash-liveness-lease', 'SIGKILLed multi-key and write holders (le
       const [r1, r2] = await Promise.all([w1, w2]);
       assert.equal(r1.outcome, 'committed', JSON.stringify(r1));
       assert.equal(r2.outcome, 'committed', JSON.stringify(r2));
-      await assertTakenOverAfterLease(db, 'mk:a', String(deadRow!.owner));
-      await assertTakenOverAfterLease(db, 'mk:b', String(deadRow!.owner));
-      const counters = await db.query<{ k: string; v: number }[]>('SELECT k, v FROM cs_counter WHERE k IN (?) ORDER BY k', [['a', 'b', 'c']]);
+      await assertTakenOverAfterLease(suite.db, 'mk:a', String(deadRow!.owner));
+      await assertTakenOverAfterLease(suite.db, 'mk:b', String(deadRow!.owner));
+      const counters = await suite.db.query<{ k: string; v: number }[]>('SELECT k, v FROM cs_counter WHERE k IN (?) ORDER BY k', [['a', 'b', 'c']]);
       assert.deepEqual(
         counters.map((c) => Number(c.v)),
         [1, 1, 1],
@@ -119,13 +133,13 @@ contractSuite('crash-liveness-lease', 'SIGKILLed multi-key and write holders (le
   });
 
   it('a writer killed: a reader in another process is granted after its lease, not before', async () => {
-    await reset(db, ['rw']);
-    const victim = await LockWorker.start({ settings: db.settings, options });
+    await reset(suite.db, ['rw']);
+    const victim = await LockWorker.start({ settings: suite.db.settings, options: suite.options });
     try {
       await held(victim, 'keep', { keys: [{ key: 'rw:k', mode: 'write' }], leaseMs: LEASE_MS }).seen;
       await sleep(LEASE_MS / 2);
-      const [deadRow] = await db.logRows('rw:k');
-      const reader = workers[0]!.run<Bump>(SCENARIO, 'fencedBump', {
+      const [deadRow] = await suite.db.logRows('rw:k');
+      const reader = suite.workers[0]!.run<Bump>(SCENARIO, 'fencedBump', {
         keys: [{ key: 'rw:k', mode: 'read' }],
         counterKeys: ['rw'],
         who: 'R',
@@ -136,7 +150,7 @@ contractSuite('crash-liveness-lease', 'SIGKILLed multi-key and write holders (le
       await sleep(100);
       await victim.kill();
       assert.equal((await reader).outcome, 'committed');
-      await assertTakenOverAfterLease(db, 'rw:k', String(deadRow!.owner));
+      await assertTakenOverAfterLease(suite.db, 'rw:k', String(deadRow!.owner));
     } finally {
       await victim.kill();
     }
@@ -144,31 +158,20 @@ contractSuite('crash-liveness-lease', 'SIGKILLed multi-key and write holders (le
 });
 
 contractSuite('fenced-commit', 'a plain lock signal after SIGSTOP past the lease (lease)', (target) => {
-  let db: TestDatabase;
-  let taker: LockWorker;
   const LEASE = 600;
   const STALL_MS = 2_500; // > 4 leases: the taker is granted while the holder is stopped
-  const options = target.options({ leaseMs: LEASE, retryMinDelayMs: 5, retryMaxDelayMs: 50, janitor: false });
-  before(async () => {
-    db = await TestDatabase.create();
-    await setUpTables(db);
-    taker = await LockWorker.start({ settings: db.settings, options });
-  });
-  after(async () => {
-    await taker?.close();
-    await db?.drop();
-  });
+  const suite = processesOf(target, 1, LEASE);
 
   for (const round of [1, 2, 3]) {
     it(`round ${round}: the first read of signal.aborted after SIGCONT is true; the taker committed`, async () => {
-      await reset(db, ['sig']);
-      const holder = await LockWorker.start({ settings: db.settings, options });
+      await reset(suite.db, ['sig']);
+      const holder = await LockWorker.start({ settings: suite.db.settings, options: suite.options });
       try {
         const h = held(holder, 'sampleSignal', { key: `sig:${round}`, leaseMs: LEASE, maxMs: 15_000 });
         await h.seen;
         await sleep(round * 97);
         holder.signal('SIGSTOP');
-        const took = await taker.run<Bump>(SCENARIO, 'fencedBump', {
+        const took = await suite.workers[0]!.run<Bump>(SCENARIO, 'fencedBump', {
           keys: [`sig:${round}`],
           counterKeys: ['sig'],
           who: 'B',
@@ -183,7 +186,7 @@ contractSuite('fenced-commit', 'a plain lock signal after SIGSTOP past the lease
         assert.equal(result.aborted, true);
         assert.equal(result.release, 'LockLostError', 'withLock reports the loss');
         assert.deepEqual(result.lateReads, [], `signal read not aborted after the stall: ${JSON.stringify(result)}`);
-        const rows = await db.logRows(`sig:${round}`);
+        const rows = await suite.db.logRows(`sig:${round}`);
         assert.equal(rows[0]!.status, 'EXPIRED');
       } finally {
         holder.signal('SIGCONT');
@@ -194,23 +197,11 @@ contractSuite('fenced-commit', 'a plain lock signal after SIGSTOP past the lease
 });
 
 contractSuite('row-lock-stall', 'a stopped row-lock multi-key holder keeps both keys', (target) => {
-  let db: TestDatabase;
-  let workers: LockWorker[] = [];
-  const options = target.options({ leaseMs: 300, retryMinDelayMs: 5, retryMaxDelayMs: 50, janitor: false });
-  before(async () => {
-    db = await TestDatabase.create();
-    await setUpTables(db);
-    workers = await LockWorker.startMany(2, { settings: db.settings, options });
-  });
-  after(async () => {
-    for (const w of workers) w.signal('SIGCONT');
-    await Promise.all(workers.map((w) => w.close()));
-    await db?.drop();
-  });
+  const suite = processesOf(target, 2, 300);
 
   it('holder of [m1, m2] stopped 3 s (10 leases): commits after SIGCONT; the [m2, m3] waiter commits after it, never beside it', async () => {
-    await reset(db, ['m1', 'm2', 'm3']);
-    const [holder, waiter] = workers as [LockWorker, LockWorker];
+    await reset(suite.db, ['m1', 'm2', 'm3']);
+    const [holder, waiter] = suite.workers as [LockWorker, LockWorker];
     const h = held(
       holder,
       'fencedBump',
@@ -228,20 +219,20 @@ contractSuite('row-lock-stall', 'a stopped row-lock multi-key holder keeps both 
       holdMs: 0,
     });
     await sleep(3_000);
-    const [mid] = await db.query<{ n: number }[]>('SELECT COUNT(*) AS n FROM cs_writes');
+    const [mid] = await suite.db.query<{ n: number }[]>('SELECT COUNT(*) AS n FROM cs_writes');
     assert.equal(Number(mid!.n), 0, 'nobody committed while the holder was stopped');
     holder.signal('SIGCONT');
     const [hr, wr] = (await Promise.all([h.run, w])) as [Bump, Bump];
     assert.equal(hr.outcome, 'committed', JSON.stringify(hr));
     assert.equal(wr.outcome, 'committed', JSON.stringify(wr));
-    const writes = await db.query<{ who: string }[]>('SELECT who FROM cs_writes ORDER BY id');
+    const writes = await suite.db.query<{ who: string }[]>('SELECT who FROM cs_writes ORDER BY id');
     assert.deepEqual(
       writes.map((x) => x.who),
       ['H', 'W'],
     );
-    const [inside] = await db.query<{ peak: number }[]>('SELECT peak FROM cs_inside WHERE id = 1');
+    const [inside] = await suite.db.query<{ peak: number }[]>('SELECT peak FROM cs_inside WHERE id = 1');
     assert.equal(Number(inside!.peak), 1, 'two holders inside at once');
-    const m2 = await db.logRows('rl:m2');
+    const m2 = await suite.db.logRows('rl:m2');
     assert.deepEqual(
       m2.map((r) => r.status),
       ['RELEASED', 'RELEASED'],
@@ -250,37 +241,40 @@ contractSuite('row-lock-stall', 'a stopped row-lock multi-key holder keeps both 
   });
 
   it('negative control: the same detector sees two inside at once on distinct keys', async () => {
-    await reset(db, ['x', 'y']);
+    await reset(suite.db, ['x', 'y']);
     const runs = [
-      workers[0]!.run<Bump>(SCENARIO, 'fencedBump', { keys: ['nc:x'], counterKeys: ['x'], who: 'X', leaseMs: 300, timeoutMs: 5_000, holdMs: 500 }),
-      workers[1]!.run<Bump>(SCENARIO, 'fencedBump', { keys: ['nc:y'], counterKeys: ['y'], who: 'Y', leaseMs: 300, timeoutMs: 5_000, holdMs: 500 }),
+      suite.workers[0]!.run<Bump>(SCENARIO, 'fencedBump', {
+        keys: ['nc:x'],
+        counterKeys: ['x'],
+        who: 'X',
+        leaseMs: 300,
+        timeoutMs: 5_000,
+        holdMs: 500,
+      }),
+      suite.workers[1]!.run<Bump>(SCENARIO, 'fencedBump', {
+        keys: ['nc:y'],
+        counterKeys: ['y'],
+        who: 'Y',
+        leaseMs: 300,
+        timeoutMs: 5_000,
+        holdMs: 500,
+      }),
     ];
     await Promise.all(runs);
-    const [inside] = await db.query<{ peak: number }[]>('SELECT peak FROM cs_inside WHERE id = 1');
+    const [inside] = await suite.db.query<{ peak: number }[]>('SELECT peak FROM cs_inside WHERE id = 1');
     assert.equal(Number(inside!.peak), 2);
   });
 });
 
 contractSuite('holder-connection', 'a SIGKILLed row-lock multi-key holder', (target) => {
-  let db: TestDatabase;
-  let waiter: LockWorker;
-  const options = target.options({ leaseMs: 5_000, retryMinDelayMs: 5, retryMaxDelayMs: 50, janitor: false });
-  before(async () => {
-    db = await TestDatabase.create();
-    await setUpTables(db);
-    waiter = await LockWorker.start({ settings: db.settings, options });
-  });
-  after(async () => {
-    await waiter?.close();
-    await db?.drop();
-  });
+  const suite = processesOf(target, 1, 5_000);
 
   it('frees both keys at once (well within its 5 s lease setting); no row of the dead hold', async () => {
-    await reset(db, ['d1', 'd2']);
-    const victim = await LockWorker.start({ settings: db.settings, options });
+    await reset(suite.db, ['d1', 'd2']);
+    const victim = await LockWorker.start({ settings: suite.db.settings, options: suite.options });
     try {
       await held(victim, 'keep', { keys: ['dk:1', 'dk:2'], leaseMs: 5_000 }).seen;
-      const w = waiter.run<Bump>(SCENARIO, 'fencedBump', {
+      const w = suite.workers[0]!.run<Bump>(SCENARIO, 'fencedBump', {
         keys: ['dk:2', 'dk:1'],
         counterKeys: ['d1', 'd2'],
         who: 'W',
@@ -296,7 +290,7 @@ contractSuite('holder-connection', 'a SIGKILLed row-lock multi-key holder', (tar
       assert.equal(r.outcome, 'committed', JSON.stringify(r));
       assert.ok(elapsed < MARGIN_MS, `granted ${Math.round(elapsed)} ms after the kill`);
       for (const key of ['dk:1', 'dk:2']) {
-        const rows = await db.logRows(key);
+        const rows = await suite.db.logRows(key);
         assert.deepEqual(
           rows.map((x) => x.status),
           ['RELEASED'],
@@ -310,41 +304,30 @@ contractSuite('holder-connection', 'a SIGKILLed row-lock multi-key holder', (tar
 });
 
 contractSuite('semaphore', 'limit 2, one permit holder killed, the other alive', (target) => {
-  let db: TestDatabase;
-  let workers: LockWorker[] = [];
-  const options = target.options({ leaseMs: LEASE_MS, retryMinDelayMs: 5, retryMaxDelayMs: 50, janitor: false });
-  before(async () => {
-    db = await TestDatabase.create();
-    await setUpTables(db);
-    workers = await LockWorker.startMany(2, { settings: db.settings, options });
-  });
-  after(async () => {
-    await Promise.all(workers.map((w) => w.close()));
-    await db?.drop();
-  });
+  const suite = processesOf(target, 2, LEASE_MS);
 
   it('the waiter gets the dead permit after its lease; the live permit (renewed past its own lease) stays and is released', async () => {
     const key = 'sem:half';
-    const victim = await LockWorker.start({ settings: db.settings, options });
+    const victim = await LockWorker.start({ settings: suite.db.settings, options: suite.options });
     try {
       await held(victim, 'keepPermit', { key, limit: 2, leaseMs: LEASE_MS }).seen;
-      const live = held(workers[0]!, 'keepPermit', { key, limit: 2, leaseMs: LEASE_MS, releaseAfterMs: 4_000 });
+      const live = held(suite.workers[0]!, 'keepPermit', { key, limit: 2, leaseMs: LEASE_MS, releaseAfterMs: 4_000 });
       await live.seen;
-      const [deadRow] = await db.logRows(key);
-      const third = workers[1]!.run<{ token: number }>(SCENARIO, 'keepPermit', { key, limit: 2, leaseMs: LEASE_MS, releaseAfterMs: 10 });
+      const [deadRow] = await suite.db.logRows(key);
+      const third = suite.workers[1]!.run<{ token: number }>(SCENARIO, 'keepPermit', { key, limit: 2, leaseMs: LEASE_MS, releaseAfterMs: 10 });
       await sleep(200);
       await victim.kill();
       const t3 = await third;
       assert.equal(t3.token, 3);
       const l = (await live.run) as { token: number; aborted: boolean };
       assert.equal(l.aborted, false, 'the live permit was lost');
-      const rows = await db.logRows(key);
+      const rows = await suite.db.logRows(key);
       assert.deepEqual(
         rows.map((r) => r.status),
         ['EXPIRED', 'RELEASED', 'RELEASED'],
       );
       assert.equal(rows[1]!.note ?? null, null);
-      await assertTakenOverAfterLease(db, key, String(deadRow!.owner), true);
+      await assertTakenOverAfterLease(suite.db, key, String(deadRow!.owner), true);
     } finally {
       await victim.kill();
     }

@@ -1,38 +1,18 @@
 import 'reflect-metadata';
+import type { DataPoint } from '@opentelemetry/sdk-metrics';
+import { metricPoints } from '../support/metric-points.js';
 import { after, before, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { Injectable } from '@nestjs/common';
-import { metrics } from '@opentelemetry/api';
-import { type DataPoint, MeterProvider, MetricReader, type ResourceMetrics } from '@opentelemetry/sdk-metrics';
 import type { INestApplicationContext } from '@nestjs/common';
 import { LockLostError, LockService, LockTimeoutError, WriteLock } from '../../lib/index.js';
-import { DB_LOCK_INSTRUMENTS, DB_LOCK_METER_NAME } from '../../lib/core/lock-metrics.js';
+import { DB_LOCK_INSTRUMENTS } from '../../lib/core/lock-metrics.js';
 import { createLockApp, eventually } from '../support/lock-app.js';
 import { stall } from '../support/lock-internals.js';
 import { TestDatabase } from '../support/test-database.js';
 import { contractSuite } from '../support/contract-targets.js';
 
-/** Reads the instruments on demand (collect()), as an exporter would at its next interval. */
-class TestReader extends MetricReader {
-  protected onShutdown(): Promise<void> {
-    return Promise.resolve();
-  }
-  protected onForceFlush(): Promise<void> {
-    return Promise.resolve();
-  }
-}
-
-// Registered before any app starts: the library takes its meter from the global provider at init.
-const reader = new TestReader();
-metrics.setGlobalMeterProvider(new MeterProvider({ readers: [reader] }));
-
 type Attributes = Record<string, string>;
-
-async function points(name: string): Promise<DataPoint<unknown>[]> {
-  const { resourceMetrics }: { resourceMetrics: ResourceMetrics } = await reader.collect();
-  const scope = resourceMetrics.scopeMetrics.find((s) => s.scope.name === DB_LOCK_METER_NAME);
-  return (scope?.metrics.find((m) => m.descriptor.name === name)?.dataPoints ?? []) as DataPoint<unknown>[];
-}
 
 function matches(point: DataPoint<unknown>, wanted: Attributes): boolean {
   return Object.entries(wanted).every(([key, value]) => point.attributes[key] === value);
@@ -40,12 +20,12 @@ function matches(point: DataPoint<unknown>, wanted: Attributes): boolean {
 
 /** Sum of a counter's (or up-down counter's) points whose attributes include `wanted`. */
 async function total(name: string, wanted: Attributes): Promise<number> {
-  return (await points(name)).filter((p) => matches(p, wanted)).reduce((sum, p) => sum + (p.value as number), 0);
+  return (await metricPoints(name)).filter((p) => matches(p, wanted)).reduce((sum, p) => sum + (p.value as number), 0);
 }
 
 /** How many values a histogram recorded under `wanted`, and their sum. */
 async function recorded(name: string, wanted: Attributes): Promise<{ count: number; sum: number }> {
-  const values = (await points(name)).filter((p) => matches(p, wanted)).map((p) => p.value as { count: number; sum: number });
+  const values = (await metricPoints(name)).filter((p) => matches(p, wanted)).map((p) => p.value as { count: number; sum: number });
   return { count: values.reduce((n, v) => n + v.count, 0), sum: values.reduce((n, v) => n + v.sum, 0) };
 }
 
@@ -113,7 +93,7 @@ contractSuite('metrics', 'OpenTelemetry metrics, read with the SDK against the r
     await service.approve(8);
     assert.equal(await total(DB_LOCK_INSTRUMENTS.acquisitions, { 'lock.name': 'loan:{0}', outcome: 'granted' }), 2);
     const names = new Set<string>();
-    for (const name of Object.values(DB_LOCK_INSTRUMENTS)) for (const p of await points(name)) names.add(String(p.attributes['lock.name']));
+    for (const name of Object.values(DB_LOCK_INSTRUMENTS)) for (const p of await metricPoints(name)) names.add(String(p.attributes['lock.name']));
     assert.ok(!names.has('loan:7') && !names.has('loan:8'), `lock.name values: ${[...names].join(', ')}`);
   });
 

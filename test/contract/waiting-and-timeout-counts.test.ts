@@ -1,37 +1,20 @@
 import 'reflect-metadata';
+import { metricPoints } from '../support/metric-points.js';
 import { after, before, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { metrics } from '@opentelemetry/api';
-import { type DataPoint, MeterProvider, MetricReader, type ResourceMetrics } from '@opentelemetry/sdk-metrics';
 import { Injectable, type INestApplicationContext } from '@nestjs/common';
 import { DataSource, type QueryRunner } from 'typeorm';
 import { type LockEvent, LockService, LockTimeoutError, Semaphore, WriteLock } from '../../lib/index.js';
-import { DB_LOCK_INSTRUMENTS, DB_LOCK_METER_NAME } from '../../lib/core/lock-metrics.js';
+import { DB_LOCK_INSTRUMENTS } from '../../lib/core/lock-metrics.js';
 import { createLockApp, eventually } from '../support/lock-app.js';
 import { TestDatabase } from '../support/test-database.js';
 import { contractSuite } from '../support/contract-targets.js';
 
-class TestReader extends MetricReader {
-  protected onShutdown(): Promise<void> {
-    return Promise.resolve();
-  }
-  protected onForceFlush(): Promise<void> {
-    return Promise.resolve();
-  }
-}
-const reader = new TestReader();
-metrics.setGlobalMeterProvider(new MeterProvider({ readers: [reader] }));
-
 type Attributes = Record<string, string>;
 
-async function points(name: string): Promise<DataPoint<unknown>[]> {
-  const { resourceMetrics }: { resourceMetrics: ResourceMetrics } = await reader.collect();
-  const scope = resourceMetrics.scopeMetrics.find((s) => s.scope.name === DB_LOCK_METER_NAME);
-  return (scope?.metrics.find((m) => m.descriptor.name === name)?.dataPoints ?? []) as DataPoint<unknown>[];
-}
 async function total(name: string, wanted: Attributes = {}): Promise<number> {
-  return (await points(name))
+  return (await metricPoints(name))
     .filter((p) => Object.entries(wanted).every(([k, v]) => p.attributes[k] === v))
     .reduce((sum, p) => sum + (p.value as number), 0);
 }
@@ -223,7 +206,7 @@ contractSuite('observability', 'metrics, events and stats stay balanced', () => 
     assert.equal(count('timed-out'), 7);
     const names = new Set<string>();
     for (const instrument of Object.values(DB_LOCK_INSTRUMENTS))
-      for (const p of await points(instrument)) names.add(String(p.attributes['lock.name']));
+      for (const p of await metricPoints(instrument)) names.add(String(p.attributes['lock.name']));
     for (const n of names) assert.ok(!/:\d/.test(n) || n.includes('{'), `a filled-in key as lock.name: ${n}`);
   });
 });

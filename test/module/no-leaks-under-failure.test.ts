@@ -1,13 +1,11 @@
 import { after, before, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { type INestApplicationContext, Module } from '@nestjs/common';
-import { NestFactory } from '@nestjs/core';
-import { TypeOrmModule } from '@nestjs/typeorm';
+import type { INestApplicationContext } from '@nestjs/common';
 import { DataSource } from 'typeorm';
-import { DbLockError, DbLockModule, type DbLockModuleOptions, LockService, LockTimeoutError } from '../../lib/index.js';
+import { DbLockError, type DbLockModuleOptions, type LockService, LockTimeoutError } from '../../lib/index.js';
 import { TestDatabase } from '../support/test-database.js';
-import { eventually, testDataSourceOptions } from '../support/lock-app.js';
+import { createLockApp, eventually } from '../support/lock-app.js';
 import { mysqlLogOf } from '../support/lock-internals.js';
 import { contractSuite } from '../support/contract-targets.js';
 
@@ -15,11 +13,8 @@ type Queue = { length: number };
 type MysqlPool = { _allConnections: Queue; _freeConnections: Queue; _connectionQueue: Queue };
 
 async function appWith(db: TestDatabase, options: DbLockModuleOptions, poolSize: number) {
-  @Module({ imports: [TypeOrmModule.forRoot(testDataSourceOptions(db.settings, {}, poolSize)), DbLockModule.forRoot(options)] })
-  class LeakCheckModule {}
-  const app = await NestFactory.createApplicationContext(LeakCheckModule, { logger: ['error'] });
-  await app.init();
-  return { app, locks: app.get(LockService), dataSource: app.get(DataSource) };
+  const { app, locks } = await createLockApp(db.settings, options, { poolSize });
+  return { app, locks, dataSource: app.get(DataSource) };
 }
 
 /** Busy connections: the DataSource pool (checked out, queued), the library's pools (checked out, not kept idle). */

@@ -1,13 +1,11 @@
 import { after, before, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { type INestApplicationContext, Module } from '@nestjs/common';
-import { NestFactory } from '@nestjs/core';
-import { TypeOrmModule } from '@nestjs/typeorm';
+import type { INestApplicationContext } from '@nestjs/common';
 import { DataSource, type QueryRunner } from 'typeorm';
-import { DbLockModule, LockLostError, LockService } from '../../lib/index.js';
+import { LockLostError, type LockService } from '../../lib/index.js';
 import { TestDatabase } from '../support/test-database.js';
-import { testDataSourceOptions } from '../support/lock-app.js';
+import { createLockApp } from '../support/lock-app.js';
 import { contractSuite } from '../support/contract-targets.js';
 
 /**
@@ -25,16 +23,8 @@ contractSuite('holder-connection', 'row-lock: a hold cut at maxHoldMs while the 
   let dataSource: DataSource;
   before(async () => {
     db = await TestDatabase.create();
-    @Module({
-      imports: [
-        TypeOrmModule.forRoot(testDataSourceOptions(db.settings, {}, POOL)),
-        DbLockModule.forRoot({ strategy: 'row-lock', maxHoldMs: MAX_HOLD_MS, janitor: false, escapedWrites: 'ignore' }),
-      ],
-    })
-    class CutModule {}
-    app = await NestFactory.createApplicationContext(CutModule, { logger: ['error'] });
-    await app.init();
-    locks = app.get(LockService);
+    const options = { strategy: 'row-lock', maxHoldMs: MAX_HOLD_MS, janitor: false, escapedWrites: 'ignore' } as const;
+    ({ app, locks } = await createLockApp(db.settings, options, { poolSize: POOL }));
     dataSource = app.get(DataSource);
   });
   after(async () => {

@@ -23,8 +23,8 @@ export function testDataSourceOptions(settings: ConnectionSettings, extra: Recor
 }
 
 /** TypeORM root module for a test database. */
-export function typeOrmRoot(settings: ConnectionSettings, extra: Record<string, unknown> = {}, name?: string): DynamicModule {
-  return TypeOrmModule.forRoot({ name, ...testDataSourceOptions(settings, extra) });
+export function typeOrmRoot(settings: ConnectionSettings, extra: Record<string, unknown> = {}, name?: string, poolSize?: number): DynamicModule {
+  return TypeOrmModule.forRoot({ name, ...testDataSourceOptions(settings, extra, poolSize) });
 }
 
 /** A Nest application context with TypeORM and DbLockModule on `settings`, ready to use. */
@@ -35,10 +35,12 @@ export async function createLockApp(
     imports?: NonNullable<Parameters<typeof Module>[0]>['imports'];
     providers?: NonNullable<Parameters<typeof Module>[0]>['providers'];
     mysqlExtra?: Record<string, unknown>;
+    /** The DataSource's pool size (default 10). */
+    poolSize?: number;
   } = {},
 ): Promise<{ app: INestApplicationContext; locks: LockService }> {
   @Module({
-    imports: [typeOrmRoot(settings, extra.mysqlExtra), DbLockModule.forRoot(options), ...(extra.imports ?? [])],
+    imports: [typeOrmRoot(settings, extra.mysqlExtra, undefined, extra.poolSize), DbLockModule.forRoot(options), ...(extra.imports ?? [])],
     providers: extra.providers ?? [],
   })
   class TestLockModule {}

@@ -1,30 +1,16 @@
 import 'reflect-metadata';
+import { metricPoints } from '../support/metric-points.js';
 import { afterEach, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { metrics } from '@opentelemetry/api';
-import { type DataPoint, MeterProvider, MetricReader, type ResourceMetrics } from '@opentelemetry/sdk-metrics';
 import { Injectable, type INestApplicationContext, Module } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { type LockEvent, LockLostError, LockService, LockServiceRegistry, LockTimeoutError, Semaphore, WriteLock } from '../../lib/index.js';
-import { DB_LOCK_INSTRUMENTS, DB_LOCK_METER_NAME } from '../../lib/core/lock-metrics.js';
+import { DB_LOCK_INSTRUMENTS } from '../../lib/core/lock-metrics.js';
 import { DbLockTestingModule, type DbLockTestingOptions } from '../../lib/testing/index.js';
 
-class TestReader extends MetricReader {
-  protected onShutdown(): Promise<void> {
-    return Promise.resolve();
-  }
-  protected onForceFlush(): Promise<void> {
-    return Promise.resolve();
-  }
-}
-const reader = new TestReader();
-metrics.setGlobalMeterProvider(new MeterProvider({ readers: [reader] }));
-
 async function total(name: string, wanted: Record<string, string> = {}): Promise<number> {
-  const { resourceMetrics }: { resourceMetrics: ResourceMetrics } = await reader.collect();
-  const scope = resourceMetrics.scopeMetrics.find((s) => s.scope.name === DB_LOCK_METER_NAME);
-  const points = (scope?.metrics.find((m) => m.descriptor.name === name)?.dataPoints ?? []) as DataPoint<unknown>[];
+  const points = await metricPoints(name);
   return points.filter((p) => Object.entries(wanted).every(([k, v]) => p.attributes[k] === v)).reduce((sum, p) => sum + (p.value as number), 0);
 }
 
