@@ -105,7 +105,7 @@ export class LeaseWatchdog {
     const count = this.locks.size;
     let longest = 0;
     for (const lock of this.locks) longest = Math.max(longest, lock.localDeadline - sentAt);
-    let answer: { endedCount: string; found: boolean; created?: boolean };
+    let answer: { endedCount: string; created?: boolean };
     try {
       // Bounded by the longest remaining lease (at least 1 s): a renewal that lands late still
       // renews every lock nobody took over; locks whose deadline passes meanwhile are aborted by
@@ -117,13 +117,8 @@ export class LeaseWatchdog {
     }
     for (const lock of this.locks) if (lock.live && sentAt > lock.leaseFrom) lock.leaseFrom = sentAt;
     this.hooks.renewed(count, performance.now() - sentAt);
-    if (!answer.found) {
-      // The process row is gone (the janitor reaped it while this process was stalled for long): every lock is lost.
-      for (const lock of [...this.locks]) this.lose(lock, 'its process lease row was reaped while renewals were not reaching the database', false);
-      return;
-    }
-    // A process row created anew (the janitor had reaped it while this process held nothing) counted
-    // nothing meanwhile: a grant since then may have been ended (taken over, force-released) unseen.
+    // A process row created anew (the janitor reaped it: this process held nothing live, or stalled
+    // so long that its rows were reclaimed) counted nothing meanwhile: its rows are checked.
     if (answer.endedCount !== this.endedCount || answer.created) {
       this.endedCount = answer.endedCount;
       await this.findEnded();

@@ -96,7 +96,7 @@ export interface LockLogStore {
 /** The watchdog's view: one renewal keeps every lock of the process alive. */
 export interface ProcessLeaseStore {
   /** Renews the process lease (ends still owed go first); `endedCount` grows when someone ended one of our rows. */
-  renew(deadline: number): Promise<{ endedCount: string; found: boolean; created?: boolean }>;
+  renew(deadline: number): Promise<{ endedCount: string; created: boolean }>;
   /** Of these rows, the ones no longer live. */
   endedAmong(rowIds: readonly string[]): Promise<Set<string>>;
 }

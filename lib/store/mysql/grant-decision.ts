@@ -16,10 +16,9 @@ export interface GrantDecisionHost {
   /** One plan on the doorbell's connection, the pool, or (cluster) one statement per round trip with its confirmation. */
   sendGrant(
     plan: StatementPlan<GrantOutcome>,
-    acquisitionId: string,
+    input: Pick<GrantInput, 'acquisitionId' | 'connectBy'>,
     deadline: number,
     via?: DedicatedConnection,
-    connectBy?: number,
   ): Promise<GrantOutcome>;
   keyRowsPlan(keys: readonly Buffer[]): StatementPlan<void>;
   /** Ends whatever a grant of unknown outcome may have committed. */
@@ -92,7 +91,7 @@ export async function decideGrant(host: GrantDecisionHost, full: GrantInput, dea
     try {
       if (wait && attempt === 0) {
         ({ outcome, before } = await grantAfterBell(full, wait, () => (plan ??= firstPlan()), host.fast.afterBell(full), deadline));
-      } else outcome = await host.sendGrant((plan ??= firstPlan()), full.acquisitionId, deadline, via, full.connectBy);
+      } else outcome = await host.sendGrant((plan ??= firstPlan()), full, deadline, via);
     } catch (error) {
       failure = LockStatementError.from(error);
       continue;

@@ -145,10 +145,7 @@ function ownerCondition(owner: string | undefined): string {
  * takes a lock again gets its row back under the same id (`created`: then ended_count starts at 0
  * again, and whatever ended this process's rows meanwhile bumped no count).
  */
-export function renewProcessPlan(
-  processId: string,
-  holder: string,
-): StatementPlan<{ endedCount: string; found: boolean; created: boolean; serverNow?: Date }> {
+export function renewProcessPlan(processId: string, holder: string): StatementPlan<{ endedCount: string; created: boolean; serverNow?: Date }> {
   return {
     statements: [
       format(
@@ -163,7 +160,6 @@ export function renewProcessPlan(
       const created = Number((results[0] as { affectedRows?: number } | undefined)?.affectedRows) === 1;
       return {
         endedCount: String(row?.ended_count ?? '0'),
-        found: row !== undefined,
         created,
         serverNow: row?.now_at ? parseDate(row.now_at) : undefined,
       };

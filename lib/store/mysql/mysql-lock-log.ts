@@ -162,7 +162,7 @@ export class MysqlLockLog implements LockLogStore, ProcessLeaseStore, GrantDecis
   }
 
   /** On the reserved connection: never queued behind grants. While owed ends cannot be settled, no renewal is sent. */
-  async renew(deadline: number): Promise<{ endedCount: string; found: boolean; created?: boolean }> {
+  async renew(deadline: number): Promise<{ endedCount: string; created: boolean }> {
     const options = { purpose: 'renewals' as const, deadline, lane: 'reserved' as const, oneByOne: this.clustered };
     if (this.unended.size > 0) await this.unended.settle((plan) => runPlan(this.pool, plan, options));
     const sentAt = Date.now();
@@ -208,16 +208,14 @@ export class MysqlLockLog implements LockLogStore, ProcessLeaseStore, GrantDecis
    */
   sendGrant(
     plan: StatementPlan<GrantOutcome>,
-    acquisitionId: string,
+    input: Pick<GrantInput, 'acquisitionId' | 'connectBy'>,
     deadline: number,
     via?: DedicatedConnection,
-    connectBy?: number,
   ): Promise<GrantOutcome> {
     if (via) return runOn(via, plan, deadline);
-    if (!this.clustered) return runPlan(this.pool, plan, { purpose: 'locks', deadline, connectBy, oneByOne: false });
-    return runPlanThen(this.pool, plan, { purpose: 'locks', deadline, connectBy }, (result, session) =>
-      confirmOnSession(session, acquisitionId, this.processId, result),
-    );
+    const options = { purpose: 'locks' as const, deadline, connectBy: input.connectBy };
+    if (!this.clustered) return runPlan(this.pool, plan, { ...options, oneByOne: false });
+    return runPlanThen(this.pool, plan, options, (result, session) => confirmOnSession(session, input.acquisitionId, this.processId, result));
   }
 
   /**
