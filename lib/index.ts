@@ -34,6 +34,7 @@ export {
   AddCommitRoutines1796947200000,
   AddBeginAndTakeRoutine1797552000000,
   AddTokenClaims1798156800000,
+  DropLogGrantTimeIndex1798761600000,
   DB_LOCK_MIGRATIONS,
 } from './migrations/index.js';
 export { LockStatus } from './core/lock-status.js';

@@ -10,7 +10,6 @@ import type { LockStrategyName } from '../strategies/lock-strategy-name.js';
 @Entity({ name: LOCK_LOG_TABLE })
 @Index('idx_db_lock_log_key_status', ['key', 'status', 'expiresAt'])
 @Index('idx_db_lock_log_status_process', ['status', 'processId'])
-@Index('idx_db_lock_log_acquired', ['acquiredAt'])
 export class LockLogEntity {
   /** Row id. */
   @PrimaryGeneratedColumn({ type: 'bigint', unsigned: true })

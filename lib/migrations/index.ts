@@ -5,6 +5,7 @@ import { AddRowLockFastPath1796342400000 } from './add-row-lock-fast-path.migrat
 import { AddCommitRoutines1796947200000 } from './add-commit-routines.migration.js';
 import { AddBeginAndTakeRoutine1797552000000 } from './add-begin-and-take-routine.migration.js';
 import { AddTokenClaims1798156800000 } from './add-token-claims.migration.js';
+import { DropLogGrantTimeIndex1798761600000 } from './drop-log-grant-time-index.migration.js';
 
 export {
   AddBeginAndTakeRoutine1797552000000,
@@ -14,6 +15,7 @@ export {
   AddSemaphores1795996800000,
   AddTokenClaims1798156800000,
   CreateDbLockTables1763769600000,
+  DropLogGrantTimeIndex1798761600000,
 };
 
 /**
@@ -29,4 +31,5 @@ export const DB_LOCK_MIGRATIONS: Function[] = Object.freeze([
   AddCommitRoutines1796947200000,
   AddBeginAndTakeRoutine1797552000000,
   AddTokenClaims1798156800000,
+  DropLogGrantTimeIndex1798761600000,
 ]) as unknown as Function[];

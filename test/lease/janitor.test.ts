@@ -42,6 +42,15 @@ contractSuite('lease-janitor', 'janitor', (target) => {
   });
 
   it('reclaims 10,000 expired holders, prunes old log rows and reaps idle keys, in batches of batchSize', async () => {
+    // 5,000 terminal rows older than the retention (1 day), 300 recent ones, inserted first: ids follow
+    // grant time, and the prune walks ids up to the first row granted within the retention.
+    await db.query(`INSERT INTO db_lock (lock_key, fencing_token, last_granted_at) VALUES ('old', 5300, UTC_TIMESTAMP(6) - INTERVAL 8 DAY)`);
+    await db.query(
+      `INSERT INTO db_lock_log (lock_key, mode, owner, holder, fencing_token, status, lease_ms, acquired_at, expires_at, ended_at) ` +
+        `SELECT 'old', 'write', UUID(), 'gone:1', n + 1, IF(n < 300, 'RELEASED', ELT(1 + n % 3, 'RELEASED', 'FAILED', 'EXPIRED')), 30000, ` +
+        `UTC_TIMESTAMP(6) - INTERVAL 9 DAY, UTC_TIMESTAMP(6) - INTERVAL 9 DAY, ` +
+        `IF(n < 300, UTC_TIMESTAMP(6) - INTERVAL 1 HOUR, UTC_TIMESTAMP(6) - INTERVAL 8 DAY) FROM ${SEQ_10000} WHERE n < 5300`,
+    );
     // 10,000 holders whose lease ran out a minute ago (their processes died), keys idle for 2 h.
     await db.query(
       `INSERT INTO db_lock (lock_key, fencing_token, last_granted_at) SELECT CONCAT('exp:', n), n + 1, UTC_TIMESTAMP(6) - INTERVAL 2 HOUR FROM ${SEQ_10000}`,
@@ -50,14 +59,6 @@ contractSuite('lease-janitor', 'janitor', (target) => {
       `INSERT INTO db_lock_log (lock_key, mode, owner, holder, fencing_token, status, lease_ms, acquired_at, expires_at) ` +
         `SELECT CONCAT('exp:', n), 'write', UUID(), 'dead:1', n + 1, IF(n % 2 = 0, 'ACQUIRED', 'COMPLETED'), 30000, ` +
         `UTC_TIMESTAMP(6) - INTERVAL 2 HOUR, UTC_TIMESTAMP(6) - INTERVAL 1 MINUTE FROM ${SEQ_10000}`,
-    );
-    // 5,000 terminal rows older than the retention (1 day), 300 recent ones.
-    await db.query(`INSERT INTO db_lock (lock_key, fencing_token, last_granted_at) VALUES ('old', 5300, UTC_TIMESTAMP(6) - INTERVAL 8 DAY)`);
-    await db.query(
-      `INSERT INTO db_lock_log (lock_key, mode, owner, holder, fencing_token, status, lease_ms, acquired_at, expires_at, ended_at) ` +
-        `SELECT 'old', 'write', UUID(), 'gone:1', n + 1, IF(n < 300, 'RELEASED', ELT(1 + n % 3, 'RELEASED', 'FAILED', 'EXPIRED')), 30000, ` +
-        `UTC_TIMESTAMP(6) - INTERVAL 9 DAY, UTC_TIMESTAMP(6) - INTERVAL 9 DAY, ` +
-        `IF(n < 300, UTC_TIMESTAMP(6) - INTERVAL 1 HOUR, UTC_TIMESTAMP(6) - INTERVAL 8 DAY) FROM ${SEQ_10000} WHERE n < 5300`,
     );
     // A real, live holder: untouched, and its key row is not idle.
     const live = await locks.acquire('live', { leaseMs: 60_000 });
@@ -137,5 +138,28 @@ contractSuite('lease-janitor', 'janitor', (target) => {
     } finally {
       await Promise.all(workers.map((w) => w.close()));
     }
+  });
+  it('prunes in id order up to the first row granted within the retention; an older row after it waits for a later run', async () => {
+    await db.query(`DELETE FROM db_lock_log`);
+    let token = 0;
+    const row = (status: string, acquired: string, ended: string) =>
+      db.query(
+        `INSERT INTO db_lock_log (lock_key, mode, owner, holder, fencing_token, status, lease_ms, acquired_at, expires_at, ended_at) ` +
+          `VALUES ('order', 'write', UUID(), 'order:1', ${++token}, '${status}', 30000, ${acquired}, ${acquired}, ${ended})`,
+      );
+    const old = ['UTC_TIMESTAMP(6) - INTERVAL 9 DAY', 'UTC_TIMESTAMP(6) - INTERVAL 8 DAY'] as const;
+    await row('RELEASED', ...old);
+    await row('RELEASED', 'UTC_TIMESTAMP(6)', 'UTC_TIMESTAMP(6)');
+    await row('FAILED', ...old); // granted out of id order: after a recent row
+    const remaining = async () =>
+      (await db.query<{ status: string }[]>(`SELECT status FROM db_lock_log WHERE holder = 'order:1' ORDER BY id`)).map((r) => r.status);
+
+    assert.equal((await locks.runJanitor()).pruned, 1, 'the old row below the recent one');
+    assert.deepEqual(await remaining(), ['RELEASED', 'FAILED'], 'the recent row is kept, and so is the old row after it, for now');
+
+    // The recent row ages past the retention: the next run walks on from where the last one stopped.
+    await db.query(`UPDATE db_lock_log SET acquired_at = ${old[0]}, ended_at = ${old[1]} WHERE holder = 'order:1' AND status = 'RELEASED'`);
+    assert.equal((await locks.runJanitor()).pruned, 2);
+    assert.deepEqual(await remaining(), []);
   });
 });

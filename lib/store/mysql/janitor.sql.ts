@@ -64,21 +64,37 @@ export function expiredCandidatesStatement(batchSize: number): string {
 }
 
 /**
- * Deletes up to `batchSize` terminal log rows that ended more than `retentionMs` ago. Found
- * through the grant time (an index written once, at insert): a row ends after its grant.
+ * The id of the first log row granted within the retention, searched in id order from `from` on;
+ * undefined when every row from there is older. Ids follow grant time (both grow as rows are
+ * inserted), so the prune's scan can stop below it without an index on the grant time, which every
+ * grant and every row-lock audit row would otherwise pay for at insert.
  */
-export function pruneBatchPlan(retentionMs: number, batchSize: number, claims = false): StatementPlan<number> {
+export function pruneBoundaryStatement(retentionMs: number, from: string): string {
+  return format(`SELECT id FROM ${LOCK_LOG_TABLE} WHERE id >= ? AND acquired_at >= ${NOW} - INTERVAL ? MICROSECOND ORDER BY id LIMIT 1`, [
+    from,
+    retentionMs * 1000,
+  ]);
+}
+
+/**
+ * Deletes up to `batchSize` terminal log rows that ended more than `retentionMs` ago, in id order
+ * below `below` (pruneBoundaryStatement): a scan of the primary key that ends where recent rows
+ * begin. A row granted out of id order (a grant dated later than a row inserted after it) waits for
+ * a later run. A row ends after its grant, so both times are tested.
+ */
+export function pruneBatchPlan(retentionMs: number, batchSize: number, claims = false, below?: string): StatementPlan<number> {
   const prunable = format(
-    `acquired_at < ${NOW} - INTERVAL ? MICROSECOND AND ended_at < ${NOW} - INTERVAL ? MICROSECOND AND status NOT IN ${LIVE_STATUSES_SQL}` +
+    (below === undefined ? '' : 'id < ? AND ') +
+      `acquired_at < ${NOW} - INTERVAL ? MICROSECOND AND ended_at < ${NOW} - INTERVAL ? MICROSECOND AND status NOT IN ${LIVE_STATUSES_SQL}` +
       (claims ? ` AND (token_claim IS NULL OR ended_at < ${NOW} - INTERVAL ? MICROSECOND)` : ''),
-    [retentionMs * 1000, retentionMs * 1000, ...(claims ? [CLAIMS_KEPT_MS * 1000] : [])],
+    [...(below === undefined ? [] : [below]), retentionMs * 1000, retentionMs * 1000, ...(claims ? [CLAIMS_KEPT_MS * 1000] : [])],
   );
-  const remove = format(`DELETE FROM ${LOCK_LOG_TABLE} WHERE ${prunable} ORDER BY acquired_at, id LIMIT ?`, [batchSize]);
+  const remove = format(`DELETE FROM ${LOCK_LOG_TABLE} WHERE ${prunable} ORDER BY id LIMIT ?`, [batchSize]);
   if (!claims) return { statements: [remove], parse: (results) => affectedRowsOf(results[0]) };
   // A key row may lag behind claims (fast grants never write it): lifted above the claims about to go, so no later grant goes below them.
   const lift = format(
     `UPDATE ${LOCK_TABLE} k JOIN (SELECT lock_key, MAX(token_claim) AS m FROM (SELECT lock_key, token_claim FROM ${LOCK_LOG_TABLE} WHERE ${prunable} ` +
-      `ORDER BY acquired_at, id LIMIT ?) AS batch GROUP BY lock_key) AS d ON d.lock_key = k.lock_key SET k.fencing_token = GREATEST(k.fencing_token, d.m) WHERE d.m IS NOT NULL`,
+      `ORDER BY id LIMIT ?) AS batch GROUP BY lock_key) AS d ON d.lock_key = k.lock_key SET k.fencing_token = GREATEST(k.fencing_token, d.m) WHERE d.m IS NOT NULL`,
     [batchSize],
   );
   return { statements: ['START TRANSACTION', lift, remove, 'COMMIT'], parse: (results) => affectedRowsOf(results[2]) };

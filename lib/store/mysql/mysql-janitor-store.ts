@@ -5,6 +5,7 @@ import {
   idleKeysStatement,
   lockIdleRowLockRowsStatement,
   pruneBatchPlan,
+  pruneBoundaryStatement,
   reapPlan,
   reapProcessesPlan,
   reclaimBatchPlan,
@@ -14,6 +15,9 @@ import { rowsOf } from './sql.js';
 
 /** The janitor's batches on MySQL/MariaDB, each retried through transient failures. */
 export class MysqlJanitorStore implements JanitorStore {
+  /** Where the last prune's boundary was found: rows below it were all granted before it. */
+  private pruneFrom = '0';
+
   constructor(private readonly log: MysqlLockLog) {}
 
   async reclaimExpired(batchSize: number): Promise<{ candidates: number; count: number; keys: string[] }> {
@@ -23,8 +27,12 @@ export class MysqlJanitorStore implements JanitorStore {
     return { candidates: candidates.length, count, keys: [...new Set(keys)] };
   }
 
-  prune(retentionMs: number, batchSize: number): Promise<number> {
-    return this.retried(() => this.log.run(pruneBatchPlan(retentionMs, batchSize, this.log.schema.claims), 'janitor'));
+  async prune(retentionMs: number, batchSize: number): Promise<number> {
+    // Searched from the last boundary on, so each row is passed once by the search over all runs.
+    const boundary = rowsOf(await this.query(pruneBoundaryStatement(retentionMs, this.pruneFrom)))[0];
+    const below = boundary === undefined ? undefined : String(boundary.id);
+    if (below !== undefined) this.pruneFrom = below;
+    return this.retried(() => this.log.run(pruneBatchPlan(retentionMs, batchSize, this.log.schema.claims, below), 'janitor'));
   }
 
   async reapIdleKeys(idleMs: number, batchSize: number): Promise<{ candidates: number; reaped: number }> {
