@@ -19,7 +19,8 @@ export class DropLogGrantTimeIndex1798761600000 implements MigrationInterface {
   }
 
   async down(queryRunner: QueryRunner): Promise<void> {
-    if (!(await hasIndex(queryRunner))) await queryRunner.query(`ALTER TABLE \`${LOCK_LOG_TABLE}\` ADD INDEX \`${GRANT_TIME_INDEX}\` (\`acquired_at\`)`);
+    if (!(await hasIndex(queryRunner)))
+      await queryRunner.query(`ALTER TABLE \`${LOCK_LOG_TABLE}\` ADD INDEX \`${GRANT_TIME_INDEX}\` (\`acquired_at\`)`);
   }
 }
 

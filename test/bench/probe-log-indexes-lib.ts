@@ -16,7 +16,8 @@ async function main(): Promise<void> {
   const dbB = await TestDatabase.create('dblock_idx_b');
   const appA = await createLockApp(dbA.settings, { janitor: false });
   const appB = await createLockApp(dbB.settings, { janitor: false });
-  for (const change of (process.env.PROBE_DROP ?? 'DROP INDEX idx_db_lock_log_acquired').split(';')) await dbB.query(`ALTER TABLE db_lock_log ${change}`);
+  for (const change of (process.env.PROBE_DROP ?? 'DROP INDEX idx_db_lock_log_acquired').split(';'))
+    await dbB.query(`ALTER TABLE db_lock_log ${change}`);
   const c = await mysql.createConnection({ ...dbA.settings });
   await c.query('CREATE TABLE pk (id INT PRIMARY KEY, v INT) ENGINE=InnoDB');
   await c.query('INSERT INTO pk VALUES (1, 0), (2, 0)');
