@@ -28,6 +28,9 @@ import { SemaphoreCalls } from './core/semaphore-calls.js';
 import { toTypedError } from './errors/to-typed-error.js';
 import { settle } from './core/settle.js';
 
+const MANAGER_ONLY_INSIDE =
+  "lockService.manager is only available inside a method decorated with @DistributedLock/@ReadLock/@WriteLock (transaction: 'requires-new'), or inside a row-lock withLock().";
+
 export { RUNNING_PARTS } from './lock-service.assembly.js';
 
 /**
@@ -229,12 +232,10 @@ export class LockService implements OnModuleInit, OnApplicationBootstrap, Before
    */
   get manager(): EntityManager {
     const manager = LockContext.manager();
-    if (!manager)
-      throw new DbLockError(
-        this.parts?.managerMissing ??
-          'No lock transaction in this call chain: lockService.manager is only available inside a method decorated ' +
-            "with @DistributedLock/@ReadLock/@WriteLock (transaction: 'requires-new'), or inside a row-lock withLock().",
-      );
+    // Code a locked call started that outlives it (a task not awaited) finds its transaction ended.
+    if (manager?.queryRunner?.isReleased)
+      throw new DbLockError(`The locked call this code runs in has ended, and its transaction with it: ${MANAGER_ONLY_INSIDE}`);
+    if (!manager) throw new DbLockError(this.parts?.managerMissing ?? `No lock transaction in this call chain: ${MANAGER_ONLY_INSIDE}`);
     return manager;
   }
 

@@ -2,10 +2,10 @@ import type { Logger } from '@nestjs/common';
 import type { ResolvedDbLockOptions } from '../db-lock.options.js';
 import { DbLockOptionsError } from '../errors/db-lock-options.error.js';
 import { LockTimeoutError } from '../errors/lock-timeout.error.js';
-import type { BusinessTransactions, CallBudget, EarlyBusinessTransaction, FenceSettings } from './business-transaction.js';
+import type { BusinessTransactions, CallBudget, EarlyBusinessTransaction } from './business-transaction.js';
 import { type FenceScope, FencedTransaction } from './fenced-transaction.js';
-import { HeldLock } from './held-lock.js';
-import { LockLostError } from '../errors/lock-lost.error.js';
+import type { HeldLock } from './held-lock.js';
+import { afterJoinedGrant } from './joined-locks.js';
 import { LockContext, splitByChain } from './lock-context.js';
 import type { LockHandle } from './lock-handle.js';
 import { type LockKeys, type LockTarget } from './lock-key.js';
@@ -16,13 +16,20 @@ import type { LockIsolationLevel, ResolvedRunLockedOptions } from './locked-call
 import { NestedLock } from './nested-lock.js';
 import { type ChainKeys, targetsOf } from './semaphore-request.js';
 import { describe } from './option-checks.js';
-import { RunningHolders } from './running-holders.js';
+import type { RunningHolders } from './running-holders.js';
+import { LockedWork } from './locked-work.js';
 import { settle } from './settle.js';
 import { skipIfLocked } from './skip-if-locked.js';
-import { locksOf, NO_LOCKS, ownLock, releaseAs, releaseQuietly } from './handle-locks.js';
+import { locksOf, ownLock } from './handle-locks.js';
 
-/** How the chain takes a lock: its timeout reported by the caller, joined into an open fenced transaction, with an early business transaction. */
-type AcquireHow = { quietTimeout?: boolean; join?: FencedTransaction; isolationLevel?: LockIsolationLevel; early?: EarlyBusinessTransaction };
+/** How the chain takes a lock: its timeout reported by the caller, in an open fenced transaction (`join`; ending with its commit: `endsWithJoin`), with an early business transaction. */
+type AcquireHow = {
+  quietTimeout?: boolean;
+  join?: FencedTransaction;
+  endsWithJoin?: boolean;
+  isolationLevel?: LockIsolationLevel;
+  early?: EarlyBusinessTransaction;
+};
 
 /**
  * Call-chain semantics, the same for every strategy: reentrancy by async context (a key the chain
@@ -30,10 +37,8 @@ type AcquireHow = { quietTimeout?: boolean; join?: FencedTransaction; isolationL
  * fenced transaction, joined into the chain's open one, or the lock alone.
  */
 export class CallChain {
-  /** withLock / decorated holders running now: shutdown waits for them (bounded). */
-  readonly running = new RunningHolders();
-  /** What every fenced call of this chain runs with. */
-  private readonly fenceSettings: FenceSettings;
+  /** How the work of a granted call runs: fenced, joined, or alone. */
+  private readonly work: LockedWork;
 
   constructor(
     private readonly runtime: LockRuntime,
@@ -45,7 +50,7 @@ export class CallChain {
     /** What every fenced transaction's work runs inside (integrations), if anything. */
     fenceScope?: FenceScope,
   ) {
-    this.fenceSettings = { host: runtime, logger, scope: fenceScope };
+    this.work = new LockedWork(transactions, observer, logger, { host: runtime, logger, scope: fenceScope });
   }
 
   /**
@@ -62,7 +67,26 @@ export class CallChain {
     const resolved = resolveLockOptions(options, this.options);
     const targets = targetsOf(keys, resolved.mode, this.options.namespace);
     const mode = targets.some((t) => t.mode === 'write') ? 'write' : 'read';
-    const { held, missing } = splitByChain(targets);
+    const { held, missing: notInChain } = splitByChain(targets);
+    // Keys that calls joining the same transaction took stay held until its commit: reused as an outer call's.
+    const joined = how.join && notInChain.length > 0 ? how.join.joined.split(notInChain, held) : { missing: notInChain };
+    if (joined.inFlight)
+      return afterJoinedGrant(
+        joined.inFlight,
+        resolved.timeoutMs,
+        (timeoutMs) => this.acquireNow(keys, { ...options, timeoutMs }, how),
+        (waitedMs) => {
+          const error = new LockTimeoutError(
+            targets.map((t) => t.key),
+            mode,
+            waitedMs,
+            resolved.timeoutMs,
+          );
+          if (!how.quietTimeout) this.observer.timedOut(error.keys, mode, waitedMs, { name: resolved.name, mode, strategy: resolved.strategy });
+          return error;
+        },
+      );
+    const missing = joined.missing;
     if (missing.length === 0) {
       this.observer.reentrant();
       return Promise.resolve(new NestedLock(targets, held, undefined));
@@ -93,11 +117,17 @@ export class CallChain {
       granted = this.runtime.acquire(request);
       if (early && !waiting) early.open();
     }
+    if (how.join && (how.endsWithJoin || can.joinsOpenTransaction)) how.join.joined.note(missing, granted);
     if (held.size === 0) return granted;
     return granted.then((own) => {
       for (const target of missing) held.set(target.storedKey, own);
       return new NestedLock(targets, held, own);
     });
+  }
+
+  /** withLock / decorated holders running now: shutdown waits for them (bounded). */
+  get running(): RunningHolders {
+    return this.work.running;
   }
 
   async tryAcquire(keys: LockKeys, options: Omit<LockOptions, 'timeoutMs' | 'maxAttempts'> | undefined): Promise<LockHandle | null> {
@@ -115,7 +145,7 @@ export class CallChain {
     // A missing callback is bad input like a bad key: refused before any lock is taken.
     if (typeof fn !== 'function') throw new DbLockOptionsError([`fn must be a function, got ${describe(fn)}`], 'withLock() arguments');
     const handle = await this.acquire(keys, options, { join: FencedTransaction.current() });
-    return await this.runHolding(handle, fn);
+    return await this.work.runHolding(handle, fn);
   }
 
   /** The locked call the decorators forward to (see LockService.runLocked); handlers, not an async frame, as every decorated call passes here. */
@@ -127,6 +157,7 @@ export class CallChain {
     const granted = this.acquire(keys, resolved.lock, {
       quietTimeout: resolved.onLocked === 'skip',
       join: FencedTransaction.current(),
+      endsWithJoin: resolved.transaction !== 'none',
       isolationLevel: resolved.isolationLevel,
       early,
     });
@@ -158,87 +189,11 @@ export class CallChain {
     early: EarlyBusinessTransaction | undefined,
     budget: CallBudget,
   ): Promise<T> {
-    if (resolved.transaction !== 'none') return this.runFenced(handle, fn, resolved.isolationLevel, early, budget);
-    if (!ownLock(handle)?.transaction) return this.runHolding(handle, fn);
+    if (resolved.transaction !== 'none') return this.work.runFenced(handle, fn, resolved.isolationLevel, early, budget);
+    if (!ownLock(handle)?.transaction) return this.work.runHolding(handle, fn);
     // A row-lock is its own transaction, but 'none' promises the lock only: its manager stays out of reach.
     const lockOnly = (lock: LockHandle) => LockContext.run(lock, locksOf(lock), null, () => fn(lock));
-    return this.runFenced(handle, lockOnly, resolved.isolationLevel, early);
-  }
-
-  /**
-   * Runs `fn` as part of the call chain that holds `handle`, then releases it (FAILED if `fn` threw).
-   * A row-lock's work runs in its own transaction, fenced; one taken inside the chain's open one ends with it.
-   */
-  runHolding<T>(handle: LockHandle, fn: (lock: LockHandle) => Promise<T> | T): Promise<T> {
-    const own = ownLock(handle);
-    // Not an async frame around the fenced run: a row-lock's work is on the critical path of its key.
-    if (own?.transaction || own?.endsWithTransaction) return this.runFenced(handle, fn, undefined);
-    return this.runAlone(handle, fn);
-  }
-
-  private async runAlone<T>(handle: LockHandle, fn: (lock: LockHandle) => Promise<T> | T): Promise<T> {
-    const leave = this.running.enter();
-    try {
-      let result: T;
-      try {
-        result = await LockContext.run(handle, locksOf(handle), undefined, () => fn(handle));
-      } catch (error) {
-        await releaseQuietly(handle, error, this.logger);
-        throw error;
-      }
-      await releaseAs(handle, false);
-      return result;
-    } finally {
-      leave();
-    }
-  }
-
-  /**
-   * `fn` in a fenced transaction: the chain's open one (joined), the row-lock holder's own, or a new one
-   * on the DataSource. The call's own lock ends in the commit; locks held by outer calls are fenced and kept.
-   */
-  private runFenced<T>(
-    handle: LockHandle,
-    fn: (lock: LockHandle) => Promise<T> | T,
-    isolationLevel: LockIsolationLevel | undefined,
-    early?: EarlyBusinessTransaction,
-    budget?: CallBudget,
-  ): Promise<T> {
-    const own = ownLock(handle);
-    const byKey = locksOf(handle);
-    // Looked up after the grant: an outer transaction that ended meanwhile is not joined.
-    const outer = FencedTransaction.current();
-    if (outer || own?.transaction) early?.drop();
-    if (outer && !own?.transaction) {
-      if (own && !own.endsWithTransaction) {
-        own.endsWithTransaction = true;
-        outer.enlist(own);
-      }
-      // Locks this call reuses from outer calls guard its work too: the transaction it joins fences them at its commit.
-      if (own !== handle) for (const lock of new Set(byKey.values())) if (lock !== own) outer.keep(lock);
-      return settle(() => LockContext.run(handle, byKey, outer.manager, () => fn(handle)));
-    }
-    const leave = this.running.enter();
-    // A lock of its own and no other: nothing outer to keep (the common case, no set or copy).
-    const kept = own === handle ? NO_LOCKS : [...new Set(byKey.values())].filter((lock) => lock !== own);
-    const locks = { own: own ? [own] : NO_LOCKS, kept, byKey };
-    const work = () => fn(handle);
-    // Handlers rather than an async frame: every fenced call passes here.
-    return settle(() =>
-      own?.transaction
-        ? this.transactions.runIn(this.fenceSettings, own.transaction, handle, locks, work)
-        : this.transactions.run(this.fenceSettings, handle, locks, work, isolationLevel, early, budget),
-    ).then(
-      (value) => {
-        leave();
-        return value;
-      },
-      (error: unknown) => {
-        if (error instanceof LockLostError) this.observer.fenceRefused(own ?? locks.kept[0]!);
-        leave();
-        throw error;
-      },
-    );
+    return this.work.runFenced(handle, lockOnly, resolved.isolationLevel, early);
   }
 
   private async joined(transaction: FencedTransaction, request: Parameters<LockRuntime['acquire']>[0]): Promise<HeldLock> {

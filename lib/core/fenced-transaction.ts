@@ -7,6 +7,7 @@ import type { HeldLock, LockTransaction } from './held-lock.js';
 import type { LockHandle } from './lock-handle.js';
 import { LockContext } from './lock-context.js';
 import { fenceAndCommit } from './fence-and-commit.js';
+import { JoinedLocks } from './joined-locks.js';
 import { settle } from './settle.js';
 
 /** Open fenced transactions by the EntityManager their method sees: how nested calls find and join them. */
@@ -48,6 +49,7 @@ export class FencedTransaction {
   private state: 'open' | 'ending' | 'ended' = 'open';
   /** Locks nested calls took in this transaction (created on the first: most transactions have none). */
   private enlisted: Set<HeldLock> | undefined;
+  private joinedLocks: JoinedLocks | undefined;
   /**
    * Set by an integration that learned why the work may fail (the escaped-write guard, when a write
    * outside the transaction timed out on its row locks): maps the work's failure to what the
@@ -92,6 +94,11 @@ export class FencedTransaction {
   /** `lock`, held by an outer call and reused by a call that joined this transaction, is fenced by its commit and kept. */
   keep(lock: HeldLock): void {
     if (!this.kept.includes(lock) && !this.ending().includes(lock)) this.kept = [...this.kept, lock];
+  }
+
+  /** Locks of calls that joined it, by key, for later calls of the chain to reuse (created on the first: most transactions have none). */
+  get joined(): JoinedLocks {
+    return (this.joinedLocks ??= new JoinedLocks());
   }
 
   /** `lock` ends with this transaction (RELEASED in its commit, FAILED after a rollback). */

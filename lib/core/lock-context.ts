@@ -66,8 +66,13 @@ export function splitByChain(targets: readonly LockTarget[]): { held: Map<string
   for (const target of targets) {
     const found = LockContext.find(target.storedKey);
     if (!found) missing.push(target);
-    else if (checkSameKind(target, found.lock) && target.mode === 'write' && found.mode === 'read') throw new LockUpgradeError(target.key);
-    else held.set(target.storedKey, found.lock);
+    else held.set(target.storedKey, reusable(target, found.lock, found.mode));
   }
   return { held, missing };
+}
+
+/** `lock`, which holds `target`'s key in `mode`, for reuse by `target`: read → write is refused, and so is a lock asked as a permit or the other way round. */
+export function reusable(target: LockTarget, lock: HeldLock, mode: LockMode): HeldLock {
+  if (checkSameKind(target, lock) && target.mode === 'write' && mode === 'read') throw new LockUpgradeError(target.key);
+  return lock;
 }

@@ -1,0 +1,285 @@
+import 'reflect-metadata';
+import { after, before, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { type INestApplicationContext, Injectable } from '@nestjs/common';
+import type { EntityManager } from 'typeorm';
+import { DbLockError, LockService, LockUpgradeError, ReadLock, WriteLock } from '../../lib/index.js';
+import { createLockApp, eventually } from '../support/lock-app.js';
+import { TestDatabase } from '../support/test-database.js';
+import { contractSuite } from '../support/contract-targets.js';
+
+/**
+ * Nested decorated calls across services, with mixed strategies, errors, 'skip' and concurrent
+ * call chains in one process.
+ */
+class BusinessError extends Error {}
+
+const insert = (manager: EntityManager, k: string, who: string): Promise<unknown> =>
+  manager.query('INSERT INTO entries (k, who) VALUES (?, ?)', [k, who]);
+
+/** A gate opened from outside. */
+function gate(): { wait: Promise<void>; open: () => void } {
+  let open!: () => void;
+  const wait = new Promise<void>((resolve) => (open = resolve));
+  return { wait, open };
+}
+
+@Injectable()
+class InnerLease {
+  constructor(readonly locks: LockService) {}
+  @WriteLock('nl:{0}', { strategy: 'lease' })
+  async write(k: string, fail = false): Promise<EntityManager> {
+    await insert(this.locks.manager, k, 'inner-lease');
+    if (fail) throw new BusinessError('inner lease failed');
+    return this.locks.manager;
+  }
+}
+
+@Injectable()
+class InnerRow {
+  constructor(readonly locks: LockService) {}
+  @WriteLock('nr:{0}', { strategy: 'row-lock' })
+  async write(k: string, fail = false): Promise<EntityManager> {
+    await insert(this.locks.manager, k, 'inner-row');
+    if (fail) throw new BusinessError('inner row failed');
+    return this.locks.manager;
+  }
+
+  @WriteLock('skipme:{0}', { onLocked: 'skip' })
+  async skippable(k: string): Promise<'ran' | undefined> {
+    await insert(this.locks.manager, k, 'skippable');
+    return 'ran';
+  }
+}
+
+@Injectable()
+class Outer {
+  constructor(
+    readonly locks: LockService,
+    readonly lease: InnerLease,
+    readonly row: InnerRow,
+  ) {}
+
+  @WriteLock('ol:{0}', { strategy: 'lease' })
+  async leaseThenRow(k: string, opts: { innerFails?: boolean; outerFails?: boolean; catchInner?: boolean } = {}): Promise<boolean> {
+    await insert(this.locks.manager, k, 'outer-lease');
+    let same = false;
+    try {
+      same = (await this.row.write(k, opts.innerFails)) === this.locks.manager;
+    } catch (error) {
+      if (!opts.catchInner) throw error;
+    }
+    if (opts.outerFails) throw new BusinessError('outer lease failed');
+    return same;
+  }
+
+  @WriteLock('or:{0}', { strategy: 'row-lock' })
+  async rowThenLease(k: string, opts: { innerFails?: boolean; outerFails?: boolean; catchInner?: boolean } = {}): Promise<boolean> {
+    await insert(this.locks.manager, k, 'outer-row');
+    let same = false;
+    try {
+      same = (await this.lease.write(k, opts.innerFails)) === this.locks.manager;
+    } catch (error) {
+      if (!opts.catchInner) throw error;
+    }
+    if (opts.outerFails) throw new BusinessError('outer row failed');
+    return same;
+  }
+
+  @WriteLock('os:{0}')
+  async withSkip(k: string): Promise<'ran' | undefined> {
+    await insert(this.locks.manager, k, 'outer-skip');
+    return this.row.skippable(k);
+  }
+
+  @ReadLock('rw:{0}')
+  async reader(k: string, inside: Promise<void>, entered: () => void): Promise<void> {
+    entered();
+    await inside;
+  }
+
+  @WriteLock('rw:{0}')
+  async writer(k: string): Promise<string> {
+    await insert(this.locks.manager, k, 'writer');
+    return 'wrote';
+  }
+
+  @ReadLock('up:{0}', { strategy: 'lease' })
+  async readThenRowWrite(k: string): Promise<void> {
+    await this.upgradeRow(k);
+  }
+
+  @WriteLock('up:{0}', { strategy: 'row-lock' })
+  async upgradeRow(k: string): Promise<void> {
+    await insert(this.locks.manager, k, 'upgraded');
+  }
+
+  /** Declared as returning any: no Promise; the decorator must still lock it, commit it and answer with a promise. */
+  @WriteLock('sync:{0}')
+  syncValue(k: string): any {
+    return `value:${k}`;
+  }
+
+  @WriteLock('sync:{0}')
+  syncThrow(k: string): any {
+    throw new BusinessError(`sync ${k}`);
+  }
+}
+
+contractSuite('fenced-decorators', 'nested decorated calls across services', (target) => {
+  let db: TestDatabase;
+  let app: INestApplicationContext;
+  let locks: LockService;
+  let outer: Outer;
+
+  before(async () => {
+    db = await TestDatabase.create();
+    await db.query('CREATE TABLE entries (id INT AUTO_INCREMENT PRIMARY KEY, k VARCHAR(64) NOT NULL, who VARCHAR(32) NOT NULL)');
+    ({ app, locks } = await createLockApp(db.settings, target.options({ janitor: false }), { providers: [Outer, InnerLease, InnerRow] }));
+    outer = app.get(Outer);
+  });
+  after(async () => {
+    await app?.close();
+    await db?.drop();
+  });
+
+  const entries = async (k: string): Promise<string[]> =>
+    (await db.query<{ who: string }[]>('SELECT who FROM entries WHERE k = ? ORDER BY id', [k])).map((r) => r.who);
+  const ended = async (key: string): Promise<unknown[]> => {
+    let statuses: unknown[] = [];
+    await eventually(
+      async () => {
+        statuses = (await db.logRows(key)).map((r) => r.status);
+        return statuses.length > 0 && statuses.every((s) => s !== 'ACQUIRED' && s !== 'COMPLETED');
+      },
+      5_000,
+      `ended rows of ${key}`,
+    );
+    return statuses;
+  };
+  const free = async (key: string): Promise<boolean> => {
+    const h = await locks.tryAcquire(key);
+    if (!h) return false;
+    await h.release();
+    return true;
+  };
+
+  it('row-lock inside a lease fenced call joins it: both commit together, both RELEASED', async () => {
+    assert.equal(await outer.leaseThenRow('a1'), true, 'same EntityManager');
+    assert.deepEqual(await entries('a1'), ['outer-lease', 'inner-row']);
+    assert.deepEqual(await ended('ol:a1'), ['RELEASED']);
+    assert.deepEqual(await ended('nr:a1'), ['RELEASED']);
+    assert.ok(await free('nr:a1'));
+  });
+
+  it('lease inside a row-lock fenced call joins it: both commit together, both RELEASED', async () => {
+    assert.equal(await outer.rowThenLease('a2'), true, 'same EntityManager');
+    assert.deepEqual(await entries('a2'), ['outer-row', 'inner-lease']);
+    assert.deepEqual(await ended('or:a2'), ['RELEASED']);
+    assert.deepEqual(await ended('nl:a2'), ['RELEASED']);
+    assert.ok(await free('nl:a2'));
+  });
+
+  it('outer fails after a joined inner call: both rolled back, both FAILED, both keys free', async () => {
+    await assert.rejects(outer.leaseThenRow('a3', { outerFails: true }), BusinessError);
+    await assert.rejects(outer.rowThenLease('a4', { outerFails: true }), BusinessError);
+    assert.deepEqual(await entries('a3'), []);
+    assert.deepEqual(await entries('a4'), []);
+    assert.deepEqual(await ended('ol:a3'), ['FAILED']);
+    assert.deepEqual(await ended('nr:a3'), ['FAILED']);
+    assert.deepEqual(await ended('or:a4'), ['FAILED']);
+    assert.deepEqual(await ended('nl:a4'), ['FAILED']);
+    assert.ok(await free('nr:a3'));
+    assert.ok(await free('nl:a4'));
+  });
+
+  it('inner fails and propagates: everything rolled back, both FAILED', async () => {
+    await assert.rejects(outer.leaseThenRow('a5', { innerFails: true }), BusinessError);
+    await assert.rejects(outer.rowThenLease('a6', { innerFails: true }), BusinessError);
+    assert.deepEqual(await entries('a5'), []);
+    assert.deepEqual(await entries('a6'), []);
+    assert.deepEqual(await ended('ol:a5'), ['FAILED']);
+    assert.deepEqual(await ended('nr:a5'), ['FAILED']);
+    assert.deepEqual(await ended('or:a6'), ['FAILED']);
+    assert.deepEqual(await ended('nl:a6'), ['FAILED']);
+  });
+
+  it("nested onLocked 'skip' on a key another chain holds: resolves undefined, the outer call commits", async () => {
+    const held = await locks.acquire('skipme:s1', { strategy: target.strategy === 'row-lock' ? 'lease' : 'lease' });
+    try {
+      const started = performance.now();
+      assert.equal(await outer.withSkip('s1'), undefined);
+      assert.ok(performance.now() - started < 3_000, 'one try, no wait');
+    } finally {
+      await held.release();
+    }
+    assert.deepEqual(await entries('s1'), ['outer-skip']);
+    assert.deepEqual(await ended('os:s1'), ['RELEASED']);
+    assert.equal(await outer.withSkip('s2'), 'ran');
+    assert.deepEqual(await entries('s2'), ['outer-skip', 'skippable']);
+  });
+
+  it('a reader in one chain and a writer in another chain of the same process: the writer waits, no LockUpgradeError', async () => {
+    const inside = gate();
+    let entered!: () => void;
+    const readerIn = new Promise<void>((r) => (entered = r));
+    const reading = outer.reader('c1', inside.wait, entered);
+    await readerIn;
+    const writing = outer.writer('c1');
+    let writerDone = false;
+    void writing.then(
+      () => (writerDone = true),
+      () => (writerDone = true),
+    );
+    await new Promise((r) => setTimeout(r, 200));
+    assert.equal(writerDone, false, 'the writer waits for the reader of the other chain');
+    inside.open();
+    await reading;
+    assert.equal(await writing, 'wrote');
+  });
+
+  it('read (lease) then write (row-lock) on one key in one chain: LockUpgradeError, nothing written', async () => {
+    await assert.rejects(outer.readThenRowWrite('u1'), LockUpgradeError);
+    assert.deepEqual(await entries('u1'), []);
+    assert.ok(await free('up:u1'));
+  });
+
+  it('a method returning a plain value is locked and answered with a promise; a synchronous throw rolls back (FAILED)', async () => {
+    const answer = outer.syncValue('v1');
+    assert.ok(answer instanceof Promise);
+    assert.equal(await answer, 'value:v1');
+    assert.deepEqual(await ended('sync:v1'), ['RELEASED']);
+    const thrown = outer.syncThrow('v2');
+    assert.ok(thrown instanceof Promise, 'a rejection, not a synchronous throw');
+    await assert.rejects(thrown, BusinessError);
+    assert.deepEqual(await ended('sync:v2'), ['FAILED']);
+    assert.ok(await free('sync:v2'));
+  });
+
+  it('lockService.manager used after the locked call ended (by a task the method started): a DbLockError, nothing written', async () => {
+    let later!: Promise<unknown>;
+    let release!: () => void;
+    const wait = new Promise<void>((r) => (release = r));
+    class Probe {
+      constructor(readonly l: LockService) {}
+      @WriteLock('late:{0}')
+      async run(k: string): Promise<void> {
+        await insert(this.l.manager, k, 'in');
+        later = wait.then(async () => {
+          try {
+            await insert(this.l.manager, k, 'late');
+            return 'written';
+          } catch (error) {
+            return error;
+          }
+        });
+      }
+    }
+    const probe = new Probe(locks);
+    await probe.run('late1');
+    release();
+    const got = await later;
+    assert.deepEqual(await entries('late1'), ['in'], 'nothing written after the call ended');
+    assert.ok(got instanceof DbLockError, `got ${(got as object)?.constructor?.name}: ${String(got)}`);
+  });
+});
