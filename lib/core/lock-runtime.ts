@@ -230,6 +230,7 @@ export class LockRuntime implements HeldLockHost {
         observer: this.observer,
         logger: this.logger,
         inFlight: this.inFlight,
+        writerWaits: (targets) => this.queues.writerWaitsOn(targets),
         closing: () => this.closing,
         release: (lock, failed) => this.release(lock, failed),
       });

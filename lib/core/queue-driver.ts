@@ -5,6 +5,7 @@ import type { LockStrategy } from '../strategies/lock-strategy.js';
 import type { LeaseKeeper } from './acquire-request.js';
 import type { HeldLock } from './held-lock.js';
 import type { LocalHolds } from './local-holds.js';
+import type { LockTarget } from './lock-key.js';
 import type { LockObserver } from './lock-observer.js';
 import { tryOnce } from './try-once.js';
 import type { Waiter, WaitQueueDriver } from './wait-queue.js';
@@ -17,6 +18,8 @@ export interface QueueDriverHost {
   readonly logger: Pick<Logger, 'warn'>;
   /** Tries on the wire: shutdown waits for them before connections close. */
   readonly inFlight: Set<Promise<unknown>>;
+  /** True while a write waiter of this process waits on one of the keys. */
+  writerWaits(targets: readonly LockTarget[]): boolean;
   closing(): boolean;
   release(lock: HeldLock, failed: boolean): Promise<void>;
 }
@@ -51,7 +54,9 @@ export function queueDriver(strategy: LockStrategy, host: QueueDriverHost): Queu
       running.then(done, done);
       return running;
     },
-    blockedLocally: (waiter) => host.localHolds.blocks(waiter.targets, (lock) => strategy.waitsForLocalRelease(lock)),
+    blockedLocally: (waiter) =>
+      host.localHolds.blocks(waiter.targets, (lock) => strategy.waitsForLocalRelease(lock)) ||
+      (strategy.readersYieldToLocalWriters === true && waiter.mode === 'read' && host.writerWaits(waiter.targets)),
     delay: (failedTries) => strategy.retryDelay(failedTries),
     timeoutError: (waiter) => {
       const error = waitFailure(waiter);

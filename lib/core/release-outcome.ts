@@ -22,7 +22,10 @@ export function releaseFailure(lock: HeldLock, wasLost: boolean, observer: LockO
     return error;
   }
   // Already lost (at shutdown the pool may be closing under it): the caller hears why, not what its release met.
-  if (wasLost && lock.signal.reason instanceof LockLostError) return lock.signal.reason;
+  if (wasLost && lock.signal.reason instanceof LockLostError) {
+    lock.markLost(lock.signal.reason);
+    return lock.signal.reason;
+  }
   const typed = toTypedError(
     error,
     `Releasing ${lock.mode} lock on ${lock.keys.map((k) => `'${k}'`).join(', ')} failed; its lease will run out on its own`,

@@ -7,6 +7,8 @@ export class WaitQueues {
   private readonly queues = new Map<string, WaitQueue<HeldLock>>();
   /** The queues waiting on each stored key, so a release wakes exactly those. */
   private readonly byKey = new Map<string, Set<WaitQueue<HeldLock>>>();
+  /** The keys each queue's callers want to write. */
+  private readonly writes = new WeakMap<WaitQueue<HeldLock>, ReadonlySet<string>>();
 
   /** Numbers callers that get a queue of their own. */
   private callers = 0;
@@ -32,8 +34,11 @@ export class WaitQueues {
         set?.delete(created);
         if (set?.size === 0) this.byKey.delete(key);
       }
+      // Readers held back behind a writer of this process that gave up need not wait for their next pause.
+      if (this.writes.get(created)?.size) this.wake(targets);
     });
     this.queues.set(id, created);
+    this.writes.set(created, new Set(targets.filter((t) => t.mode === 'write').map((t) => t.storedKey)));
     for (const key of keys) {
       let set = this.byKey.get(key);
       if (!set) this.byKey.set(key, (set = new Set()));
@@ -45,6 +50,13 @@ export class WaitQueues {
   /** True if a caller of this process already waits on any of `targets`' keys. */
   waitsOn(targets: readonly LockTarget[]): boolean {
     return targets.some((t) => this.byKey.has(t.storedKey));
+  }
+
+  /** True if a caller of this process waits to write one of `targets`' keys. */
+  writerWaitsOn(targets: readonly LockTarget[]): boolean {
+    for (const target of targets)
+      for (const queue of this.byKey.get(target.storedKey) ?? []) if (queue.size > 0 && this.writes.get(queue)?.has(target.storedKey)) return true;
+    return false;
   }
 
   /** Wakes the queues waiting on any of `targets`' keys. */

@@ -60,6 +60,8 @@ export interface LockStrategy {
    * local release); false when the database queues waiters itself, so asking is waiting.
    */
   waitsForLocalRelease(conflicting: HeldLock): boolean;
+  /** True when readers give way to writers (writer preference) and the database cannot see a writer of this process that waits locally. */
+  readonly readersYieldToLocalWriters?: boolean;
   /** One try; may wait in the database, never past `attempt.deadline`. */
   tryGrant(attempt: GrantAttempt): Promise<AttemptResult>;
   /** True when a try for `targets` would wait in the database before it asks (a doorbell): the caller then waits in the local queue. */

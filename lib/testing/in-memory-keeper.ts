@@ -18,12 +18,17 @@ export class InMemoryKeeper implements LeaseKeeper {
     return this.timers.size;
   }
 
+  /** After a grant, and again after extend(): the bound counts from the grant, as the watchdog's does, with one timer per lock. */
   add(lock: HeldLock): void {
     if (this.maxHoldMs === Infinity) return;
-    const timer = setTimeout(() => {
-      this.timers.delete(lock);
-      this.lose(lock, new LockLostError(lock.keys[0]!, lock.fencingToken, `held longer than maxHoldMs (${this.maxHoldMs} ms)`));
-    }, this.maxHoldMs);
+    clearTimeout(this.timers.get(lock));
+    const timer = setTimeout(
+      () => {
+        this.timers.delete(lock);
+        this.lose(lock, new LockLostError(lock.keys[0]!, lock.fencingToken, `held longer than maxHoldMs (${this.maxHoldMs} ms)`));
+      },
+      Math.max(0, lock.grantedAt + this.maxHoldMs - performance.now()),
+    );
     timer.unref();
     this.timers.set(lock, timer);
   }

@@ -46,6 +46,11 @@ export class LeaseStrategy implements LockStrategy {
     private readonly doorbells: DoorbellStore | undefined,
   ) {}
 
+  /** A writer waiting for this process's own reader never marks the key: the process holds back its new readers itself. */
+  get readersYieldToLocalWriters(): boolean {
+    return this.settings.writerPreference;
+  }
+
   waitsForLocalRelease(conflicting: HeldLock): boolean {
     // Others queue on a holder's bell: queue there too, in order, rather than take the key back at
     // the local release (that would starve other processes).
