@@ -64,7 +64,8 @@ export interface DbLockModuleOptions {
   poolSize?: number;
   /**
    * While a writer waits, new readers are held back so writers are not starved. `false` lets
-   * readers barge in as long as any reader holds the key. Default true.
+   * lease readers barge in as long as any reader holds the key. Row-lock readers always give way:
+   * the server queues a new shared row lock behind a waiting exclusive one. Default true.
    */
   writerPreference?: boolean;
   /**

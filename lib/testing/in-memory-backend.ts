@@ -32,7 +32,11 @@ export function inMemoryBackend(manager: EntityManager | undefined): LockBackend
       extend: (lock: HeldLock, leaseMs: number | undefined) => runtime!.extend(lock, leaseMs),
     };
     const strategies = new Map<LockStrategyName, LockStrategy>(
-      LOCK_STRATEGY_NAMES.map((name) => [name, new InMemoryStrategy(name, host, table, options.writerPreference)]),
+      // A row-lock's work runs in the lock's own transaction: in memory, the test's manager stands for it.
+      LOCK_STRATEGY_NAMES.map((name) => [
+        name,
+        new InMemoryStrategy(name, host, table, options.writerPreference, name === 'row-lock' ? manager : null),
+      ]),
     );
     const keeper = new InMemoryKeeper(options.maxHoldMs, (lock, error) => runtime?.lost(lock, error, true));
     runtime = new LockRuntime(strategies, observer, keeper, logger);

@@ -5,6 +5,13 @@ import { LockLostError } from '../errors/lock-lost.error.js';
 import type { AttemptResult, GrantAttempt, LockStrategy } from '../strategies/lock-strategy.js';
 import type { LockStrategyName } from '../strategies/lock-strategy-name.js';
 import type { InMemoryLockTable } from './in-memory-lock-table.js';
+import type { EntityManager, QueryRunner } from 'typeorm';
+import type { LockTransaction } from '../core/held-lock.js';
+
+/** What a row-lock holder's transaction is in memory: the test's manager, nothing to commit. */
+function inMemoryTransaction(manager: EntityManager | undefined): LockTransaction {
+  return { runner: { manager } as QueryRunner, finish: () => Promise.resolve() };
+}
 
 /** Pauses between tries while a key is busy: short, since a try costs nothing here. */
 const RETRY_MIN_DELAY_MS = 1;
@@ -24,6 +31,8 @@ export class InMemoryStrategy implements LockStrategy {
     private readonly host: HeldLockHost,
     private readonly table: InMemoryLockTable,
     private readonly writerPreference: boolean,
+    /** For a strategy whose work runs in the lock's own transaction: the manager standing for it (undefined: none given); null: none. */
+    private readonly lockManager: EntityManager | undefined | null,
   ) {}
 
   /**
@@ -63,6 +72,7 @@ export class InMemoryStrategy implements LockStrategy {
       grantedAt - attempt.startedAt,
       attempt.internal,
     );
+    if (this.lockManager !== null) lock.transaction = inMemoryTransaction(this.lockManager);
     return Promise.resolve({ lock, reclaimed: 0 });
   }
 

@@ -1,6 +1,6 @@
 import type { EntityManager } from 'typeorm';
 import type { BusinessTransactions, FencedLocks, FenceSettings } from '../core/business-transaction.js';
-import type { HeldLock } from '../core/held-lock.js';
+import type { HeldLock, LockTransaction } from '../core/held-lock.js';
 import { LockContext } from '../core/lock-context.js';
 import type { LockHandle } from '../core/lock-handle.js';
 import { DbLockError } from '../errors/db-lock.error.js';
@@ -19,9 +19,9 @@ export class InMemoryTransactions implements BusinessTransactions {
     return undefined;
   }
 
-  /** In-memory locks live in no transaction: never asked. */
-  runIn(): Promise<never> {
-    return Promise.reject(new DbLockError('An in-memory lock has no transaction of its own'));
+  /** A row-lock's work, in the transaction that stands for its lock's (see InMemoryStrategy): as any fenced call. */
+  runIn<T>(settings: FenceSettings, _transaction: LockTransaction, handle: LockHandle, locks: FencedLocks, fn: () => Promise<T> | T): Promise<T> {
+    return this.run(settings, handle, locks, fn);
   }
 
   async run<T>(settings: FenceSettings, handle: LockHandle, locks: FencedLocks, fn: () => Promise<T> | T): Promise<T> {
