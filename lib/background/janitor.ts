@@ -6,6 +6,7 @@ import type { LockRuntime } from '../core/lock-runtime.js';
 import { LockTimeoutError } from '../errors/lock-timeout.error.js';
 import { JANITOR_LOCK_TARGET } from '../core/internal-keys.js';
 import type { JanitorStore } from '../store/lock-store.js';
+import { toTypedError } from '../errors/to-typed-error.js';
 
 /** What one janitor run did. */
 export interface JanitorReport {
@@ -72,10 +73,12 @@ export class LockJanitor {
     await this.running?.catch(() => undefined);
   }
 
-  /** One run now (or the one already in progress). Rejects only on database errors. */
+  /** One run now (or the one already in progress). Rejects only on database errors, typed (DbLockError). */
   run(): Promise<JanitorReport> {
     if (!this.running) {
-      const run = this.runOnce();
+      const run = this.runOnce().catch((error: unknown) => {
+        throw toTypedError(error, 'The janitor run failed');
+      });
       this.running = run;
       const clear = (): void => {
         if (this.running === run) this.running = undefined;
@@ -143,7 +146,8 @@ export class LockJanitor {
       work.batches.reclaim++;
       work.reclaimed += count;
       this.observer.janitorBatch(candidates === 0 ? {} : { reclaimed: count, reclaimedKeys: keys });
-      if (candidates < batchSize) break;
+      // A full batch none of which could be ended (rows a stalled holder keeps locked) would come back next time.
+      if (candidates < batchSize || count === 0) break;
     }
     // 2. Prune ended log rows past the retention.
     if (logRetentionMs < FOREVER_MS) {

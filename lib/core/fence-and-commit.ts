@@ -18,7 +18,7 @@ const TAKEN_OVER = 'its lease ran out and another holder took the key over befor
  */
 export function fenceAndCommit(store: FenceStore, runner: QueryRunner, ending: readonly HeldLock[], kept: readonly HeldLock[]): Promise<void> {
   const alone = ending.length === 1 && kept.length === 0 ? ending[0]! : undefined;
-  if (alone?.live && (alone.commitRecord || alone.rowIds.length === 1)) return endAlone(store, runner, alone);
+  if (alone?.liveNow && (alone.commitRecord || alone.rowIds.length === 1)) return endAlone(store, runner, alone);
   return fenceAndCommitAll(store, runner, ending, kept);
 }
 
@@ -49,7 +49,7 @@ async function fenceAndCommitAll(store: FenceStore, runner: QueryRunner, ending:
   for (const lock of all) lock.fencesInProgress++;
   try {
     // Known lost (taken over, lease ran out unconfirmed, maxHoldMs): never commit on it.
-    for (const lock of all) if (!lock.live) throw lostReason(lock, `it was already ${lock.state} before the commit`);
+    for (const lock of all) if (!lock.liveNow) throw lostReason(lock, `it was already ${lock.state} before the commit`);
     await fence(
       ending.filter((lock) => !lock.commitRecord),
       (lock) => store.endInCommit(runner, lock.rowIds, lock.acquisitionId),

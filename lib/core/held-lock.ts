@@ -188,6 +188,16 @@ export class HeldLock implements LockHandle {
     return this.state === 'held';
   }
 
+  /**
+   * `live`, the local deadline checked first: after a stall the watchdog's deadline timer may not
+   * have run yet (see `signal`), and what is decided on the lock now (a fenced commit, an extend)
+   * must agree with its signal.
+   */
+  get liveNow(): boolean {
+    if (this.state === 'held' && performance.now() >= this.localDeadline) this.host.overdue?.(this);
+    return this.state === 'held';
+  }
+
   /** performance.now() at which the database may already consider the lease run out: the signal aborts then. */
   get localDeadline(): number {
     if (this.leaseMs === Infinity) return Infinity; // row-lock: no lease

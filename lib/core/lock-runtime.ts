@@ -18,7 +18,7 @@ import { type QueueDriver, queueDriver } from './queue-driver.js';
 import { WaitQueues } from './wait-queues.js';
 import { takeWithin } from './acquire-within.js';
 import { abortHeld, endHeld } from './held-at-shutdown.js';
-import { releaseFailure, settleRelease } from './release-outcome.js';
+import { givenUpNote, lostOrEnded, releaseFailure, settleRelease } from './release-outcome.js';
 
 /**
  * The process side of locking, the same for every strategy: wait queues, the locks this process
@@ -105,7 +105,9 @@ export class LockRuntime implements HeldLockHost {
     lock.state = 'releasing';
     this.keeper.remove(lock);
     const startedAt = performance.now();
-    const releasing = settle(() => this.strategy(lock.strategy).release(lock, failed ? LockStatus.FAILED : LockStatus.RELEASED));
+    // A lost lock's rows end as its give-back ends them (whichever lands first), never RELEASED.
+    const [status, note] = wasLost ? [LockStatus.EXPIRED, givenUpNote(lock)] : [failed ? LockStatus.FAILED : LockStatus.RELEASED, undefined];
+    const releasing = settle(() => this.strategy(lock.strategy).release(lock, status, note));
     // Handlers rather than an async frame: every release passes here. The lock stays a local hold,
     // and local waiters wake, once the release is through, whatever its outcome: before, a grant of
     // theirs (or of a new caller) would race it and be refused.
@@ -128,7 +130,7 @@ export class LockRuntime implements HeldLockHost {
   async extend(lock: HeldLock, leaseMs: number | undefined): Promise<void> {
     // Validated before any SQL: NaN/Infinity would break the statement, a tiny lease end the caller's own lock at once.
     const lease = checkLease(leaseMs) ?? lock.leaseMs;
-    if (!lock.live) throw new LockLostError(lock.keys[0]!, lock.fencingToken, `it was already ${lock.state}; it cannot be extended`);
+    if (!lock.liveNow) throw lostOrEnded(lock);
     const sentAt = performance.now();
     let kept: boolean;
     try {
@@ -145,8 +147,8 @@ export class LockRuntime implements HeldLockHost {
     if (!this.strategy(lock.strategy).capabilities.renewedByProcessLease) return;
     lock.leaseMs = lease;
     lock.leaseFrom = Math.max(lock.leaseFrom, sentAt);
-    // A shorter lease brings its renewal and its deadline forward.
-    if (lock.live) this.keeper.add(lock);
+    if (!lock.live) throw lostOrEnded(lock); // lost while the extend was on the wire: not extended
+    this.keeper.add(lock); // a shorter lease brings its renewal and its deadline forward
   }
 
   /** The lock's rows were ended inside a fenced commit: local clean-up, the strategy's, the event. */
@@ -171,7 +173,7 @@ export class LockRuntime implements HeldLockHost {
     if (!giveBack) this.strategy(lock.strategy).dropped(lock);
     else {
       this.strategy(lock.strategy)
-        .release(lock, LockStatus.EXPIRED, `given up by its holder: ${error.reason}`.slice(0, 255))
+        .release(lock, LockStatus.EXPIRED, givenUpNote(lock))
         .catch((e: unknown) => (e instanceof LockLostError ? undefined : this.logger.warn(`Could not end a lost lock's rows: ${String(e)}`)));
     }
   }

@@ -35,3 +35,17 @@ export function releaseFailure(lock: HeldLock, wasLost: boolean, observer: LockO
   lock.markLost(typed);
   return typed;
 }
+
+/** Why a lock can no longer be extended: the loss its signal carries, or its end. */
+export function lostOrEnded(lock: HeldLock): LockLostError {
+  const reason: unknown = lock.signal.reason;
+  return reason instanceof LockLostError
+    ? reason
+    : new LockLostError(lock.keys[0]!, lock.fencingToken, `it was already ${lock.state}; it cannot be extended`);
+}
+
+/** The note on the rows of a lock its holder gave up (lost from its own side). */
+export function givenUpNote(lock: HeldLock): string {
+  const reason: unknown = lock.signal.reason;
+  return `given up by its holder: ${reason instanceof LockLostError ? reason.reason : String(reason)}`.slice(0, 255);
+}

@@ -87,7 +87,7 @@ contractSuite('holder-connection', 'row-lock: a long hold, and one lost at maxHo
     );
   });
 
-  it('past maxHoldMs while the work awaits a statement on the lock\'s connection: that statement fails at once, it never hangs', async (t) => {
+  it("past maxHoldMs while the work awaits a statement on the lock's connection: that statement fails at once, it never hangs", async (t) => {
     // The statement is in flight when the hold is cut: closing the connection must fail it (a
     // connection closed by mysql2's destroy() would leave it unanswered, the work awaiting forever).
     const started = performance.now();

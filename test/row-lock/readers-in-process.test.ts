@@ -38,7 +38,15 @@ describe('timeouts, slots, audit rows (coverage)', () => {
     const e2 = await b.locks.acquire(key, { mode: 'read', timeoutMs: 150 }).catch((x: unknown) => x);
     const d2 = performance.now() - t2;
     const e3 = await b.locks.acquire([key, 'to0-other'], { mode: 'read', timeoutMs: 150 }).catch((x: unknown) => x);
-    const e4 = await b.locks.acquire([{ key, mode: 'read' }, { key: 'to0-w', mode: 'write' }], { timeoutMs: 0 }).catch((x: unknown) => x);
+    const e4 = await b.locks
+      .acquire(
+        [
+          { key, mode: 'read' },
+          { key: 'to0-w', mode: 'write' },
+        ],
+        { timeoutMs: 0 },
+      )
+      .catch((x: unknown) => x);
     await held.release();
     assert.ok(e instanceof LockTimeoutError, String(e));
     assert.ok(d0 < 300, `timeoutMs 0 took ${d0}`);
@@ -74,9 +82,25 @@ describe('timeouts, slots, audit rows (coverage)', () => {
     const key = 'audit-r';
     await a.locks.withLock(key, async () => undefined);
     await a.locks.withLock(key, async () => undefined, { mode: 'read' });
-    await a.locks.withLock(key, async () => { throw new Error('boom'); }, { mode: 'read' }).catch(() => undefined);
+    await a.locks
+      .withLock(
+        key,
+        async () => {
+          throw new Error('boom');
+        },
+        { mode: 'read' },
+      )
+      .catch(() => undefined);
     await a.locks.runLocked(key, async () => undefined, { mode: 'read' });
-    await a.locks.runLocked(key, async () => { throw new Error('boom'); }, { mode: 'read' }).catch(() => undefined);
+    await a.locks
+      .runLocked(
+        key,
+        async () => {
+          throw new Error('boom');
+        },
+        { mode: 'read' },
+      )
+      .catch(() => undefined);
     await eventually(async () => (await db.logRows(key)).length >= 5, 3_000, 'rows');
     const rows = await db.logRows(key);
     assert.deepEqual(

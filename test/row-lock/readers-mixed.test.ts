@@ -36,7 +36,7 @@ describe('mixed-mode multi-key, maxHoldMs, killed connection (coverage)', () => 
     const loop = async (app: App, seed: number): Promise<void> => {
       for (let i = 0; i < 60; i++) {
         const req = keys
-          .filter((_, j) => ((seed + i + j) % 4) !== 0)
+          .filter((_, j) => (seed + i + j) % 4 !== 0)
           .map((key, j) => ({ key, mode: ((seed * 7 + i + j) % 3 === 0 ? 'write' : 'read') as 'read' | 'write' }));
         if (req.length === 0) continue;
         try {
@@ -82,7 +82,10 @@ describe('mixed-mode multi-key, maxHoldMs, killed connection (coverage)', () => 
     const w = await b.locks.acquire(key, { timeoutMs: 5_000 });
     const waited = performance.now() - t0;
     assert.ok(r.signal.aborted, 'reader signal aborted');
-    const rel = await r.release().then(() => null, (e: unknown) => e);
+    const rel = await r.release().then(
+      () => null,
+      (e: unknown) => e,
+    );
     await w.release();
     await eventually(async () => (await db.logRows(key)).length >= 3, 3_000, 'rows');
     const rows = await db.logRows(key);
@@ -104,20 +107,25 @@ describe('mixed-mode multi-key, maxHoldMs, killed connection (coverage)', () => 
     const key = 'kill-r';
     await (await b.locks.acquire(key)).release();
     let lost: unknown;
-    const reader = a.locks.runLocked(
-      key,
-      async () => {
-        const [row] = (await a.locks.manager.query('SELECT CONNECTION_ID() AS id')) as { id: number }[];
-        await db.query(`KILL CONNECTION ${row!.id}`);
-        await eventually(() => a.locks.currentLock!.signal.aborted, 3_000, 'signal');
-        try {
-          await a.locks.manager.query('SELECT 1');
-        } catch (e) {
-          lost = e;
-        }
-      },
-      { mode: 'read' },
-    ).then(() => null, (e: unknown) => e);
+    const reader = a.locks
+      .runLocked(
+        key,
+        async () => {
+          const [row] = (await a.locks.manager.query('SELECT CONNECTION_ID() AS id')) as { id: number }[];
+          await db.query(`KILL CONNECTION ${row!.id}`);
+          await eventually(() => a.locks.currentLock!.signal.aborted, 3_000, 'signal');
+          try {
+            await a.locks.manager.query('SELECT 1');
+          } catch (e) {
+            lost = e;
+          }
+        },
+        { mode: 'read' },
+      )
+      .then(
+        () => null,
+        (e: unknown) => e,
+      );
     const outcome = await reader;
     const w = await b.locks.acquire(key, { timeoutMs: 2_000 });
     await w.release();

@@ -79,7 +79,14 @@ describe('processes', () => {
       const reader = await rowApp.locks.acquire(key, { mode: 'read', timeoutMs: 500 });
       assert.equal(reader.fencingToken, 1);
       await reader.release();
-      const zero = await take(w, { id: 'w3', keys: [{ key, mode: 'write' }, { key: 'stop-reader-2', mode: 'read' }], timeoutMs: 0 });
+      const zero = await take(w, {
+        id: 'w3',
+        keys: [
+          { key, mode: 'write' },
+          { key: 'stop-reader-2', mode: 'read' },
+        ],
+        timeoutMs: 0,
+      });
       assert.equal(zero.ok, false);
       assert.match(zero.error!, /^LockTimeoutError/);
     } finally {

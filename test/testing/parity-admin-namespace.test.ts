@@ -26,7 +26,9 @@ describe('parity: admin calls with a namespace', () => {
       let after: string | undefined;
       for (let i = 0; i < 10; i++) {
         const page = await locks.listLocks({ limit: 2, after });
-        pages.push(page.locks.map((l) => ({ key: l.key, mode: l.mode, token: l.fencingToken, status: l.status, strategy: l.strategy, leaseMs: l.leaseMs })));
+        pages.push(
+          page.locks.map((l) => ({ key: l.key, mode: l.mode, token: l.fencingToken, status: l.status, strategy: l.strategy, leaseMs: l.leaseMs })),
+        );
         if (page.next === null) break;
         after = page.next;
       }

@@ -36,7 +36,11 @@ describe('parity: in-memory LockService vs the database one, call by call', () =
   parity('bad keys', async (locks) => ({
     empty: await outcome(() => locks.acquire('')),
     long: await outcome(() => locks.acquire('x'.repeat(192))),
-    nul: await outcome(async () => { const h = await locks.acquire('a\u0000b'); await h.release(); return handleView(h); }),
+    nul: await outcome(async () => {
+      const h = await locks.acquire('a\u0000b');
+      await h.release();
+      return handleView(h);
+    }),
     none: await outcome(() => locks.acquire([])),
     surrogate: await outcome(() => locks.acquire('a\ud800')),
     notString: await outcome(() => locks.acquire(5 as unknown as string)),
@@ -166,7 +170,13 @@ describe('parity: in-memory LockService vs the database one, call by call', () =
   parity('inspect: free, never used, read holders, write holder, permit', async (locks) => {
     const view = async (key: string) => {
       const i = await locks.inspect(key);
-      return { key: i.key, mode: i.mode, fencingToken: i.fencingToken, holders: i.holders.map((h) => ({ mode: h.mode, fencingToken: h.fencingToken, strategy: h.strategy })), expires: i.expiresAt === null ? null : typeof i.expiresAt };
+      return {
+        key: i.key,
+        mode: i.mode,
+        fencingToken: i.fencingToken,
+        holders: i.holders.map((h) => ({ mode: h.mode, fencingToken: h.fencingToken, strategy: h.strategy })),
+        expires: i.expiresAt === null ? null : typeof i.expiresAt,
+      };
     };
     const r: Record<string, unknown> = { never: await view('ins-never') };
     const a = await locks.acquire('ins', { mode: 'read' });

@@ -11,7 +11,7 @@ import { bothSides, differences, outcome } from './parity-support.js';
  * fenced call": the same code (withLock + lockService.manager under strategy 'row-lock') must run
  * unchanged in a unit test.
  */
-describe("parity: lockService.manager inside a row-lock withLock()", () => {
+describe('parity: lockService.manager inside a row-lock withLock()', () => {
   const fakeManager = { fake: 'manager' } as unknown as EntityManager;
   let env: Awaited<ReturnType<typeof bothSides>>;
   before(async () => {

@@ -16,12 +16,17 @@ export interface Side {
 }
 
 /** The database-backed service (lease, MariaDB) and the in-memory one, built with the same options. */
-export async function bothSides(options: DbLockModuleOptions = {}, memoryManager?: EntityManager): Promise<{ db: TestDatabase; sides: Side[]; closeAll(): Promise<void> }> {
+export async function bothSides(
+  options: DbLockModuleOptions = {},
+  memoryManager?: EntityManager,
+): Promise<{ db: TestDatabase; sides: Side[]; closeAll(): Promise<void> }> {
   const db = await TestDatabase.create();
   const realEvents: LockEvent[] = [];
   const memEvents: LockEvent[] = [];
   const { app: realApp, locks: real } = await createLockApp(db.settings, { janitor: false, ...options, onEvent: (e) => realEvents.push(e) });
-  @Module({ imports: [DbLockTestingModule.forRoot({ ...options, manager: memoryManager, dataSourceName: 'memory', onEvent: (e) => memEvents.push(e) })] })
+  @Module({
+    imports: [DbLockTestingModule.forRoot({ ...options, manager: memoryManager, dataSourceName: 'memory', onEvent: (e) => memEvents.push(e) })],
+  })
   class InMemoryApp {}
   const memApp: INestApplicationContext = await NestFactory.createApplicationContext(InMemoryApp, { logger: false });
   await memApp.init();
@@ -46,7 +51,11 @@ export async function bothSides(options: DbLockModuleOptions = {}, memoryManager
 /** What a caller sees of an error: its class, message and typed fields. */
 export function errorView(error: unknown): Record<string, unknown> {
   if (!(error instanceof Error)) return { notAnError: String(error) };
-  const view: Record<string, unknown> = { name: error.name, ctor: error.constructor.name, message: error.message.replace(/waited \d+ ms/g, 'waited N ms') };
+  const view: Record<string, unknown> = {
+    name: error.name,
+    ctor: error.constructor.name,
+    message: error.message.replace(/waited \d+ ms/g, 'waited N ms'),
+  };
   for (const field of ['key', 'keys', 'mode', 'reason', 'problems', 'limit', 'currentLimit', 'fencingToken', 'timeoutMs']) {
     if (field in error) view[field] = (error as unknown as Record<string, unknown>)[field];
   }

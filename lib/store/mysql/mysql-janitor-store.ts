@@ -12,6 +12,8 @@ import {
 } from './janitor.sql.js';
 import type { MysqlLockLog } from './mysql-lock-log.js';
 import { rowsOf } from './sql.js';
+import { ER_LOCK_WAIT_TIMEOUT, errnoOf } from './errno.js';
+import { LockStatementError } from '../lock-statement.error.js';
 
 /** The janitor's batches on MySQL/MariaDB, each retried through transient failures. */
 export class MysqlJanitorStore implements JanitorStore {
@@ -23,8 +25,32 @@ export class MysqlJanitorStore implements JanitorStore {
   async reclaimExpired(batchSize: number): Promise<{ candidates: number; count: number; keys: string[] }> {
     const candidates = rowsOf(await this.query(expiredCandidatesStatement(batchSize))).map((r) => String(r.id));
     if (candidates.length === 0) return { candidates: 0, count: 0, keys: [] };
-    const { keys, count } = await this.retried(() => this.log.run(reclaimBatchPlan(candidates), 'janitor'));
+    const { keys, count } = await this.reclaimSkippingLocked(candidates);
     return { candidates: candidates.length, count, keys: [...new Set(keys)] };
+  }
+
+  /**
+   * The batch in one statement; if a row lock held it past every retry (a holder stopped between its
+   * fence and its COMMIT keeps its row locked), the rows one by one, those still locked skipped: one
+   * stalled holder must not stop every janitor run from reclaiming the others.
+   */
+  private async reclaimSkippingLocked(candidates: readonly string[]): Promise<{ keys: string[]; count: number }> {
+    try {
+      return await this.retried(() => this.log.run(reclaimBatchPlan(candidates), 'janitor'));
+    } catch (error) {
+      if (!lockWaitTimedOut(error)) throw error;
+    }
+    const reclaimed = { keys: [] as string[], count: 0 };
+    for (const id of candidates) {
+      try {
+        const one = await this.log.run(reclaimBatchPlan([id]), 'janitor');
+        reclaimed.keys.push(...one.keys);
+        reclaimed.count += one.count;
+      } catch (error) {
+        if (!lockWaitTimedOut(error)) throw error;
+      }
+    }
+    return reclaimed;
   }
 
   async prune(retentionMs: number, batchSize: number): Promise<number> {
@@ -66,4 +92,8 @@ export class MysqlJanitorStore implements JanitorStore {
   private retried<T>(send: () => Promise<T>): Promise<T> {
     return this.log.withRetries('janitor', send);
   }
+}
+
+function lockWaitTimedOut(error: unknown): boolean {
+  return errnoOf(LockStatementError.from(error).driverError) === ER_LOCK_WAIT_TIMEOUT;
 }
