@@ -1,4 +1,4 @@
-/** Scenarios for test/lease/hunt-stall-*.test.ts, run inside worker processes (stopped with SIGSTOP by the test). */
+/** Scenarios for the stall tests in test/lease (stall-*.test.ts, janitor-*.test.ts), run inside worker processes (stopped with SIGSTOP by the test). */
 import type { WorkerContext } from '../support/lock-worker.js';
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
