@@ -20,7 +20,9 @@ contractSuite('lease-renewal', 'liveness: watchdog renewal across processes', (t
   });
 
   it('a holder whose work takes 5x its lease keeps the lock; the others wait; no overlap', async () => {
-    const leaseMs = 400;
+    // A lease long enough that a renewal late by a loaded host (the suite runs two files at once on
+    // two cores) still lands: renewals go every lease/3, so a tick may be about 600 ms late.
+    const leaseMs = 1000;
     const workMs = 5 * leaseMs;
     const workers = await LockWorker.startMany(3, { settings: db.settings, options: target.options({ janitor: false }) });
     try {
@@ -30,7 +32,7 @@ contractSuite('lease-renewal', 'liveness: watchdog renewal across processes', (t
             key: 'long',
             workMs,
             leaseMs,
-            timeoutMs: 20_000,
+            timeoutMs: 40_000,
           }),
         ),
       );

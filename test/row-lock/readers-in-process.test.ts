@@ -1,4 +1,5 @@
-import { after, before, describe, it } from 'node:test';
+import { after, before, it } from 'node:test';
+import { contractSuite } from '../support/contract-targets.js';
 import assert from 'node:assert/strict';
 import type { INestApplicationContext } from '@nestjs/common';
 import { LockTimeoutError, type LockService, TooManyLockWaitersError } from '../../lib/index.js';
@@ -7,7 +8,8 @@ import { TestDatabase } from '../support/test-database.js';
 
 type App = { app: INestApplicationContext; locks: LockService };
 
-describe('timeouts, slots, audit rows (coverage)', () => {
+contractSuite('read-write', 'timeouts, slots, audit rows (coverage)', (target) => {
+  if (target.strategy !== 'row-lock') return;
   let db: TestDatabase;
   const apps: App[] = [];
   const start = async (options: Record<string, unknown>, poolSize?: number): Promise<App> => {

@@ -1,4 +1,5 @@
-import { after, before, describe, it } from 'node:test';
+import { after, before, it } from 'node:test';
+import { contractSuite } from '../support/contract-targets.js';
 import assert from 'node:assert/strict';
 import type { INestApplicationContext } from '@nestjs/common';
 import { LockTimeoutError, type LockService } from '../../lib/index.js';
@@ -10,7 +11,8 @@ import type { Outcome, TakeArgs } from './readers-scenarios.js';
 const SCENARIO = new URL('./readers-scenarios.js', import.meta.url).href;
 type App = { app: INestApplicationContext; locks: LockService };
 
-describe('processes', () => {
+contractSuite('read-write', 'processes', (target) => {
+  if (target.strategy !== 'row-lock') return;
   let db: TestDatabase;
   let rowWorkers: LockWorker[] = [];
   let leaseWorker: LockWorker;

@@ -1,4 +1,5 @@
-import { after, before, describe, it } from 'node:test';
+import { after, before, it } from 'node:test';
+import { contractSuite } from '../support/contract-targets.js';
 import assert from 'node:assert/strict';
 import type { INestApplicationContext } from '@nestjs/common';
 import { LockTimeoutError, type LockHandle, type LockService, type LockStrategyName } from '../../lib/index.js';
@@ -14,7 +15,8 @@ import { TestDatabase } from '../support/test-database.js';
  */
 const LATE_READER_BUDGET_MS = 1_000;
 
-describe('writerPreference false: lease readers barge, row-lock readers give way', () => {
+contractSuite('lease-writer-preference', 'writerPreference false: lease readers barge, row-lock readers give way', (target) => {
+  if (target.strategy !== 'lease') return;
   let db: TestDatabase;
   const apps: { app: INestApplicationContext; locks: LockService }[] = [];
   before(async () => {
