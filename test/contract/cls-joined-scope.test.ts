@@ -10,7 +10,7 @@ import type { EntityManager } from 'typeorm';
 import { DbLockModule, LockService, Semaphore, WriteLock } from '../../lib/index.js';
 import { Account, balanceOf, CapturingLogger, createAccounts } from '../support/accounts.js';
 import { bootLockApp } from '../support/boot-app.js';
-import { eventually } from '../support/lock-app.js';
+import { endedStatuses } from '../support/lock-app.js';
 import { TestDatabase } from '../support/test-database.js';
 import { contractSuite } from '../support/contract-targets.js';
 
@@ -128,18 +128,7 @@ contractSuite('fenced-decorators', '@nestjs-cls/transactional around and inside 
     return { app, locks, outer: app.get(Outer), logger };
   }
 
-  const ended = async (key: string): Promise<unknown[]> => {
-    let statuses: unknown[] = [];
-    await eventually(
-      async () => {
-        statuses = (await db.logRows(key)).map((r) => r.status);
-        return statuses.length > 0 && statuses.every((s) => s !== 'ACQUIRED' && s !== 'COMPLETED');
-      },
-      5_000,
-      `ended rows of ${key}`,
-    );
-    return statuses;
-  };
+  const ended = (key: string): Promise<unknown[]> => endedStatuses(db, key);
 
   it('@Transactional(Propagation.Nested) inside a locked method: a savepoint in the fence; the failed one rolled back, the rest committed', async () => {
     const { app, outer } = await boot();

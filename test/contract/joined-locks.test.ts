@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { type INestApplicationContext, Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
 import { LockLostError, LockService, LockTimeoutError, LockUpgradeError, ReadLock, Semaphore, WriteLock } from '../../lib/index.js';
-import { createLockApp, eventually } from '../support/lock-app.js';
+import { createLockApp, endedStatuses } from '../support/lock-app.js';
 import { TestDatabase } from '../support/test-database.js';
 import { contractSuite } from '../support/contract-targets.js';
 
@@ -134,18 +134,7 @@ contractSuite('fenced-decorators', 'locks joined into an open fenced transaction
 
   const entries = async (k: string): Promise<string[]> =>
     (await db.query<{ who: string }[]>('SELECT who FROM entries WHERE k = ? ORDER BY id', [k])).map((r) => r.who);
-  const ended = async (key: string): Promise<unknown[]> => {
-    let statuses: unknown[] = [];
-    await eventually(
-      async () => {
-        statuses = (await db.logRows(key)).map((r) => r.status);
-        return statuses.length > 0 && statuses.every((s) => s !== 'ACQUIRED' && s !== 'COMPLETED');
-      },
-      5_000,
-      `ended rows of ${key}`,
-    );
-    return statuses;
-  };
+  const ended = (key: string): Promise<unknown[]> => endedStatuses(db, key);
 
   /** Holds `key` as a row-lock in another call chain until the returned release is called. */
   async function holdRowLock(key: string): Promise<() => Promise<void>> {

@@ -20,7 +20,7 @@ import {
 } from '../../lib/index.js';
 import { Account, balanceOf, CapturingLogger, createAccounts } from '../support/accounts.js';
 import { bootLockApp } from '../support/boot-app.js';
-import { eventually } from '../support/lock-app.js';
+import { endedStatuses } from '../support/lock-app.js';
 import { TestDatabase } from '../support/test-database.js';
 import { callerTrips } from '../support/round-trips.js';
 import { contractSuite } from '../support/contract-targets.js';
@@ -123,18 +123,7 @@ contractSuite('fenced-decorators', '@Semaphore fenced commits, key templates, es
     return { app, locks, permits: app.get(Permits), logger };
   }
 
-  const ended = async (key: string): Promise<unknown[]> => {
-    let statuses: unknown[] = [];
-    await eventually(
-      async () => {
-        statuses = (await db.logRows(key)).map((r) => r.status);
-        return statuses.length > 0 && statuses.every((s) => s !== 'ACQUIRED' && s !== 'COMPLETED');
-      },
-      5_000,
-      `ended rows of ${key}`,
-    );
-    return statuses;
-  };
+  const ended = (key: string): Promise<unknown[]> => endedStatuses(db, key);
 
   it('@Semaphore: fenced commit, FAILED and rolled back on error, reentry free, lock-then-permit refused', async () => {
     const { app, permits, locks } = await boot();

@@ -58,3 +58,17 @@ export async function eventually(check: () => boolean | Promise<boolean>, timeou
   }
   throw new Error(`Timed out after ${timeoutMs} ms waiting for ${what}`);
 }
+
+/** The statuses of a key's log rows once none is live any more (an end written off the caller's path may land a moment later). */
+export async function endedStatuses(db: { logRows(key: string): Promise<Record<string, unknown>[]> }, key: string): Promise<unknown[]> {
+  let statuses: unknown[] = [];
+  await eventually(
+    async () => {
+      statuses = (await db.logRows(key)).map((r) => r.status);
+      return statuses.length > 0 && statuses.every((s) => s !== 'ACQUIRED' && s !== 'COMPLETED');
+    },
+    5_000,
+    `ended rows of ${key}`,
+  );
+  return statuses;
+}
