@@ -8,7 +8,6 @@ import type { LockStatsSnapshot } from './core/lock-stats.js';
 import { type RunLockedOptions, resolveRunLockedOptions } from './core/locked-call.options.js';
 import type { ResolvedDbLockOptions } from './db-lock.options.js';
 import { LockServiceRegistry } from './db-lock.registry.js';
-import { DbLockError } from './errors/db-lock.error.js';
 import { DbLockNotInitializedError } from './errors/db-lock-not-initialized.error.js';
 import { InvalidLockKeyError } from './errors/invalid-lock-key.error.js';
 import {
@@ -27,9 +26,6 @@ import type { PermitWork, SemaphoreHandle, SemaphoreOptions, SemaphoreRunOptions
 import { SemaphoreCalls } from './core/semaphore-calls.js';
 import { toTypedError } from './errors/to-typed-error.js';
 import { settle } from './core/settle.js';
-
-const MANAGER_ONLY_INSIDE =
-  "lockService.manager is only available inside a method decorated with @DistributedLock/@ReadLock/@WriteLock (transaction: 'requires-new'), or inside a row-lock withLock().";
 
 export { RUNNING_PARTS } from './lock-service.assembly.js';
 
@@ -231,12 +227,7 @@ export class LockService implements OnModuleInit, OnApplicationBootstrap, Before
    * than let writes escape the fence.
    */
   get manager(): EntityManager {
-    const manager = LockContext.manager();
-    // Code a locked call started that outlives it (a task not awaited) finds its transaction ended.
-    if (manager?.queryRunner?.isReleased)
-      throw new DbLockError(`The locked call this code runs in has ended, and its transaction with it: ${MANAGER_ONLY_INSIDE}`);
-    if (!manager) throw new DbLockError(this.parts?.managerMissing ?? `No lock transaction in this call chain: ${MANAGER_ONLY_INSIDE}`);
-    return manager;
+    return LockContext.openManager(this.parts?.managerMissing);
   }
 
   private target(key: string): LockTarget {

@@ -46,10 +46,11 @@ function endAlone(store: FenceStore, runner: QueryRunner, lock: HeldLock): Promi
 
 async function fenceAndCommitAll(store: FenceStore, runner: QueryRunner, ending: readonly HeldLock[], kept: readonly HeldLock[]): Promise<void> {
   const all = [...ending, ...kept];
+  // Known lost (taken over, lease ran out unconfirmed, maxHoldMs): never commit on it. Checked
+  // before the fence counts as in progress, as in endAlone: the watchdog spares a lock being fenced.
+  for (const lock of all) if (!lock.liveNow) throw lostReason(lock, `it was already ${lock.state} before the commit`);
   for (const lock of all) lock.fencesInProgress++;
   try {
-    // Known lost (taken over, lease ran out unconfirmed, maxHoldMs): never commit on it.
-    for (const lock of all) if (!lock.liveNow) throw lostReason(lock, `it was already ${lock.state} before the commit`);
     await fence(
       ending.filter((lock) => !lock.commitRecord),
       (lock) => store.endInCommit(runner, lock.rowIds, lock.acquisitionId),

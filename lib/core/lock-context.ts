@@ -5,6 +5,7 @@ import type { LockHandle } from './lock-handle.js';
 import type { LockMode } from './lock-mode.js';
 import type { LockTarget } from './lock-key.js';
 import { LockUpgradeError } from '../errors/lock-upgrade.error.js';
+import { DbLockError } from '../errors/db-lock.error.js';
 import { checkSameKind } from './semaphore-request.js';
 
 /**
@@ -22,6 +23,9 @@ export interface LockFrame {
 }
 
 const storage = new AsyncLocalStorage<LockFrame>();
+
+const MANAGER_ONLY_INSIDE =
+  "lockService.manager is only available inside a method decorated with @DistributedLock/@ReadLock/@WriteLock (transaction: 'requires-new'), or inside a row-lock withLock().";
 
 /** The async-context bookkeeping behind reentrancy and the `LockService` context accessors. */
 export const LockContext = Object.freeze({
@@ -46,6 +50,16 @@ export const LockContext = Object.freeze({
       }
     }
     return undefined;
+  },
+
+  /** The nearest EntityManager of a fenced transaction on the chain, still open; else a DbLockError (`missing`: what to say when there is none). */
+  openManager(missing?: string): EntityManager {
+    const manager = LockContext.manager();
+    // Code a locked call started that outlives it (a task not awaited) finds its transaction ended.
+    if (manager?.queryRunner?.isReleased)
+      throw new DbLockError(`The locked call this code runs in has ended, and its transaction with it: ${MANAGER_ONLY_INSIDE}`);
+    if (!manager) throw new DbLockError(missing ?? `No lock transaction in this call chain: ${MANAGER_ONLY_INSIDE}`);
+    return manager;
   },
 
   /** The nearest EntityManager of a fenced transaction on the chain. */
