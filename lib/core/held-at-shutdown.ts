@@ -5,7 +5,10 @@ import type { LockStrategyName } from '../strategies/lock-strategy-name.js';
 import type { HeldLock } from './held-lock.js';
 import type { LocalHolds } from './local-holds.js';
 import type { LockObserver } from './lock-observer.js';
-import { LockStatus } from './lock-status.js';
+import { type EndStatus, LockStatus } from './lock-status.js';
+
+/** Locks whose signal shutdown aborted: their rows end as shutdown ends them, whoever releases first. */
+const abortedAtShutdown = new WeakSet<HeldLock>();
 
 /** Aborts the signal of every lock still held (about to be ended at shutdown). Returns how many user locks it aborted. */
 export function abortHeld(holds: LocalHolds, observer: LockObserver, reason: string): number {
@@ -13,6 +16,7 @@ export function abortHeld(holds: LocalHolds, observer: LockObserver, reason: str
   for (const lock of holds.all()) {
     if (!lock.live) continue;
     const error = new LockLostError(lock.keys[0]!, lock.fencingToken, reason);
+    abortedAtShutdown.add(lock);
     lock.markLost(error);
     if (lock.internal) continue;
     aborted++;
@@ -36,11 +40,26 @@ export async function endHeld(
   await Promise.allSettled(
     held.map((lock) => {
       const strategy = strategyOf(lock.strategy);
-      const givenUp = !lock.live && strategy.capabilities.heldByOpenTransaction;
       return strategy
-        .release(lock, givenUp ? LockStatus.EXPIRED : LockStatus.RELEASED, givenUp ? 'given up at shutdown' : 'released at shutdown')
+        .release(lock, ...shutdownEnding(lock, strategy))
         .catch((e: unknown) => (e instanceof LockLostError ? undefined : logger.warn(`Release at shutdown failed: ${String(e)}`)));
     }),
   );
   for (const lock of held) forget(lock);
+}
+
+/**
+ * How shutdown ends a lock's rows. Released, whether shutdown or the holder's own `release()` (its
+ * work saw the aborted signal) gets there first; but a lock that is its transaction, aborted while
+ * its work may still run, is given up: rolled back, never committed under that work.
+ */
+export function shutdownEnding(lock: HeldLock, strategy: LockStrategy): [EndStatus | typeof LockStatus.EXPIRED, string] {
+  return !lock.live && strategy.capabilities.heldByOpenTransaction
+    ? [LockStatus.EXPIRED, 'given up at shutdown']
+    : [LockStatus.RELEASED, 'released at shutdown'];
+}
+
+/** Whether shutdown aborted this lock (rather than a loss of its own). */
+export function abortedByShutdown(lock: HeldLock): boolean {
+  return abortedAtShutdown.has(lock);
 }

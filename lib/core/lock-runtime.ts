@@ -18,7 +18,7 @@ import { type QueueDriver, queueDriver } from './queue-driver.js';
 import { WaitQueues } from './wait-queues.js';
 import { takeWithin } from './acquire-within.js';
 import { abortHeld, endHeld } from './held-at-shutdown.js';
-import { givenUpNote, lostOrEnded, releaseFailure, settleRelease } from './release-outcome.js';
+import { givenUpNote, lostOrEnded, releaseFailure, rowsEnding, settleRelease } from './release-outcome.js';
 
 /**
  * The process side of locking, the same for every strategy: wait queues, the locks this process
@@ -105,9 +105,8 @@ export class LockRuntime implements HeldLockHost {
     lock.state = 'releasing';
     this.keeper.remove(lock);
     const startedAt = performance.now();
-    // A lost lock's rows end as its give-back ends them (whichever lands first), never RELEASED.
-    const [status, note] = wasLost ? [LockStatus.EXPIRED, givenUpNote(lock)] : [failed ? LockStatus.FAILED : LockStatus.RELEASED, undefined];
-    const releasing = settle(() => this.strategy(lock.strategy).release(lock, status, note));
+    const strategy = this.strategy(lock.strategy);
+    const releasing = settle(() => strategy.release(lock, ...rowsEnding(lock, strategy, wasLost, failed)));
     // Handlers rather than an async frame: every release passes here. The lock stays a local hold,
     // and local waiters wake, once the release is through, whatever its outcome: before, a grant of
     // theirs (or of a new caller) would race it and be refused.

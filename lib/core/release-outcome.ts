@@ -2,6 +2,9 @@ import { LockLostError } from '../errors/lock-lost.error.js';
 import { toTypedError } from '../errors/to-typed-error.js';
 import type { HeldLock } from './held-lock.js';
 import type { LockObserver } from './lock-observer.js';
+import type { LockStrategy } from '../strategies/lock-strategy.js';
+import { abortedByShutdown, shutdownEnding } from './held-at-shutdown.js';
+import { type EndStatus, LockStatus } from './lock-status.js';
 
 /** After the strategy ended the lock: released, or the loss the caller must still learn of. */
 export function settleRelease(lock: HeldLock, wasLost: boolean, observer: LockObserver, startedAt: number): void {
@@ -48,4 +51,20 @@ export function lostOrEnded(lock: HeldLock): LockLostError {
 export function givenUpNote(lock: HeldLock): string {
   const reason: unknown = lock.signal.reason;
   return `given up by its holder: ${reason instanceof LockLostError ? reason.reason : String(reason)}`.slice(0, 255);
+}
+
+/**
+ * The status (and note) a release writes on the lock's rows. A lock lost from its own side ends as
+ * its give-back ends it, whichever lands first, never RELEASED; one shutdown aborted ends as
+ * shutdown ends it, whichever of the two releases lands first.
+ */
+export function rowsEnding(
+  lock: HeldLock,
+  strategy: LockStrategy,
+  wasLost: boolean,
+  failed: boolean,
+): [EndStatus | typeof LockStatus.EXPIRED, string | undefined] {
+  if (wasLost && abortedByShutdown(lock)) return shutdownEnding(lock, strategy);
+  if (wasLost) return [LockStatus.EXPIRED, givenUpNote(lock)];
+  return [failed ? LockStatus.FAILED : LockStatus.RELEASED, undefined];
 }

@@ -117,4 +117,30 @@ describe('shutdown with row-lock waiters in the server', () => {
     ]);
     assert.equal(Number(conns[0]!.n), 0, 'no connection of the app left');
   });
+
+  it('a lease holder that releases when shutdown aborts its signal: its rows end RELEASED (released at shutdown), as when shutdown releases it', async () => {
+    const { app, locks } = await createLockApp(db.settings, { leaseMs: 20_000, shutdownTimeoutMs: 300, janitor: false });
+    let closed = false;
+    let released: Promise<string> | undefined;
+    try {
+      const lock = await locks.acquire('self-release');
+      // The holder's own release starts inside the abort, before shutdown's release of held locks.
+      lock.signal.addEventListener('abort', () => {
+        released = lock.release().then(
+          () => 'resolved',
+          (e: unknown) => (e as Error).name,
+        );
+      });
+      await app.close();
+      closed = true;
+    } finally {
+      if (!closed) await app.close();
+    }
+    assert.equal(await released, 'LockLostError', 'the holder hears that shutdown took its lock');
+    const rows = await db.logRows('self-release');
+    assert.deepEqual(
+      rows.map((r) => `${r.status}:${r.note}`),
+      ['RELEASED:released at shutdown'],
+    );
+  });
 });
