@@ -52,12 +52,22 @@ export class DeadlineWatch {
     this.armedFor = Infinity;
     const now = performance.now();
     let next = Infinity;
-    for (const entry of [...this.pending]) {
-      if (entry.at <= now) {
-        this.pending.delete(entry);
-        entry.expire();
-      } else if (entry.at < next) next = entry.at;
+    const due: Entry[] = [];
+    for (const entry of this.pending) {
+      if (entry.at <= now) due.push(entry);
+      else if (entry.at < next) next = entry.at;
     }
+    // Timers run before the event loop reads its sockets: after a stall (a paused process, a
+    // blocked loop) an answer that arrived meanwhile waits unread behind this timer. Expiry waits
+    // one turn (setImmediate runs after the loop's socket reads), so such an answer still counts
+    // and cancels its deadline first; only deadlines still pending then expire.
+    if (due.length > 0)
+      setImmediate(() => {
+        for (const entry of due) {
+          if (!this.pending.delete(entry)) continue;
+          entry.expire();
+        }
+      });
     // Timers may fire a fraction of a millisecond before performance.now() reaches their due time: re-armed.
     if (next !== Infinity && next < this.armedFor) this.arm(next);
   }

@@ -1,6 +1,9 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import net from 'node:net';
 import { DeadlineWatch } from '../../lib/core/deadline-watch.js';
 
 /** When each deadline expired, relative to its due time (ms; negative: early). */
@@ -51,5 +54,47 @@ describe('DeadlineWatch', () => {
     assert.equal(armed.mock.callCount(), 2);
     armed.mock.restore();
     await sleep(70); // the kept timer fires, finds nothing, and lapses
+  });
+
+  it('an answer that arrived while the process was stalled past the deadline counts: it is read before the deadline expires', async () => {
+    // An echo server in a process of its own: it answers while this process's event loop is blocked.
+    const server = spawn(process.execPath, [
+      '-e',
+      "const s = require('net').createServer((c) => c.on('data', (d) => c.write(d))).listen(0, '127.0.0.1', () => console.log(s.address().port))",
+    ]);
+    try {
+      const [portLine] = (await once(server.stdout, 'data')) as [Buffer];
+      const socket = net.connect(Number(portLine.toString().trim()), '127.0.0.1');
+      await once(socket, 'connect');
+      const watch = new DeadlineWatch();
+      const outcome = await new Promise<string>((resolve) => {
+        let settled = false;
+        const settle = (how: string) => {
+          if (settled) return;
+          settled = true;
+          resolve(how);
+        };
+        const watched = watch.watch(performance.now() + 20, () => settle('expired'));
+        socket.once('data', () => {
+          watched.cancel();
+          settle('answered');
+        });
+        socket.write('ping');
+        // A stall: the loop blocked 200 ms (10x the deadline) while the answer lands in the socket.
+        const until = performance.now() + 200;
+        while (performance.now() < until);
+      });
+      socket.destroy();
+      assert.equal(outcome, 'answered');
+      // Negative control: with no answer at all, the same deadline does expire.
+      const silent = await new Promise<string>((resolve) => {
+        watch.watch(performance.now() + 20, () => resolve('expired'));
+        const until = performance.now() + 50;
+        while (performance.now() < until);
+      });
+      assert.equal(silent, 'expired');
+    } finally {
+      server.kill();
+    }
   });
 });
