@@ -6,6 +6,7 @@ import type { BusinessTransactions, CallBudget, EarlyBusinessTransaction } from 
 import { type FenceScope, FencedTransaction } from './fenced-transaction.js';
 import type { HeldLock } from './held-lock.js';
 import { afterJoinedGrant } from './joined-locks.js';
+import type { OpenFencedCall } from './open-fenced-call.js';
 import { LockContext, splitByChain } from './lock-context.js';
 import type { LockHandle } from './lock-handle.js';
 import { type LockKeys, type LockTarget } from './lock-key.js';
@@ -25,7 +26,7 @@ import { locksOf, ownLock } from './handle-locks.js';
 /** How the chain takes a lock: its timeout reported by the caller, in an open fenced transaction (`join`; ending with its commit: `endsWithJoin`), with an early business transaction. */
 type AcquireHow = {
   quietTimeout?: boolean;
-  join?: FencedTransaction;
+  join?: OpenFencedCall;
   endsWithJoin?: boolean;
   isolationLevel?: LockIsolationLevel;
   early?: EarlyBusinessTransaction;
@@ -112,7 +113,7 @@ export class CallChain {
       },
     };
     let granted: Promise<HeldLock>;
-    if (how.join && can.joinsOpenTransaction) granted = this.joined(how.join, request);
+    if (how.join instanceof FencedTransaction && can.joinsOpenTransaction) granted = this.joined(how.join, request);
     else {
       granted = this.runtime.acquire(request);
       if (early && !waiting) early.open();
@@ -144,7 +145,7 @@ export class CallChain {
   async withLock<T>(keys: ChainKeys, fn: (lock: LockHandle) => Promise<T> | T, options: LockOptions | undefined): Promise<T> {
     // A missing callback is bad input like a bad key: refused before any lock is taken.
     if (typeof fn !== 'function') throw new DbLockOptionsError([`fn must be a function, got ${describe(fn)}`], 'withLock() arguments');
-    const handle = await this.acquire(keys, options, { join: FencedTransaction.current() });
+    const handle = await this.acquire(keys, options, { join: LockContext.openCall() });
     return await this.work.runHolding(handle, fn);
   }
 
@@ -156,7 +157,7 @@ export class CallChain {
     const early = resolved.transaction === 'requires-new' ? this.transactions.early(resolved.isolationLevel, budget) : undefined;
     const granted = this.acquire(keys, resolved.lock, {
       quietTimeout: resolved.onLocked === 'skip',
-      join: FencedTransaction.current(),
+      join: LockContext.openCall(),
       endsWithJoin: resolved.transaction !== 'none',
       isolationLevel: resolved.isolationLevel,
       early,

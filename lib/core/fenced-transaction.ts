@@ -8,10 +8,8 @@ import type { LockHandle } from './lock-handle.js';
 import { LockContext } from './lock-context.js';
 import { fenceAndCommit } from './fence-and-commit.js';
 import { JoinedLocks } from './joined-locks.js';
+import type { OpenFencedCall } from './open-fenced-call.js';
 import { settle } from './settle.js';
-
-/** Open fenced transactions by the EntityManager their method sees: how nested calls find and join them. */
-const openTransactions = new WeakMap<EntityManager, FencedTransaction>();
 
 /**
  * Wraps the work of a fenced call while its transaction is open, given that transaction's
@@ -45,7 +43,7 @@ export interface FenceHost {
  * on a second connection could wait forever for row locks this one holds. Locks such calls took
  * are enlisted: ended with this commit, or given back FAILED after a rollback.
  */
-export class FencedTransaction {
+export class FencedTransaction implements OpenFencedCall {
   private state: 'open' | 'ending' | 'ended' = 'open';
   /** Locks nested calls took in this transaction (created on the first: most transactions have none). */
   private enlisted: Set<HeldLock> | undefined;
@@ -68,9 +66,12 @@ export class FencedTransaction {
 
   /** The open fenced transaction of the current call chain, if there is one. */
   static current(): FencedTransaction | undefined {
-    const manager = LockContext.manager();
-    const transaction = manager ? openTransactions.get(manager) : undefined;
-    return transaction?.state === 'open' ? transaction : undefined;
+    const call = LockContext.openCall();
+    return call instanceof FencedTransaction ? call : undefined;
+  }
+
+  get open(): boolean {
+    return this.state === 'open';
   }
 
   get manager(): EntityManager {
@@ -125,12 +126,11 @@ export class FencedTransaction {
   ): Promise<T> {
     const transaction = new FencedTransaction(opened, locks.own, locks.kept, settings.store);
     const manager = opened.runner.manager;
-    openTransactions.set(manager, transaction);
     const scope = settings.scope;
     // Handlers rather than an async frame: every fenced call passes here, and each frame costs
     // promises and microtask hops between the lock's answer and the work, and the work and COMMIT.
     let result: T;
-    return settle(() => LockContext.run(handle, locks.byKey, manager, scope ? () => scope(manager, () => settle(fn)) : fn))
+    return settle(() => LockContext.run(handle, locks.byKey, manager, scope ? () => scope(manager, () => settle(fn)) : fn, transaction))
       .then(
         (value) => {
           result = value;
@@ -149,7 +149,6 @@ export class FencedTransaction {
   /** After COMMIT: the connection back, then the owned locks ended in the commit. */
   private committed<T>(settings: { host: FenceHost; logger: Logger }, result: T): Promise<T> {
     this.state = 'ended';
-    openTransactions.delete(this.manager);
     const endedAt = performance.now();
     return this.opened
       .finish(true)
@@ -164,7 +163,6 @@ export class FencedTransaction {
   private async rolledBack(settings: { host: FenceHost; logger: Logger }, error: unknown): Promise<never> {
     await this.rollbackQuietly(settings.logger);
     this.state = 'ended';
-    openTransactions.delete(this.manager);
     await this.opened.finish(false).catch((e: unknown) => settings.logger.warn(`Could not end a fenced transaction's connection: ${String(e)}`));
     await this.failOwnLocks(settings.host, settings.logger);
     throw this.lostFirst(error);

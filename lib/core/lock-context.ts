@@ -7,6 +7,7 @@ import type { LockTarget } from './lock-key.js';
 import { LockUpgradeError } from '../errors/lock-upgrade.error.js';
 import { DbLockError } from '../errors/db-lock.error.js';
 import { checkSameKind } from './semaphore-request.js';
+import type { OpenFencedCall } from './open-fenced-call.js';
 
 /**
  * One level of locks in an async call chain: what `withLock` or a lock decorator entered.
@@ -19,6 +20,8 @@ export interface LockFrame {
   readonly locks: ReadonlyMap<string, HeldLock>;
   /** The EntityManager of the fenced transaction this level runs in; undefined: the caller's; null: none (`transaction: 'none'`). */
   readonly manager?: EntityManager | null;
+  /** The fenced call this level's work runs in, when it pushed or joined one: what nested calls join. */
+  readonly call?: OpenFencedCall;
   readonly parent: LockFrame | undefined;
 }
 
@@ -34,10 +37,23 @@ export const LockContext = Object.freeze({
     return storage.getStore();
   },
 
-  /** Runs `fn` with a frame (`handle`, its `locks`, `manager`) pushed on the current chain. */
-  run<T>(handle: LockHandle, locks: ReadonlyMap<string, HeldLock>, manager: EntityManager | null | undefined, fn: () => T): T {
+  /** Runs `fn` with a frame (`handle`, its `locks`, `manager`, the fenced `call` it runs in) pushed on the current chain. */
+  run<T>(handle: LockHandle, locks: ReadonlyMap<string, HeldLock>, manager: EntityManager | null | undefined, fn: () => T, call?: OpenFencedCall): T {
     // Built here rather than spread from the caller's object: every locked call passes here.
-    return storage.run({ handle, locks, manager, parent: storage.getStore() }, fn);
+    return storage.run({ handle, locks, manager, call, parent: storage.getStore() }, fn);
+  },
+
+  /**
+   * The fenced call the current chain's work runs in, while it is open. The nearest level that
+   * names a transaction decides: a level with `transaction: 'none'` (manager null), or with a
+   * manager of no fenced call, joins none.
+   */
+  openCall(): OpenFencedCall | undefined {
+    for (let frame = storage.getStore(); frame; frame = frame.parent) {
+      if (frame.call) return frame.call.open ? frame.call : undefined;
+      if (frame.manager !== undefined) return undefined;
+    }
+    return undefined;
   },
 
   /** The lock the current chain holds `storedKey` with, and in which mode, if it does. */

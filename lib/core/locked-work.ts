@@ -69,7 +69,7 @@ export class LockedWork {
     const own = ownLock(handle);
     const byKey = locksOf(handle);
     // Looked up after the grant: an outer transaction that ended meanwhile is not joined.
-    const outer = FencedTransaction.current();
+    const outer = LockContext.openCall();
     if (outer || own?.transaction) early?.drop();
     if (outer && !own?.transaction) {
       if (own && !own.endsWithTransaction) {
@@ -80,8 +80,9 @@ export class LockedWork {
       if (own !== handle) for (const lock of new Set(byKey.values())) if (lock !== own) outer.keep(lock);
       // As in a transaction of its own, an integration's ambient transaction is the joined one while `fn` runs.
       const scope = this.fenceSettings.scope;
-      const work = scope ? () => scope(outer.manager, () => settle(() => fn(handle))) : () => fn(handle);
-      return settle(() => LockContext.run(handle, byKey, outer.manager, work));
+      const manager = outer.manager;
+      const work = scope && manager ? () => scope(manager, () => settle(() => fn(handle))) : () => fn(handle);
+      return settle(() => LockContext.run(handle, byKey, outer.manager, work, outer));
     }
     const leave = this.running.enter();
     // A lock of its own and no other: nothing outer to keep (the common case, no set or copy).

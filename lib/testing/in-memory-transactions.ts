@@ -1,7 +1,9 @@
 import type { EntityManager } from 'typeorm';
 import type { BusinessTransactions, FencedLocks, FenceSettings } from '../core/business-transaction.js';
 import type { HeldLock, LockTransaction } from '../core/held-lock.js';
+import { JoinedLocks } from '../core/joined-locks.js';
 import { LockContext } from '../core/lock-context.js';
+import type { OpenFencedCall } from '../core/open-fenced-call.js';
 import type { LockHandle } from '../core/lock-handle.js';
 import { DbLockError } from '../errors/db-lock.error.js';
 import { LockLostError } from '../errors/lock-lost.error.js';
@@ -25,21 +27,65 @@ export class InMemoryTransactions implements BusinessTransactions {
   }
 
   async run<T>(settings: FenceSettings, handle: LockHandle, locks: FencedLocks, fn: () => Promise<T> | T): Promise<T> {
+    const call = new InMemoryFencedCall(this.manager, locks.own, locks.kept);
     let result: T;
     try {
-      result = await LockContext.run(handle, locks.byKey, this.manager, fn);
+      result = await LockContext.run(handle, locks.byKey, this.manager, fn, call);
     } catch (error) {
-      await failOwn(settings, locks.own);
-      throw lostFirst(error, [...locks.own, ...locks.kept]);
+      await failOwn(settings, call.end());
+      throw lostFirst(error, [...call.ending, ...call.kept]);
     }
-    const lost = [...locks.own, ...locks.kept].find((lock) => !lock.live);
+    const ending = call.end();
+    const lost = [...ending, ...call.kept].find((lock) => !lock.live);
     if (lost) {
-      await failOwn(settings, locks.own);
+      await failOwn(settings, ending);
       throw lostReason(lost, `it was already ${lost.state} when the work finished`);
     }
     // Ends the locks as a fenced commit would; LockLostError if someone ended one first.
-    for (const lock of locks.own) await settings.host.release(lock, false);
+    for (const lock of ending) await settings.host.release(lock, false);
     return result;
+  }
+}
+
+/**
+ * A fenced call of the testing module while its work runs: nested lock calls join it as they join
+ * a database transaction, so their locks end with it (RELEASED, or FAILED when it fails), and an
+ * outer call's lock they reuse is checked at its end.
+ */
+class InMemoryFencedCall implements OpenFencedCall {
+  open = true;
+  private enlisted: Set<HeldLock> | undefined;
+  private joinedLocks: JoinedLocks | undefined;
+
+  constructor(
+    readonly manager: EntityManager | undefined,
+    private readonly own: readonly HeldLock[],
+    public kept: readonly HeldLock[],
+  ) {}
+
+  get joined(): JoinedLocks {
+    return (this.joinedLocks ??= new JoinedLocks());
+  }
+
+  /** Its own locks and those nested calls took in it. */
+  get ending(): readonly HeldLock[] {
+    return this.enlisted === undefined ? this.own : [...new Set([...this.own, ...this.enlisted])];
+  }
+
+  enlist(lock: HeldLock): void {
+    (this.enlisted ??= new Set()).add(lock);
+  }
+
+  keep(lock: HeldLock): void {
+    if (!this.kept.includes(lock) && !this.ending.includes(lock)) this.kept = [...this.kept, lock];
+  }
+
+  /** The work is over: nothing joins it any more, and the locks that end with it are released from now on (not kept for a commit). */
+  end(): readonly HeldLock[] {
+    this.open = false;
+    const ending = this.ending;
+    for (const lock of ending) lock.endsWithTransaction = false;
+    return ending;
   }
 }
 
