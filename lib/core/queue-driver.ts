@@ -54,8 +54,8 @@ export function queueDriver(strategy: LockStrategy, host: QueueDriverHost): Queu
       running.then(done, done);
       return running;
     },
-    blockedLocally: (waiter) =>
-      host.localHolds.blocks(waiter.targets, (lock) => strategy.waitsForLocalRelease(lock)) ||
+    blockedLocally: (waiter, askHolders) =>
+      (!askHolders && host.localHolds.blocks(waiter.targets, (lock) => strategy.waitsForLocalRelease(lock))) ||
       (strategy.readersYieldToLocalWriters === true && waiter.mode === 'read' && host.writerWaits(waiter.targets)),
     delay: (failedTries) => strategy.retryDelay(failedTries),
     timeoutError: (waiter) => {

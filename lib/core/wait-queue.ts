@@ -4,6 +4,9 @@ import type { LockStrategyName } from '../strategies/lock-strategy-name.js';
 import type { LockIsolationLevel } from './locked-call.options.js';
 
 /** One caller waiting for a set of keys. Resolved or rejected exactly once. */
+/** How often a waiter blocked by a lock of its own process asks the database all the same, ms. */
+const LOCAL_HOLDER_RECHECK_MS = 1_000;
+
 export interface Waiter<T> {
   readonly targets: readonly LockTarget[];
   readonly mode: LockMode;
@@ -27,6 +30,8 @@ export interface Waiter<T> {
   tries: number;
   /** Tries the database answered "not granted". */
   refusals: number;
+  /** performance.now() of its latest database try, if any. */
+  askedAt?: number;
   inFlight: boolean;
   settled: boolean;
   /** Why the latest try could not reach a verdict, if it could not (a broken connection…). */
@@ -46,8 +51,12 @@ export interface Waiter<T> {
 export interface WaitQueueDriver<T> {
   /** One try for `waiter`; resolves a value on grant, undefined if not granted. */
   attempt(waiter: Waiter<T>): Promise<T | undefined>;
-  /** True if a live lock of this process conflicts with `waiter` and a try would surely fail. */
-  blockedLocally(waiter: Waiter<T>): boolean;
+  /**
+   * True if a live lock of this process conflicts with `waiter` and a try would surely fail.
+   * `askHolders`: the local holders' locks may have been ended elsewhere meanwhile; only a local
+   * writer a reader yields to still blocks.
+   */
+  blockedLocally(waiter: Waiter<T>, askHolders?: boolean): boolean;
   /** Pause after `failedTries` consecutive failures, in ms. */
   delay(failedTries: number): number;
   /** The error for a waiter whose deadline passed or whose tries ran out. */
@@ -121,8 +130,10 @@ export class WaitQueue<T> {
         }
         // A live lock of this process conflicts: a database try would surely fail, so none is sent;
         // the try is answered locally (it counts against maxAttempts). A local release wakes the
-        // queue; the bounded pause re-checks in case that holder's lease runs out unrenewed.
-        if (this.driver.blockedLocally(head)) {
+        // queue; the bounded pause re-checks in case that holder's lease runs out unrenewed. Once a
+        // second the database is asked anyway: the holder's lock may have been ended elsewhere (a
+        // forced release, a takeover) before this process's next renewal learns of it.
+        if (this.driver.blockedLocally(head, performance.now() - (head.askedAt ?? head.startedAt) >= LOCAL_HOLDER_RECHECK_MS)) {
           waiting(head);
           head.tries++;
           if (this.spent(head) || performance.now() >= head.deadline) {
@@ -133,6 +144,7 @@ export class WaitQueue<T> {
           continue;
         }
         head.inFlight = true;
+        head.askedAt = performance.now();
         let granted: T | undefined;
         try {
           this.woken = false;

@@ -20,7 +20,7 @@ import {
   endHoldersStatement,
 } from './sql.js';
 import { INTERNAL_KEY_BYTE } from '../../core/internal-keys.js';
-import type { MysqlLockLog } from './mysql-lock-log.js';
+import { ANSWER_BOUND_MS, type MysqlLockLog } from './mysql-lock-log.js';
 
 /** The admin reads on MySQL/MariaDB (see AdminStore): plain statements on the library's pool. */
 export function mysqlAdmin(log: MysqlLockLog): AdminStore {
@@ -43,9 +43,11 @@ async function inspect(log: MysqlLockLog, key: string, storedKey: Buffer): Promi
           [storedKey],
         ),
         // Where tokens are claimed the key row lags behind one-INSERT grants: the counter is the newer of the two.
+        // A key row the janitor reaped (an idle key): the key's newest token in the log, as long as its rows are kept.
         format(
-          `SELECT ${NOW} AS now_at, (SELECT ${currentTokenSql(`${LOCK_TABLE}.lock_key`, log.schema.claims)} FROM ${LOCK_TABLE} WHERE lock_key = ?) AS fencing_token`,
-          [storedKey],
+          `SELECT ${NOW} AS now_at, COALESCE((SELECT ${currentTokenSql(`${LOCK_TABLE}.lock_key`, log.schema.claims)} FROM ${LOCK_TABLE} WHERE lock_key = ?), ` +
+            `(SELECT MAX(fencing_token) FROM ${LOCK_LOG_TABLE} WHERE lock_key = ?)) AS fencing_token`,
+          [storedKey, storedKey],
         ),
       ],
       parse: (r) => r,
@@ -116,42 +118,41 @@ async function listLocks(log: MysqlLockLog, namespace: string, limit: number, af
 }
 
 /**
- * Ends every live log row of every acquisition holding `key` (all keys of a multi-key lock: it
- * was granted all-or-nothing) with status RELEASED and the reason in `note`, and tells the holders'
- * processes (ended_count). Two round trips: list the holders, then end exactly those rows (a holder
- * that arrived meanwhile is not touched). A row-lock holder's row locks stay with its transaction
- * until it ends (the database gives no safe way to end someone else's transaction); its commit then
- * fails with LockLostError.
+ * Ends every live (unexpired) log row of every acquisition holding `key` (all keys of a multi-key
+ * lock: it was granted all-or-nothing) with status RELEASED and the reason in `note`, and tells the
+ * holders' processes (ended_count). One transaction on one connection: the key's holders are read
+ * with their rows locked, then exactly those are ended, so a concurrent forced release waits and
+ * finds nothing left to evict (each eviction is reported once), and a holder that arrives
+ * afterwards is not touched. A holder whose lease already ran out is not evicted: the key is free,
+ * and its row ends EXPIRED with the next takeover or the janitor. A row-lock holder's row locks stay
+ * with its transaction until it ends (the database gives no safe way to end someone else's
+ * transaction); its commit then fails with LockLostError.
  */
-async function forceRelease(log: MysqlLockLog, key: Buffer, fullNote: string): Promise<ForcedReleaseHolder[]> {
-  const holders = rowsOf(
-    await log.pool.query(
-      format(`SELECT owner, holder, mode, fencing_token FROM ${LOCK_LOG_TABLE} WHERE lock_key = ? AND status IN ${LIVE_STATUSES_SQL}`, [key]),
-      { purpose: 'admin' },
-    ),
-  );
-  if (holders.length === 0) return [];
-  const owners = holders.map((h) => String(h.owner));
+function forceRelease(log: MysqlLockLog, key: Buffer, fullNote: string): Promise<ForcedReleaseHolder[]> {
   const note = fullNote.slice(0, 255);
-  const results = await log.withRetries('admin', () =>
-    log.run(
-      {
-        statements: [
-          'START TRANSACTION',
-          format(endHoldersStatement(LockStatus.RELEASED, `g.status IN ${LIVE_STATUSES_SQL} AND g.owner IN (?)`), [note, owners]),
-          format(`SELECT DISTINCT owner FROM ${LOCK_LOG_TABLE} WHERE owner IN (?) AND status = '${LockStatus.RELEASED}' AND note = ?`, [
-            owners,
-            note,
-          ]),
-          'COMMIT',
-        ],
-        parse: (r) => r,
-      },
-      'admin',
-    ),
+  return log.withRetries('admin', () =>
+    log.pool.session({ purpose: 'admin', deadline: performance.now() + ANSWER_BOUND_MS }, async (session) => {
+      await session.query('START TRANSACTION');
+      const holders = rowsOf(
+        await session.query(
+          format(
+            `SELECT g.owner, g.holder, g.mode, g.fencing_token FROM ${LOCK_LOG_TABLE} g LEFT JOIN ${PROCESS_TABLE} p ON p.id = g.process_id ` +
+              `WHERE g.lock_key = ? AND g.status IN ${LIVE_STATUSES_SQL} AND ${EFFECTIVE_EXPIRY} > ${NOW} FOR UPDATE`,
+            [key],
+          ),
+        ),
+      );
+      if (holders.length > 0) {
+        const owners = [...new Set(holders.map((h) => String(h.owner)))];
+        await session.query(format(endHoldersStatement(LockStatus.RELEASED, `g.status IN ${LIVE_STATUSES_SQL} AND g.owner IN (?)`), [note, owners]));
+      }
+      await session.query('COMMIT');
+      return holders.map((h) => ({
+        owner: String(h.owner),
+        holder: String(h.holder),
+        mode: h.mode as LockMode,
+        fencingToken: Number(h.fencing_token),
+      }));
+    }),
   );
-  const ended = new Set(rowsOf(results[2]).map((r) => String(r.owner)));
-  return holders
-    .filter((h) => ended.has(String(h.owner)))
-    .map((h) => ({ owner: String(h.owner), holder: String(h.holder), mode: h.mode as LockMode, fencingToken: Number(h.fencing_token) }));
 }
