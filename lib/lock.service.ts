@@ -218,7 +218,7 @@ export class LockService implements OnModuleInit, OnApplicationBootstrap, Before
 
   /** The lock the current call chain holds most recently (inside withLock or a lock decorator). */
   get currentLock(): LockHandle | undefined {
-    return LockContext.current()?.handle;
+    return this.parts ? LockContext.current(this.parts.runtime)?.handle : undefined;
   }
 
   /**
@@ -227,7 +227,7 @@ export class LockService implements OnModuleInit, OnApplicationBootstrap, Before
    * than let writes escape the fence.
    */
   get manager(): EntityManager {
-    return LockContext.openManager(this.parts?.managerMissing);
+    return LockContext.openManager(this.parts?.runtime ?? this, this.parts?.managerMissing);
   }
 
   private target(key: string): LockTarget {

@@ -68,7 +68,7 @@ export class CallChain {
     const resolved = resolveLockOptions(options, this.options);
     const targets = targetsOf(keys, resolved.mode, this.options.namespace);
     const mode = targets.some((t) => t.mode === 'write') ? 'write' : 'read';
-    const { held, missing: notInChain } = splitByChain(targets);
+    const { held, missing: notInChain } = splitByChain(targets, this.runtime);
     // Keys that calls joining the same transaction took stay held until its commit: reused as an outer call's.
     const joined = how.join && notInChain.length > 0 ? how.join.joined.split(notInChain, held) : { missing: notInChain };
     if (joined.inFlight)
@@ -145,7 +145,7 @@ export class CallChain {
   async withLock<T>(keys: ChainKeys, fn: (lock: LockHandle) => Promise<T> | T, options: LockOptions | undefined): Promise<T> {
     // A missing callback is bad input like a bad key: refused before any lock is taken.
     if (typeof fn !== 'function') throw new DbLockOptionsError([`fn must be a function, got ${describe(fn)}`], 'withLock() arguments');
-    const handle = await this.acquire(keys, options, { join: LockContext.openCall() });
+    const handle = await this.acquire(keys, options, { join: LockContext.openCall(this.runtime) });
     return await this.work.runHolding(handle, fn);
   }
 
@@ -157,7 +157,7 @@ export class CallChain {
     const early = resolved.transaction === 'requires-new' ? this.transactions.early(resolved.isolationLevel, budget) : undefined;
     const granted = this.acquire(keys, resolved.lock, {
       quietTimeout: resolved.onLocked === 'skip',
-      join: LockContext.openCall(),
+      join: LockContext.openCall(this.runtime),
       endsWithJoin: resolved.transaction !== 'none',
       isolationLevel: resolved.isolationLevel,
       early,
@@ -193,7 +193,7 @@ export class CallChain {
     if (resolved.transaction !== 'none') return this.work.runFenced(handle, fn, resolved.isolationLevel, early, budget);
     if (!ownLock(handle)?.transaction) return this.work.runHolding(handle, fn);
     // A row-lock is its own transaction, but 'none' promises the lock only: its manager stays out of reach.
-    const lockOnly = (lock: LockHandle) => LockContext.run(lock, locksOf(lock), null, () => fn(lock));
+    const lockOnly = (lock: LockHandle) => LockContext.run(this.runtime, lock, locksOf(lock), null, () => fn(lock));
     return this.work.runFenced(handle, lockOnly, resolved.isolationLevel, early);
   }
 

@@ -1,5 +1,5 @@
 import type { Logger } from '@nestjs/common';
-import type { EntityManager, QueryRunner } from 'typeorm';
+import type { DataSource, EntityManager, QueryRunner } from 'typeorm';
 import { DbLockError } from '../errors/db-lock.error.js';
 import { LockLostError } from '../errors/lock-lost.error.js';
 import type { FenceStore } from '../store/lock-store.js';
@@ -64,10 +64,16 @@ export class FencedTransaction implements OpenFencedCall {
     private readonly store: FenceStore,
   ) {}
 
-  /** The open fenced transaction of the current call chain, if there is one. */
-  static current(): FencedTransaction | undefined {
-    const call = LockContext.openCall();
+  /** The open fenced transaction `owner` (a lock service's runtime) runs the current call chain's work in, if there is one. */
+  static current(owner: object): FencedTransaction | undefined {
+    const call = LockContext.openCall(owner);
     return call instanceof FencedTransaction ? call : undefined;
+  }
+
+  /** The open fenced transaction on `dataSource` the current call chain's work runs in (whichever lock service opened it). */
+  static over(dataSource: DataSource): FencedTransaction | undefined {
+    const owner = LockContext.ownerOf((call) => call instanceof FencedTransaction && call.runner.connection === dataSource);
+    return owner === undefined ? undefined : FencedTransaction.current(owner);
   }
 
   get open(): boolean {
@@ -130,7 +136,9 @@ export class FencedTransaction implements OpenFencedCall {
     // Handlers rather than an async frame: every fenced call passes here, and each frame costs
     // promises and microtask hops between the lock's answer and the work, and the work and COMMIT.
     let result: T;
-    return settle(() => LockContext.run(handle, locks.byKey, manager, scope ? () => scope(manager, () => settle(fn)) : fn, transaction))
+    return settle(() =>
+      LockContext.run(settings.host, handle, locks.byKey, manager, scope ? () => scope(manager, () => settle(fn)) : fn, transaction),
+    )
       .then(
         (value) => {
           result = value;

@@ -14,6 +14,12 @@ import type { OpenFencedCall } from './open-fenced-call.js';
  * Frames chain to their parent, so a nested call sees every key its callers hold.
  */
 export interface LockFrame {
+  /**
+   * The lock service (its runtime) that entered this level. Each service sees only its own levels:
+   * two DbLockModules on two DataSources lock in two databases, so a key one of them holds is not
+   * held for the other, and one's transaction is not the other's.
+   */
+  readonly owner: object;
   /** The handle the code at this level got. */
   readonly handle: LockHandle;
   /** Every key this level holds (stored key) and the real lock that holds it. */
@@ -32,15 +38,24 @@ const MANAGER_ONLY_INSIDE =
 
 /** The async-context bookkeeping behind reentrancy and the `LockService` context accessors. */
 export const LockContext = Object.freeze({
-  /** The innermost frame of the current call chain, if any. */
-  current(): LockFrame | undefined {
-    return storage.getStore();
+  /** The innermost frame `owner` entered on the current call chain, if any. */
+  current(owner: object): LockFrame | undefined {
+    let frame = storage.getStore();
+    while (frame && frame.owner !== owner) frame = frame.parent;
+    return frame;
   },
 
-  /** Runs `fn` with a frame (`handle`, its `locks`, `manager`, the fenced `call` it runs in) pushed on the current chain. */
-  run<T>(handle: LockHandle, locks: ReadonlyMap<string, HeldLock>, manager: EntityManager | null | undefined, fn: () => T, call?: OpenFencedCall): T {
+  /** Runs `fn` with a frame of `owner` (`handle`, its `locks`, `manager`, the fenced `call` it runs in) pushed on the current chain. */
+  run<T>(
+    owner: object,
+    handle: LockHandle,
+    locks: ReadonlyMap<string, HeldLock>,
+    manager: EntityManager | null | undefined,
+    fn: () => T,
+    call?: OpenFencedCall,
+  ): T {
     // Built here rather than spread from the caller's object: every locked call passes here.
-    return storage.run({ handle, locks, manager, call, parent: storage.getStore() }, fn);
+    return storage.run({ owner, handle, locks, manager, call, parent: storage.getStore() }, fn);
   },
 
   /**
@@ -48,17 +63,25 @@ export const LockContext = Object.freeze({
    * names a transaction decides: a level with `transaction: 'none'` (manager null), or with a
    * manager of no fenced call, joins none.
    */
-  openCall(): OpenFencedCall | undefined {
+  openCall(owner: object): OpenFencedCall | undefined {
     for (let frame = storage.getStore(); frame; frame = frame.parent) {
+      if (frame.owner !== owner) continue;
       if (frame.call) return frame.call.open ? frame.call : undefined;
       if (frame.manager !== undefined) return undefined;
     }
     return undefined;
   },
 
+  /** The owner of the nearest level whose fenced call `match` picks, if any. */
+  ownerOf(match: (call: OpenFencedCall) => boolean): object | undefined {
+    for (let frame = storage.getStore(); frame; frame = frame.parent) if (frame.call && match(frame.call)) return frame.owner;
+    return undefined;
+  },
+
   /** The lock the current chain holds `storedKey` with, and in which mode, if it does. */
-  find(storedKey: string): { lock: HeldLock; mode: LockMode } | undefined {
+  find(storedKey: string, owner: object): { lock: HeldLock; mode: LockMode } | undefined {
     for (let frame = storage.getStore(); frame; frame = frame.parent) {
+      if (frame.owner !== owner) continue;
       const lock = frame.locks.get(storedKey);
       if (lock && lock.live) {
         const target = lock.targets.find((t) => t.storedKey === storedKey)!;
@@ -69,8 +92,8 @@ export const LockContext = Object.freeze({
   },
 
   /** The nearest EntityManager of a fenced transaction on the chain, still open; else a DbLockError (`missing`: what to say when there is none). */
-  openManager(missing?: string): EntityManager {
-    const manager = LockContext.manager();
+  openManager(owner: object, missing?: string): EntityManager {
+    const manager = LockContext.manager(owner);
     // Code a locked call started that outlives it (a task not awaited) finds its transaction ended.
     if (manager?.queryRunner?.isReleased)
       throw new DbLockError(`The locked call this code runs in has ended, and its transaction with it: ${MANAGER_ONLY_INSIDE}`);
@@ -79,8 +102,9 @@ export const LockContext = Object.freeze({
   },
 
   /** The nearest EntityManager of a fenced transaction on the chain. */
-  manager(): EntityManager | undefined {
-    for (let frame = storage.getStore(); frame; frame = frame.parent) if (frame.manager !== undefined) return frame.manager ?? undefined;
+  manager(owner: object): EntityManager | undefined {
+    for (let frame = storage.getStore(); frame; frame = frame.parent)
+      if (frame.owner === owner && frame.manager !== undefined) return frame.manager ?? undefined;
     return undefined;
   },
 });
@@ -90,11 +114,11 @@ export const LockContext = Object.freeze({
  * Read → write on a key the chain holds is refused (LockUpgradeError), as is a lock asked as a
  * permit or the other way round (see checkSameKind).
  */
-export function splitByChain(targets: readonly LockTarget[]): { held: Map<string, HeldLock>; missing: LockTarget[] } {
+export function splitByChain(targets: readonly LockTarget[], owner: object): { held: Map<string, HeldLock>; missing: LockTarget[] } {
   const held = new Map<string, HeldLock>();
   const missing: LockTarget[] = [];
   for (const target of targets) {
-    const found = LockContext.find(target.storedKey);
+    const found = LockContext.find(target.storedKey, owner);
     if (!found) missing.push(target);
     else held.set(target.storedKey, reusable(target, found.lock, found.mode));
   }

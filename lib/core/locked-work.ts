@@ -43,7 +43,7 @@ export class LockedWork {
     try {
       let result: T;
       try {
-        result = await LockContext.run(handle, locksOf(handle), undefined, () => fn(handle));
+        result = await LockContext.run(this.fenceSettings.host, handle, locksOf(handle), undefined, () => fn(handle));
       } catch (error) {
         await releaseQuietly(handle, error, this.logger);
         throw error;
@@ -69,7 +69,7 @@ export class LockedWork {
     const own = ownLock(handle);
     const byKey = locksOf(handle);
     // Looked up after the grant: an outer transaction that ended meanwhile is not joined.
-    const outer = LockContext.openCall();
+    const outer = LockContext.openCall(this.fenceSettings.host);
     if (outer || own?.transaction) early?.drop();
     if (outer && !own?.transaction) {
       if (own && !own.endsWithTransaction) {
@@ -82,7 +82,7 @@ export class LockedWork {
       const scope = this.fenceSettings.scope;
       const manager = outer.manager;
       const work = scope && manager ? () => scope(manager, () => settle(() => fn(handle))) : () => fn(handle);
-      return settle(() => LockContext.run(handle, byKey, outer.manager, work, outer));
+      return settle(() => LockContext.run(this.fenceSettings.host, handle, byKey, outer.manager, work, outer));
     }
     const leave = this.running.enter();
     // A lock of its own and no other: nothing outer to keep (the common case, no set or copy).

@@ -76,8 +76,8 @@ export class EscapedWriteGuard {
 
   /** Called by TypeORM before every statement of the DataSource, in the caller's async context. Throws (synchronously) to refuse it. */
   beforeQuery(event: QueryHookEvent): Promise<void> | void {
-    const fence = FencedTransaction.current();
-    if (!fence || fence.runner.connection !== this.dataSource) return;
+    const fence = FencedTransaction.over(this.dataSource);
+    if (!fence) return;
     const sql = event.query;
     if (typeof sql !== 'string') return;
     if (event.queryRunner === fence.runner) {

@@ -30,7 +30,7 @@ export class InMemoryTransactions implements BusinessTransactions {
     const call = new InMemoryFencedCall(this.manager, locks.own, locks.kept);
     let result: T;
     try {
-      result = await LockContext.run(handle, locks.byKey, this.manager, fn, call);
+      result = await LockContext.run(settings.host, handle, locks.byKey, this.manager, fn, call);
     } catch (error) {
       await failOwn(settings, call.end());
       throw lostFirst(error, [...call.ending, ...call.kept]);

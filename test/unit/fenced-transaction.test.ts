@@ -89,14 +89,14 @@ function fakes(answers: { ended?: number; kept?: number; commitError?: unknown; 
     FencedTransaction.run({ host, logger, store }, transaction, own, locks, fn);
   const runAlone = <T>(fn: () => T) =>
     FencedTransaction.run({ host, logger, store }, transaction, alone, { own: [alone], kept: [], byKey: new Map([['d', alone]]) }, fn);
-  return { trace, warnings, own, outer, alone, manager, run, runAlone, fencesDuringFence: () => fencesSeen };
+  return { trace, warnings, own, outer, alone, manager, host, run, runAlone, fencesDuringFence: () => fencesSeen };
 }
 
 describe('FencedTransaction', () => {
   it('runs the method in the transaction, ends its own lock and fences the outer one in it, commits', async () => {
     const f = fakes({});
     const result = await f.run(() => {
-      assert.equal(LockContext.manager(), f.manager, 'the method sees the transaction manager');
+      assert.equal(LockContext.manager(f.host), f.manager, 'the method sees the transaction manager');
       return 42;
     });
     assert.equal(result, 42);
