@@ -141,13 +141,28 @@ export class RowLockStrategy implements LockStrategy {
 
   /** A nested call inside the chain's fenced transaction: that transaction takes the keys. */
   grantWithin(transaction: FencedTransaction, attempt: GrantAttempt): Promise<AttemptResult> {
-    return takeKeys(this, transaction.runner, attempt, false).catch((error: unknown) => {
-      // The database rolled that transaction back (see takeKeys): every lock ending with it is lost now, its signal aborted.
-      if (error instanceof LockLostError)
-        for (const lock of transaction.endingLocks)
-          if (lock.live) this.host.lost(lock, new LockLostError(lock.keys[0]!, lock.fencingToken, error.reason, { cause: error.cause }), true);
-      throw error;
-    });
+    if (this.cancelled) return Promise.resolve({});
+    // Waiting in the server on that transaction's session: shutdown cuts it as any take (cancelTries).
+    const runner = transaction.runner;
+    this.taking.add(runner);
+    return takeKeys(this, runner, attempt, false)
+      .then(
+        (result) => {
+          this.taking.delete(runner);
+          return result;
+        },
+        (error: unknown) => {
+          this.taking.delete(runner);
+          throw error;
+        },
+      )
+      .catch((error: unknown) => {
+        // The database rolled that transaction back (see takeKeys): every lock ending with it is lost now, its signal aborted.
+        if (error instanceof LockLostError)
+          for (const lock of transaction.endingLocks)
+            if (lock.live) this.host.lost(lock, new LockLostError(lock.keys[0]!, lock.fencingToken, error.reason, { cause: error.cause }), true);
+        throw error;
+      });
   }
 
   async release(lock: HeldLock, status: EndStatus | typeof LockStatus.EXPIRED, note?: string): Promise<void> {
