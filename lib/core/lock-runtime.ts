@@ -65,8 +65,10 @@ export class LockRuntime implements HeldLockHost {
     const settled = this.observer.waitStarted(waiter);
     const strategy = this.strategy(request.strategy);
     const inServer = strategy.capabilities.queuesInServer;
-    // Behind a local caller or holder a try would jump the queue or surely fail: wait in turn.
-    if (!inServer && (this.queues.waitsOn(request.targets) || this.driver(request.strategy).blockedLocally(waiter as Waiter<HeldLock>)))
+    // Behind a local holder a try would surely fail, behind a local caller jump the queue: wait in turn.
+    // A single try (no budget) is still made beside a caller: permits or a shared read may be free.
+    const behindCaller = request.timeoutMs > 0 && this.queues.waitsOn(request.targets);
+    if (!inServer && (behindCaller || this.driver(request.strategy).blockedLocally(waiter as Waiter<HeldLock>)))
       return this.queued(request, waiter, settled, false);
     return firstTryBeforeQueue(request, waiter, settled, this.firstTry);
   }
@@ -160,9 +162,8 @@ export class LockRuntime implements HeldLockHost {
   }
 
   /**
-   * A lock is gone: its signal aborts and local waiters are woken. `giveBack`: it was lost from
-   * this side (its deadline passed unrenewed, maxHoldMs, its connection closed) and its rows may
-   * still be live, so they are ended now and the key frees at once.
+   * A lock is gone: its signal aborts and local waiters are woken. `giveBack`: lost from this side
+   * (deadline passed unrenewed, maxHoldMs, connection closed), its rows are ended now: the key frees at once.
    */
   lost(lock: HeldLock, error: LockLostError, giveBack: boolean): void {
     if (lock.signal.aborted) return;
