@@ -70,7 +70,9 @@ export class CallChain {
     const mode = targets.some((t) => t.mode === 'write') ? 'write' : 'read';
     const { held, missing: notInChain } = splitByChain(targets, this.runtime);
     // Keys that calls joining the same transaction took stay held until its commit: reused as an outer call's.
-    const joined = how.join && notInChain.length > 0 ? how.join.joined.split(notInChain, held) : { missing: notInChain };
+    // Also for a by-hand acquire() inside the fenced call, which does not join it: it must not wait for itself.
+    const chainCall = notInChain.length > 0 ? (how.join ?? LockContext.openCall(this.runtime)) : undefined;
+    const joined = chainCall ? chainCall.joined.split(notInChain, held) : { missing: notInChain };
     if (joined.inFlight)
       return afterJoinedGrant(
         joined.inFlight,
@@ -110,15 +112,23 @@ export class CallChain {
       onWaiting: () => {
         waiting = true;
         early?.drop();
+        answered?.();
       },
     };
+    let answered: (() => void) | undefined;
     let granted: Promise<HeldLock>;
     if (how.join instanceof FencedTransaction && can.joinsOpenTransaction) granted = this.joined(how.join, request);
     else {
       granted = this.runtime.acquire(request);
       if (early && !waiting) early.open();
     }
-    if (how.join && (how.endsWithJoin || can.joinsOpenTransaction)) how.join.joined.note(missing, granted);
+    if (how.join && (how.endsWithJoin || can.joinsOpenTransaction)) {
+      // Its first answer, which a sibling call with no budget shares (see afterJoinedGrant).
+      const firstAnswer = waiting ? Promise.resolve() : new Promise<void>((resolve) => (answered = resolve));
+      how.join.joined.note(missing, granted, firstAnswer);
+      const settledFirst = (): void => answered?.();
+      granted.then(settledFirst, settledFirst);
+    }
     if (held.size === 0) return granted;
     return granted.then((own) => {
       for (const target of missing) held.set(target.storedKey, own);
