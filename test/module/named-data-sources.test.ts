@@ -124,4 +124,57 @@ describe('named DataSources', () => {
     });
     assert.deepEqual(await processRows(), before, 'no SQL was sent: no process lease');
   });
+
+  // Each module locks in its own database: a key held through billing's service is not held for reports'.
+  it("a nested lock through reports' service inside billing's withLock on the same key locks in reports' database", async () => {
+    const app = await bootApp(
+      billingDb.settings,
+      [DbLockModule.forRoot({ dataSourceName: 'billing', janitor: false }), DbLockModule.forRoot({ dataSourceName: 'reports', janitor: false })],
+      {
+        dataSources: [
+          { name: 'billing', settings: billingDb.settings },
+          { name: 'reports', settings: reportsDb.settings },
+        ],
+        providers: [Reports],
+      },
+    );
+    try {
+      const { billing, reports } = app.get(Reports);
+      // Negative control: outside billing's lock, reports' lock on the key writes reports' log row.
+      await reports.withLock('k0', () => undefined);
+      const control = (await reportsDb.logRows('k0')).length;
+      let reportsRowsWhileHeld = -1;
+      let reportsLive: boolean | undefined;
+      await billing.withLock('k', async () => {
+        await reports.withLock('k', async () => {
+          reportsRowsWhileHeld = (await reportsDb.logRows('k')).length;
+        });
+        // A plain acquire through reports inside billing's lock: reports' database must show a live row for 'k'.
+        const handle = await reports.acquire('k', { timeoutMs: 2_000 });
+        reportsLive = (await reportsDb.logRows('k')).some((r) => r.status === 'ACQUIRED');
+        await handle.release();
+      });
+      // reports.manager inside billing's row-lock (a fenced transaction of billing's DataSource) must not be billing's transaction.
+      let reportsManagerIs = 'none';
+      await billing.withLock(
+        'm',
+        async () => {
+          try {
+            const manager = reports.manager;
+            reportsManagerIs = `an EntityManager of DataSource '${String((manager.connection.options as { name?: string }).name)}'`;
+          } catch (e) {
+            reportsManagerIs = (e as Error).name;
+          }
+        },
+        { strategy: 'row-lock' },
+      );
+      console.log('# inside billing row-lock, reports.manager is', reportsManagerIs);
+      assert.deepEqual(
+        { control, reportsRowsWhileHeld, reportsHasLiveRowWhileHeld: reportsLive, reportsManagerIsBillings: reportsManagerIs.includes("'billing'") },
+        { control: 1, reportsRowsWhileHeld: 1, reportsHasLiveRowWhileHeld: true, reportsManagerIsBillings: false },
+      );
+    } finally {
+      await app.close();
+    }
+  });
 });

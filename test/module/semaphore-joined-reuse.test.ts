@@ -16,6 +16,18 @@ class Svc {
     return this.locks.currentLock!.fencingToken;
   }
 
+  @Semaphore('hs:{0}', 2, { onLocked: 'skip' })
+  async skippingHelper(k: string): Promise<string | undefined> {
+    await this.locks.manager.query('SELECT 1');
+    return 'ran';
+  }
+
+  /** The skipping helper twice at once: the second finds the first's grant in flight. */
+  @WriteLock('hso:{0}')
+  async outerTwice(k: string): Promise<(string | undefined)[]> {
+    return Promise.all([this.skippingHelper(k), this.skippingHelper(k)]);
+  }
+
   /** A joined @Semaphore helper, then the key as a lock by hand: the chain holds it as a permit. */
   @WriteLock('hjl:{0}')
   async outerLock(k: string): Promise<{ error: unknown; waitedMs: number }> {
@@ -53,7 +65,7 @@ class Svc {
   }
 }
 
-describe('a permit taken by a joined @Semaphore helper, asked again in the same fenced call', () => {
+describe('a permit taken by a joined @Semaphore helper, asked again in the same fenced call (by hand, or by the same helper at once)', () => {
   let db: TestDatabase;
   let app: INestApplicationContext;
   before(async () => {
@@ -88,4 +100,8 @@ describe('a permit taken by a joined @Semaphore helper, asked again in the same 
       assert.ok(r.waitedMs < 500, `waited ${Math.round(r.waitedMs)} ms`);
     });
   }
+
+  it("an onLocked 'skip' helper called twice at once: both run (a free semaphore of 2; the second reuses the first's permit or takes its own), none skipped", async () => {
+    assert.deepEqual(await app.get(Svc).outerTwice('a'), ['ran', 'ran']);
+  });
 });
