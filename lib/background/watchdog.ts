@@ -1,5 +1,5 @@
 import { LockLostError } from '../errors/lock-lost.error.js';
-import type { HeldLock } from '../core/held-lock.js';
+import { type HeldLock, signalMarginMs } from '../core/held-lock.js';
 import type { ProcessLeaseStore } from '../store/lock-store.js';
 
 /** Most row ids checked by one statement when the process row says some of its rows were ended. */
@@ -119,25 +119,30 @@ export class LeaseWatchdog {
     this.hooks.renewed(count, performance.now() - sentAt);
     // A process row created anew (the janitor reaped it: this process held nothing live, or stalled
     // so long that its rows were reclaimed) counted nothing meanwhile: its rows are checked.
+    // The count is taken as seen only once the check ran through: a check that failed is made again next time.
     if (answer.endedCount !== this.endedCount || answer.created) {
-      this.endedCount = answer.endedCount;
-      await this.findEnded();
+      if (await this.findEnded()) this.endedCount = answer.endedCount;
     }
   }
 
-  /** Someone ended rows of this process: find whose, and tell those holders. */
-  private async findEnded(): Promise<void> {
+  /** Someone ended rows of this process: find whose, and tell those holders. False if a check failed (some rows unchecked). */
+  private async findEnded(): Promise<boolean> {
     const byRow = new Map<string, HeldLock>();
     for (const lock of this.locks) for (const id of lock.rowIds) byRow.set(id, lock);
     const ids = [...byRow.keys()];
+    let checked = true;
     for (let i = 0; i < ids.length; i += ROWS_PER_CHECK) {
-      const ended = await this.store.endedAmong(ids.slice(i, i + ROWS_PER_CHECK)).catch(() => new Set<string>());
+      const ended = await this.store.endedAmong(ids.slice(i, i + ROWS_PER_CHECK)).catch(() => {
+        checked = false;
+        return new Set<string>();
+      });
       for (const id of ended) {
         const lock = byRow.get(id);
         if (lock?.live && lock.fencesInProgress === 0)
           this.lose(lock, 'its log rows were ended by someone else (taken over or reclaimed after its lease ran out, or force-released)', false);
       }
     }
+    return checked;
   }
 
   /** Locks past their local deadline, or held longer than maxHoldMs: their holders must stop now. */
@@ -175,9 +180,11 @@ export class LeaseWatchdog {
    * nothing left to renew.
    */
   private renewalDueOf(lock: HeldLock): number {
-    // renewIntervalMs where it is shorter than the lock's lease (as the module's own lease must be); else a third of the lease.
+    // renewIntervalMs where two renewals fit before the lock gives itself up (its lease less the
+    // signal margin): one may fail and the next still lands. Else a third of the lease.
     const configured = this.settings.renewIntervalMs;
-    const interval = configured !== undefined && configured < lock.leaseMs ? configured : Math.max(10, Math.floor(lock.leaseMs / 3));
+    const fits = configured !== undefined && configured * 2 <= lock.leaseMs - signalMarginMs(lock.leaseMs);
+    const interval = fits ? configured : Math.max(10, Math.floor(lock.leaseMs / 3));
     return Math.max(lock.leaseFrom, this.lastSentAt) + interval;
   }
 

@@ -81,6 +81,7 @@ export class HeldLock implements LockHandle {
   private keyList: readonly string[] | undefined;
   private modeMap: Readonly<Record<string, LockMode>> | undefined;
   private tokenMap: Readonly<Record<string, number>> | undefined;
+  private extending: Promise<void> | undefined;
 
   constructor(
     private readonly host: HeldLockHost,
@@ -188,11 +189,7 @@ export class HeldLock implements LockHandle {
     return this.state === 'held';
   }
 
-  /**
-   * `live`, the local deadline checked first: after a stall the watchdog's deadline timer may not
-   * have run yet (see `signal`), and what is decided on the lock now (a fenced commit, an extend)
-   * must agree with its signal.
-   */
+  /** `live`, the local deadline checked first (after a stall its timer may not have run yet): what is decided now agrees with the signal. */
   get liveNow(): boolean {
     if (this.state === 'held' && performance.now() >= this.localDeadline) this.host.overdue?.(this);
     return this.state === 'held';
@@ -213,8 +210,11 @@ export class HeldLock implements LockHandle {
     return this.host.release(this, failed);
   }
 
+  /** One extend after another: the lease this process counts is the one the database ran last. */
   extend(leaseMs?: number): Promise<void> {
-    return this.host.extend(this, leaseMs);
+    const next = this.extending ? this.extending.then(() => this.host.extend(this, leaseMs)) : this.host.extend(this, leaseMs);
+    this.extending = next.catch(() => undefined);
+    return next;
   }
 
   /** Marks the lock lost and aborts its signal with the reason. Idempotent. */

@@ -140,12 +140,12 @@ export class LockRuntime implements HeldLockHost {
       throw toTypedError(error, `Extending ${lock.mode} lock on ${lock.keys.map((k) => `'${k}'`).join(', ')} failed`);
     }
     if (!kept) {
+      if (lock.state !== 'held') throw lostOrEnded(lock); // released or lost while on the wire: not a takeover
       const error = new LockLostError(lock.keys[0]!, lock.fencingToken, 'another holder took it over after its lease ran out');
       this.lost(lock, error, false);
       throw error;
     }
-    // A row-lock has no lease to change: it lasts as long as its transaction.
-    if (!this.strategy(lock.strategy).capabilities.renewedByProcessLease) return;
+    if (!this.strategy(lock.strategy).capabilities.renewedByProcessLease) return; // a row-lock lasts as long as its transaction
     lock.leaseMs = lease;
     lock.leaseFrom = Math.max(lock.leaseFrom, sentAt);
     if (!lock.live) throw lostOrEnded(lock); // lost while the extend was on the wire: not extended
