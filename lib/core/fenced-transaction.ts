@@ -180,10 +180,11 @@ export class FencedTransaction implements OpenFencedCall {
    * The work failed. If a lock under it was lost meanwhile (a row-lock holder's connection died,
    * a lease ran out), that loss is why: its next statement found the connection gone, or its
    * transaction was rolled back by the server. The caller hears LockLostError, the failure kept
-   * as `cause`, rather than a driver or ORM error that does not say the lock is gone.
+   * as `cause`, rather than a driver or ORM error, or the library's own (a manager already closed),
+   * that does not say the lock is gone.
    */
   private lostFirst(error: unknown): unknown {
-    if (error instanceof DbLockError) return error;
+    if (error instanceof LockLostError) return error;
     const lost = [...this.ending(), ...this.kept].find((lock) => !lock.live && lock.signal.reason instanceof LockLostError);
     if (!lost) return error;
     const reason = lost.signal.reason as LockLostError;

@@ -180,7 +180,7 @@ export interface RowLockStore extends SessionTransactions {
    * it cannot roll back (whose locks, a gap lock at REPEATABLE READ among them, would keep a
    * creation on another connection waiting).
    */
-  createKeyRowsIn(runner: QueryRunner, keys: readonly Buffer[]): Promise<void>;
+  createKeyRowsIn(runner: QueryRunner, keys: readonly Buffer[], deadline: number): Promise<RowLockTake | undefined>;
   /** The hold's audit rows, in the transaction that is about to commit. */
   recordInCommit(runner: QueryRunner, rows: readonly RowLockAuditRow[]): Promise<void>;
   /**

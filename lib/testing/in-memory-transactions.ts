@@ -95,7 +95,7 @@ async function failOwn(settings: FenceSettings, own: readonly HeldLock[]): Promi
 
 /** As in a real fenced call: a failure after a lock was lost is reported as that loss, the failure as `cause`. */
 function lostFirst(error: unknown, locks: readonly HeldLock[]): unknown {
-  if (error instanceof DbLockError) return error;
+  if (error instanceof LockLostError) return error;
   const lost = locks.find((lock) => !lock.live && lock.signal.reason instanceof LockLostError);
   if (!lost) return error;
   const reason = lost.signal.reason as LockLostError;

@@ -8,7 +8,7 @@ import { endInCommitStatement, fenceKeptStatement } from './hold.sql.js';
 import type { KnownFreeKeys } from './known-free-keys.js';
 import type { MysqlLockLog } from './mysql-lock-log.js';
 import { createKeyRowsStatements } from './key-rows.sql.js';
-import { claimTokens, insertAuditRows, leaseHoldersCheck, leaseHoldersOf } from './row-lock.sql.js';
+import { boundedInStatement, claimTokens, insertAuditRows, leaseHoldersCheck, leaseHoldersOf } from './row-lock.sql.js';
 import { beginAndTakeCall, takeKeys, takeKeysChecked, takenByCall } from './row-lock-grant.js';
 import { format } from './sql.js';
 import { type ResultHeader, sessionQuery } from './session-query.js';
@@ -110,8 +110,15 @@ export class MysqlRowLockStore implements RowLockStore {
     return busyOnWait(() => takeKeysChecked(runner, targets, deadline, this.log.flavor, leaseHolders));
   }
 
-  async createKeyRowsIn(runner: QueryRunner, keys: readonly Buffer[]): Promise<void> {
-    for (const sql of createKeyRowsStatements(keys, FENCING_FLOOR_KEY, this.log.flavor.sharedLockClause)) await sessionQuery(runner, sql);
+  /** Bounded by what is left of the budget where the server can bound it; undefined once created, else the failed take (see busyOrThrow). */
+  createKeyRowsIn(runner: QueryRunner, keys: readonly Buffer[], deadline: number): Promise<RowLockTake | undefined> {
+    return busyOnWait(async () => {
+      for (const sql of createKeyRowsStatements(keys, FENCING_FLOOR_KEY, this.log.flavor.sharedLockClause)) {
+        const left = deadline === Infinity ? Infinity : deadline - performance.now();
+        await sessionQuery(runner, boundedInStatement(sql, this.log.flavor, left) ?? sql);
+      }
+      return undefined;
+    });
   }
 
   async recordInCommit(runner: QueryRunner, rows: readonly RowLockAuditRow[]): Promise<void> {

@@ -34,7 +34,8 @@ export async function takeRarely(
   for (let round = 0; needsRarePath(result); round++) {
     if (result.why === 'missing-key-rows') {
       if (round > 2) return result;
-      await createKeyRows(store, log, runner, take);
+      const failed = await createKeyRows(store, log, runner, take);
+      if (failed) return failed;
     } else if (take.ownTransaction && take.targets.length > 1) {
       // Rows a partial UPDATE bumped are rolled back first, so committed tokens never skip.
       await restart(store, runner, take);
@@ -47,13 +48,21 @@ export async function takeRarely(
 /**
  * First use of a key (or reaped). Its own transaction: the row is created in its own committed
  * statement on the library's pool, after a rollback that drops any gap lock of ours the insert
- * would wait for. A joined transaction cannot be rolled back: the row is created inside it.
+ * would wait for. A joined transaction cannot be rolled back: the row is created inside it, and a
+ * failure there is answered as a take's (busy, or the transaction rolled back by a deadlock).
+ * Either way within the caller's budget: another transaction's gap lock may hold the insert.
  */
-async function createKeyRows(store: RowLockStore, log: LockLogStore, runner: QueryRunner, take: RareTake): Promise<void> {
+async function createKeyRows(store: RowLockStore, log: LockLogStore, runner: QueryRunner, take: RareTake): Promise<RowLockTake | undefined> {
   const keys = take.targets.map((t) => t.bytes);
-  if (!take.ownTransaction) return store.createKeyRowsIn(runner, keys);
-  await restart(store, runner, take, () => log.createKeyRows(keys));
+  if (!take.ownTransaction) return store.createKeyRowsIn(runner, keys, take.deadline);
+  // At least one round trip's time, so that a single try (no budget) can still create a free key's row.
+  const deadline = Number.isFinite(take.deadline) ? Math.max(take.deadline, performance.now() + KEY_ROWS_MIN_MS) : undefined;
+  await restart(store, runner, take, () => log.createKeyRows(keys, deadline));
+  return undefined;
 }
+
+/** The least time a key row's creation on the library's pool is given, ms. */
+const KEY_ROWS_MIN_MS = 250;
 
 /** A new transaction in place of the open one (its bumps and locks rolled back); `between` runs outside any. */
 async function restart(store: RowLockStore, runner: QueryRunner, take: RareTake, between?: () => Promise<void>): Promise<void> {

@@ -5,6 +5,7 @@ import type { FencedTransaction } from '../../core/fenced-transaction.js';
 import type { HeldLock, HeldLockHost } from '../../core/held-lock.js';
 import { type EndStatus, LockStatus } from '../../core/lock-status.js';
 import { LockLostError } from '../../errors/lock-lost.error.js';
+import { toTypedError } from '../../errors/to-typed-error.js';
 import type { LockLogStore, RowLockAuditRow, RowLockStore } from '../../store/lock-store.js';
 import { LockStatementError } from '../../store/lock-statement.error.js';
 import type { AttemptResult, GrantAttempt, LockStrategy, StrategyCapabilities } from '../lock-strategy.js';
@@ -157,11 +158,13 @@ export class RowLockStrategy implements LockStrategy {
         },
       )
       .catch((error: unknown) => {
-        // The database rolled that transaction back (see takeKeys): every lock ending with it is lost now, its signal aborted.
-        if (error instanceof LockLostError)
-          for (const lock of transaction.endingLocks)
-            if (lock.live) this.host.lost(lock, new LockLostError(lock.keys[0]!, lock.fencingToken, error.reason, { cause: error.cause }), true);
-        throw error;
+        // The transaction is gone: rolled back by a deadlock (see takeKeys), or its connection lost.
+        // Every lock ending with it is lost now, its signal aborted. Any other failure is typed.
+        const lost = error instanceof LockLostError ? error : connectionLost(attempt, error);
+        if (!lost) throw toTypedError(error, `Taking ${attempt.targets.map((t) => `'${t.key}'`).join(', ')} inside the fenced transaction failed`);
+        for (const lock of transaction.endingLocks)
+          if (lock.live) this.host.lost(lock, new LockLostError(lock.keys[0]!, lock.fencingToken, lost.reason, { cause: lost.cause }), true);
+        throw lost;
       });
   }
 
@@ -222,4 +225,11 @@ export class RowLockStrategy implements LockStrategy {
     this.recorded.add(lock);
     this.terminal.add(auditRowsOf(lock, status, note));
   }
+}
+
+/** A take inside a transaction whose connection was lost meanwhile: that transaction, and every lock in it, is gone. */
+function connectionLost(attempt: GrantAttempt, error: unknown): LockLostError | undefined {
+  if (LockStatementError.from(error).kind !== 'connection-lost') return undefined;
+  const reason = 'the connection of the transaction it was taken in was lost: the database rolled that transaction back';
+  return new LockLostError(attempt.targets[0]!.key, 0, reason, { cause: error });
 }
