@@ -89,7 +89,8 @@ function completeDefinition(definition: DynamicModule, registration: ResolvedReg
 
 function checkRegistration(registration: DbLockRegistration): void {
   const problems: string[] = [];
-  const name = registration.dataSourceName ?? DEFAULT_DATA_SOURCE_NAME;
+  // Only an absent name means the default DataSource: null is refused, as the testing module refuses it.
+  const name = registration.dataSourceName === undefined ? DEFAULT_DATA_SOURCE_NAME : registration.dataSourceName;
   if (typeof name !== 'string' || name.length === 0) problems.push(`dataSourceName must be a non-empty string, got ${describe(name)}`);
   if (registration.isGlobal !== undefined && typeof registration.isGlobal !== 'boolean')
     problems.push(`isGlobal must be a boolean, got ${describe(registration.isGlobal)}`);

@@ -9,12 +9,17 @@ import type { LockService } from './lock.service.js';
  * Each build then has its own copy of this file, so a module-level Map would split the registry
  * in two and a decorator loaded through one build would not find a LockService registered
  * through the other. Both copies keep the Map on `globalThis` under this `Symbol.for` key, shared
- * by every copy in the realm. The version suffix changes only if what a decorator calls on a
- * registered service (`runLocked`) changes incompatibly.
+ * by every copy in the realm. The version suffix changes when the Map's shape, or what a decorator
+ * calls on a registered service (`runLocked`), changes incompatibly (v2: a list per name).
  */
-const REGISTRY_KEY = Symbol.for('nestjs-db-lock.registry.v1');
+const REGISTRY_KEY = Symbol.for('nestjs-db-lock.registry.v2');
 
-type ServiceMap = Map<string, LockService>;
+/**
+ * The running services by DataSource name, the latest registered last. Several apps in one process
+ * (two test modules in one Jest file) may each run one for the same name: the latest serves the
+ * decorators, and when it shuts down the one before it serves them again.
+ */
+type ServiceMap = Map<string, LockService[]>;
 
 function sharedServices(): ServiceMap {
   const holder = globalThis as typeof globalThis & { [REGISTRY_KEY]?: ServiceMap };
@@ -37,11 +42,13 @@ const services = sharedServices();
 export const LockServiceRegistry = Object.freeze({
   /** Registers `service` under a DataSource name (done by the module when it initialises). */
   register(name: string, service: LockService): void {
-    services.set(name, service);
+    services.set(name, [...(services.get(name) ?? []).filter((s) => s !== service), service]);
   },
-  /** Removes `service` if it is still the one registered under `name`. */
+  /** Removes `service` from those registered under `name`. */
   unregister(name: string, service: LockService): void {
-    if (services.get(name) === service) services.delete(name);
+    const left = (services.get(name) ?? []).filter((s) => s !== service);
+    if (left.length > 0) services.set(name, left);
+    else services.delete(name);
   },
   /** The LockService registered under `name`; DbLockNotInitializedError when there is none. */
   get(name: string): LockService {
@@ -56,7 +63,7 @@ export const LockServiceRegistry = Object.freeze({
    */
   resolve(name: string | undefined, detail = ''): LockService {
     if (name !== undefined) return lookup(name, detail);
-    if (services.size === 1) return services.values().next().value!;
+    if (services.size === 1) return latest(services.values().next().value!);
     if (services.size === 0) throw new DbLockNotInitializedError(DEFAULT_DATA_SOURCE_NAME, detail);
     throw new DbLockAmbiguousDataSourceError([...services.keys()].sort(), detail);
   },
@@ -70,9 +77,13 @@ export const LockServiceRegistry = Object.freeze({
   },
 });
 
+function latest(list: readonly LockService[]): LockService {
+  return list[list.length - 1]!;
+}
+
 function lookup(name: string, detail: string): LockService {
-  const service = services.get(name);
-  if (service) return service;
+  const list = services.get(name);
+  if (list) return latest(list);
   const running =
     services.size === 0
       ? ''

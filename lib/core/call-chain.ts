@@ -161,6 +161,9 @@ export class CallChain {
 
   /** The locked call the decorators forward to (see LockService.runLocked); handlers, not an async frame, as every decorated call passes here. */
   runLocked<T>(keys: ChainKeys, fn: (lock: LockHandle) => Promise<T> | T, resolved: ResolvedRunLockedOptions): Promise<T | undefined> {
+    // As withLock: a missing callback is refused before any lock is taken or transaction opened.
+    if (typeof fn !== 'function')
+      return Promise.reject(new DbLockOptionsError([`fn must be a function, got ${describe(fn)}`], 'runLocked() arguments'));
     // Validated with the lock's other options by acquire(), before anything opens.
     const timeoutMs = resolved.lock.timeoutMs ?? this.options.timeoutMs;
     const budget = { startedAt: performance.now(), timeoutMs, quiet: resolved.onLocked === 'skip' };

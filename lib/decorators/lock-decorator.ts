@@ -107,7 +107,9 @@ export function createLockDecorator(
     if (problems.length > 0) throw new DbLockOptionsError(problems, `@${decorator} options of ${where}`);
 
     const parameterTypes = Reflect.getMetadata('design:paramtypes', target, propertyKey) as unknown[] | undefined;
-    const keyOf = compileLockKeys(key ?? where, where, parameterTypes?.length);
+    // A rest parameter takes any number of arguments, and `length` does not count it (nor a defaulted one): no bound then.
+    const rest = parameterTypes !== undefined && original.length < parameterTypes.length;
+    const keyOf = compileLockKeys(key ?? where, where, rest ? undefined : parameterTypes?.length);
     const callOptions: RunLockedOptions = Object.freeze(
       Object.fromEntries(Object.entries(options).filter(([name, value]) => value !== undefined && !DECORATOR_KEYS.includes(name as never))),
     );

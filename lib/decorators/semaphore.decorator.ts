@@ -46,6 +46,8 @@ export function Semaphore(key: unknown, limit: number, options?: SemaphoreDecora
     throw new DbLockOptionsError([`options must be an object, got ${describe(options)}`], '@Semaphore arguments');
   const problems: string[] = [];
   if (options && 'mode' in options) problems.push(`unknown option 'mode': a permit has no mode`);
+  // The key is the first argument; createLockDecorator takes it (and dataSourceName) from the options only for its own use.
+  if (options && 'key' in options) problems.push(`unknown option 'key': the key is @Semaphore's first argument`);
   if (options?.strategy !== undefined && options.strategy !== 'lease')
     problems.push(`strategy must be 'lease' for a semaphore, got ${describe(options.strategy)}`);
   if (problems.length > 0) throw new DbLockOptionsError(problems, '@Semaphore options');

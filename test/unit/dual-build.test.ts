@@ -144,8 +144,8 @@ describe('LockServiceRegistry is shared by every copy of the library', () => {
     }
   });
 
-  it("lives on globalThis under Symbol.for('nestjs-db-lock.registry.v1'), not enumerable, never replaced", () => {
-    const key = Symbol.for('nestjs-db-lock.registry.v1');
+  it("lives on globalThis under Symbol.for('nestjs-db-lock.registry.v2'), not enumerable, never replaced", () => {
+    const key = Symbol.for('nestjs-db-lock.registry.v2');
     const descriptor = Object.getOwnPropertyDescriptor(globalThis, key);
     assert.ok(descriptor?.value instanceof Map);
     assert.equal(descriptor.enumerable, false);
