@@ -124,12 +124,18 @@ function resolveJanitor(problems: string[], raw: unknown): ResolvedDbLockOptions
  * Module options often come from configuration (`ConfigService.get('LOCK_LEASE_MS')` returns the
  * string '5000'). Decimal integer strings, 'Infinity' and 'true'/'false' are taken for the numbers
  * and booleans they spell, at the top level and in `janitor`; anything else is validated as given.
+ * Known options are read by name, so an options object that is a class instance with getters (a
+ * typed config class returned by a factory) counts as the plain object it stands for.
  */
-function coerceConfigValues(input: Record<string, unknown>): Record<string, unknown> {
+function coerceConfigValues(input: Record<string, unknown>, known: Iterable<string> = KNOWN_KEYS): Record<string, unknown> {
   const out: Record<string, unknown> = {};
-  for (const [key, value] of Object.entries(input)) {
+  const keys = new Set(Object.keys(input));
+  for (const key of known) if (key in input && !(key in Object.prototype)) keys.add(key);
+  for (const key of keys) {
+    const value = input[key];
+    if (value === undefined) continue;
     if (key === 'janitor' && typeof value === 'object' && value !== null && !Array.isArray(value))
-      out[key] = coerceConfigValues(value as Record<string, unknown>);
+      out[key] = coerceConfigValues(value as Record<string, unknown>, Object.keys(DB_LOCK_DEFAULTS.janitor || {}));
     else if (TEXT_OPTIONS.has(key)) out[key] = value;
     else out[key] = coerceScalar(value);
   }

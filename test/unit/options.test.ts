@@ -144,6 +144,45 @@ describe('resolveOptions', () => {
   });
 });
 
+describe('resolveOptions with a typed config object', () => {
+  it('reads options a class exposes through getters, at the top level and in janitor, and still refuses unknown ones', () => {
+    class JanitorConfig {
+      get intervalMs(): string {
+        return '2500';
+      }
+    }
+    class LockConfig {
+      readonly namespace = 'billing';
+      get leaseMs(): string {
+        return '5000';
+      }
+      get writerPreference(): boolean {
+        return false;
+      }
+      get janitor(): JanitorConfig {
+        return new JanitorConfig();
+      }
+      describe(): string {
+        return 'a method no option is named after';
+      }
+    }
+    const resolved = resolveOptions(new LockConfig());
+    assert.equal(resolved.namespace, 'billing');
+    assert.equal(resolved.leaseMs, 5000);
+    assert.equal(resolved.writerPreference, false);
+    assert.ok(resolved.janitor);
+    assert.equal(resolved.janitor.intervalMs, 2500);
+    assert.equal(resolved.janitor.batchSize, DB_LOCK_DEFAULTS.janitor && DB_LOCK_DEFAULTS.janitor.batchSize);
+    class Misspelt extends LockConfig {
+      readonly leasMs = 1000;
+    }
+    assert.deepEqual(
+      problemsOf(() => resolveOptions(new Misspelt())),
+      ["unknown option 'leasMs'"],
+    );
+  });
+});
+
 describe('resolveLockOptions (one call)', () => {
   const defaults = resolveOptions({ leaseMs: 2_000, timeoutMs: 500 });
 
