@@ -1,6 +1,7 @@
 import type { EntityManager } from 'typeorm';
 import { type HeldLock, minDate } from './held-lock.js';
 import type { LockHandle } from './lock-handle.js';
+import { LockLostError } from '../errors/lock-lost.error.js';
 import type { LockTarget } from './lock-key.js';
 import type { LockMode } from './lock-mode.js';
 import type { LockStrategyName } from '../strategies/lock-strategy-name.js';
@@ -62,7 +63,9 @@ export class NestedLock implements LockHandle {
   holdersByKey(): ReadonlyMap<string, HeldLock> {
     return this.holders;
   }
+  /** After this handle's release() it extends nothing (the outer locks are not its own to extend), as a released lock refuses. */
   async extend(leaseMs?: number): Promise<void> {
+    if (this.done) throw new LockLostError(this.keys[0]!, this.fencingToken, 'it was already released; it cannot be extended');
     for (const lock of new Set(this.holders.values())) await lock.extend(leaseMs);
   }
 }
