@@ -133,15 +133,15 @@ export class LockRuntime implements HeldLockHost {
     const lease = checkLease(leaseMs) ?? lock.leaseMs;
     if (!lock.liveNow) throw lostOrEnded(lock);
     const sentAt = performance.now();
-    let kept: boolean;
+    let kept: boolean | LockLostError;
     try {
       kept = await this.strategy(lock.strategy).extend(lock, lease);
     } catch (error) {
       throw toTypedError(error, `Extending ${lock.mode} lock on ${lock.keys.map((k) => `'${k}'`).join(', ')} failed`);
     }
-    if (!kept) {
+    if (kept !== true) {
       if (lock.state !== 'held') throw lostOrEnded(lock); // released or lost while on the wire: not a takeover
-      const error = new LockLostError(lock.keys[0]!, lock.fencingToken, 'another holder took it over after its lease ran out');
+      const error = kept || new LockLostError(lock.keys[0]!, lock.fencingToken, 'another holder took it over after its lease ran out');
       this.lost(lock, error, false);
       throw error;
     }

@@ -1,4 +1,5 @@
 import type { FencedTransaction } from '../core/fenced-transaction.js';
+import type { LockLostError } from '../errors/lock-lost.error.js';
 import type { HeldLock } from '../core/held-lock.js';
 import type { LockTarget } from '../core/lock-key.js';
 import type { LockMode } from '../core/lock-mode.js';
@@ -73,8 +74,8 @@ export interface LockStrategy {
    * @throws LockLostError when someone else had ended its rows first.
    */
   release(lock: HeldLock, status: EndStatus | typeof LockStatus.EXPIRED, note?: string): Promise<void>;
-  /** A new lease from now; false if the lock was found taken over. */
-  extend(lock: HeldLock, leaseMs: number): Promise<boolean>;
+  /** A new lease from now; false, or the loss explained, if someone else had ended its rows. */
+  extend(lock: HeldLock, leaseMs: number): Promise<boolean | LockLostError>;
   /** With `joinsOpenTransaction`: takes the keys inside the chain's open fenced transaction. */
   grantWithin?(transaction: FencedTransaction, attempt: GrantAttempt): Promise<AttemptResult>;
   /** The lock ended without this strategy releasing it (in a fenced commit, or lost): local clean-up only. */

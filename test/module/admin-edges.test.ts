@@ -11,7 +11,7 @@ import { createLockApp } from '../support/lock-app.js';
 import { TestDatabase } from '../support/test-database.js';
 import { LockWorker } from '../support/worker-host.js';
 import type { WorkerContext } from '../support/lock-worker.js';
-import type { DbLockModuleOptions, LockService } from '../../lib/index.js';
+import { LockLostError, type DbLockModuleOptions, type LockService } from '../../lib/index.js';
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 const self = import.meta.url;
@@ -86,6 +86,25 @@ if (!process.env.DB_LOCK_WORKER) {
         [],
         `the key was free (its only holder expired): nothing evicted; its row now ${String(row.status)} '${String(row.note)}', stats().forceReleased ${env.locks.stats().forceReleased}`,
       );
+    });
+
+    it("extend() of a lock force-released by another process says it was force-released, with the operator's reason, not a takeover", async () => {
+      const lock = await env.locks.acquire('adm:extend-forced');
+      // Evicted by another running service (an operator's process), which has no local handle to abort.
+      const ops = await createLockApp(env.db.settings, options);
+      try {
+        assert.equal((await ops.locks.forceRelease('adm:extend-forced', 'stuck batch job evicted by ops')).length, 1);
+      } finally {
+        await ops.app.close();
+      }
+      assert.equal(lock.signal.aborted, false, 'nothing told the holder yet');
+      await assert.rejects(lock.extend(), (error: unknown) => {
+        assert.ok(error instanceof LockLostError, String(error));
+        assert.match(error.reason, /stuck batch job evicted by ops/);
+        assert.doesNotMatch(error.reason, /lease ran out|took it over/);
+        return true;
+      });
+      assert.equal(lock.signal.aborted, true, 'the holder hears of the loss through its signal');
     });
 
     it("forceRelease from another process: a waiter in the evicted holder's own process gets the key (it is free at once)", async () => {

@@ -6,6 +6,7 @@ import type { Bell, BellWait, DoorbellStore } from '../../store/doorbell-store.j
 import type { GrantAnswer, LockLogStore } from '../../store/lock-store.js';
 import { LockStatementError } from '../../store/lock-statement.error.js';
 import { SemaphoreLimitError } from '../../errors/semaphore-limit.error.js';
+import type { LockLostError } from '../../errors/lock-lost.error.js';
 import { explainLoss } from '../explain-loss.js';
 import type { AttemptResult, GrantAttempt, LockStrategy, StrategyCapabilities } from '../lock-strategy.js';
 import type { LockTarget } from '../../core/lock-key.js';
@@ -173,9 +174,9 @@ export class LeaseStrategy implements LockStrategy {
     });
   }
 
-  async extend(lock: HeldLock, leaseMs: number): Promise<boolean> {
+  async extend(lock: HeldLock, leaseMs: number): Promise<boolean | LockLostError> {
     const rows = await this.log.extend(lock.rowIds, leaseMs);
-    if (rows.length < lock.rowIds.length) return false;
+    if (rows.length < lock.rowIds.length) return explainLoss(this.log, lock);
     lock.expiresAt = new Date(Math.min(...rows.map((r) => r.expiresAt.getTime())));
     return true;
   }
