@@ -4,6 +4,8 @@ import type { ProcessLeaseStore } from '../store/lock-store.js';
 
 /** Most row ids checked by one statement when the process row says some of its rows were ended. */
 const ROWS_PER_CHECK = 5000;
+/** After a failed renewal the next try comes this soon (or at the usual interval, if sooner): a short outage then costs one retry, not a whole interval of the lease's slack. */
+export const RENEWAL_RETRY_MS = 1_000;
 
 export interface LeaseWatchdogHooks {
   /** The lock is gone: abort its signal, forget it locally, count and report it. `giveBack`: its rows may still be live and must be ended. */
@@ -38,6 +40,8 @@ export class LeaseWatchdog {
   private endedCount = '0';
   /** performance.now() when the latest renewal was sent: the next one is due an interval after it, however long that one took. */
   private lastSentAt = -Infinity;
+  /** The latest renewal failed: the next one is a retry (RENEWAL_RETRY_MS). */
+  private retrying = false;
 
   constructor(
     private readonly store: ProcessLeaseStore,
@@ -112,9 +116,11 @@ export class LeaseWatchdog {
       // the deadline timer, not by this bound.
       answer = await this.store.renew(sentAt + Math.max(1000, longest));
     } catch (error) {
+      this.retrying = true;
       this.hooks.renewalFailed(error, count);
       return;
     }
+    this.retrying = false;
     for (const lock of this.locks) if (lock.live && sentAt > lock.leaseFrom) lock.leaseFrom = sentAt;
     this.hooks.renewed(count, performance.now() - sentAt);
     // A process row created anew (the janitor reaped it: this process held nothing live, or stalled
@@ -184,7 +190,7 @@ export class LeaseWatchdog {
     // signal margin): one may fail and the next still lands. Else a third of the lease.
     const configured = this.settings.renewIntervalMs;
     const fits = configured !== undefined && configured * 2 <= lock.leaseMs - signalMarginMs(lock.leaseMs);
-    const interval = fits ? configured : Math.max(10, Math.floor(lock.leaseMs / 3));
+    const interval = Math.min(fits ? configured : Math.max(10, Math.floor(lock.leaseMs / 3)), this.retrying ? RENEWAL_RETRY_MS : Infinity);
     return Math.max(lock.leaseFrom, this.lastSentAt) + interval;
   }
 

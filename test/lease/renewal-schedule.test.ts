@@ -4,8 +4,10 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { INestApplicationContext } from '@nestjs/common';
 import type { LockService } from '../../lib/index.js';
 import { TestDatabase } from '../support/test-database.js';
-import { createLockApp } from '../support/lock-app.js';
+import { createLockApp, eventually } from '../support/lock-app.js';
 import { contractSuite } from '../support/contract-targets.js';
+import mysql from 'mysql2/promise';
+import { processIdOf } from '../support/lock-internals.js';
 
 /**
  * When the process lease is renewed: a third of a lease after each lock's lease was last confirmed
@@ -81,4 +83,38 @@ contractSuite('lease-renewal', 'when the watchdog renews', (target) => {
       }
     });
   }
+
+  /**
+   * A failed renewal is retried within a second, not a whole interval later: with a 9 s lease the
+   * interval is 3 s, so an outage at the renewal's moment would otherwise leave the next try 3 s
+   * after the failed one was sent and use up most of the lease's slack before anyone retried.
+   */
+  it('a failed renewal is retried within RENEWAL_RETRY_MS, not an interval later', async () => {
+    const events: { type: string; at: number }[] = [];
+    const mine = await createLockApp(db.settings, {
+      ...target.options(),
+      janitor: false,
+      onEvent: (event) => void events.push({ type: event.type, at: performance.now() }),
+    });
+    const admin = await mysql.createConnection({ ...db.settings });
+    try {
+      const handle = await mine.locks.acquire('renew:retry', { leaseMs: 9_000 });
+      // Block the process row: the renewal due 3 s after the grant waits out its session's 1 s lock wait and fails.
+      await admin.beginTransaction();
+      await admin.query('SELECT id FROM db_lock_process WHERE id = ? FOR UPDATE', [processIdOf(mine.locks)]);
+      await eventually(() => events.some((e) => e.type === 'renewal-failed'), 6_000, 'the blocked renewal to fail');
+      await admin.rollback();
+      const failedAt = events.find((e) => e.type === 'renewal-failed')!.at;
+      await eventually(() => events.some((e) => e.type === 'renewed' && e.at > failedAt), 4_000, 'the renewal to be retried');
+      const retriedAfter = events.find((e) => e.type === 'renewed' && e.at > failedAt)!.at - failedAt;
+      // Retry due 1 s after the failed one was SENT, i.e. about when it failed; without the retry rule it
+      // comes 3 s after that send, about 2 s after the failure. 1.3 s keeps 0.7 s of margin both ways.
+      assert.ok(retriedAfter < 1_300, `the retry came ${retriedAfter.toFixed(0)} ms after the failure`);
+      assert.equal(handle.signal.aborted, false);
+      await handle.release();
+    } finally {
+      await admin.end();
+      await mine.app.close();
+    }
+  });
 });
