@@ -61,3 +61,34 @@ export async function endQuietly(runner: QueryRunner): Promise<void> {
   if (runner.isTransactionActive) await runner.rollbackTransaction().catch(() => undefined);
   await runner.release().catch(() => undefined);
 }
+
+/**
+ * A lock taken inside a caller's open transaction (joined) lasts as long as that transaction, as
+ * its own would: it is lost when that connection closes, and at maxHoldMs, when the transaction
+ * is cut (the only way its row locks end while the work may still run). Returns the unwatch.
+ */
+export function watchJoined(
+  lock: HeldLock,
+  runner: QueryRunner,
+  store: RowLockStore,
+  hooks: { lost(lock: HeldLock, error: LockLostError): void; readonly maxHoldMs: number },
+): () => void {
+  const lose = (reason: string, error?: unknown): void => {
+    if (lock.live) hooks.lost(lock, new LockLostError(lock.keys[0]!, lock.fencingToken, reason, error ? { cause: error } : undefined));
+  };
+  const unwatch = store.watchSession(runner, (error?: unknown) =>
+    lose(`the connection of the transaction it was taken in closed (${String((error as Error)?.message ?? 'end')})`, error),
+  );
+  const maxHold = Number.isFinite(hooks.maxHoldMs)
+    ? setTimeout(() => {
+        if (!lock.live) return;
+        lose(`held longer than maxHoldMs (${hooks.maxHoldMs} ms)`);
+        store.cutSession(runner);
+      }, hooks.maxHoldMs)
+    : undefined;
+  maxHold?.unref();
+  return () => {
+    if (maxHold) clearTimeout(maxHold);
+    unwatch();
+  };
+}

@@ -11,7 +11,7 @@ import { LockStatementError } from '../../store/lock-statement.error.js';
 import type { AttemptResult, GrantAttempt, LockStrategy, StrategyCapabilities } from '../lock-strategy.js';
 import { ConnectionSlots } from './connection-slots.js';
 import { connectWithin } from '../../core/connect-within.js';
-import { endQuietly, keepOpen } from './open-transaction.js';
+import { endQuietly, keepOpen, watchJoined } from './open-transaction.js';
 import { auditRowsOf, TerminalRows } from './terminal-rows.js';
 import { takeKeys } from './take-keys.js';
 
@@ -53,6 +53,8 @@ export class RowLockStrategy implements LockStrategy {
   private readonly slots: ConnectionSlots;
   private readonly terminal: TerminalRows;
   private readonly abandoners = new Map<HeldLock, () => void>();
+  /** Locks taken inside a caller's open transaction, and how to stop watching that transaction for them. */
+  private readonly joined = new Map<HeldLock, () => void>();
   /** Holds whose audit rows are written or queued: one row set per hold, whoever ends it first. */
   private readonly recorded = new WeakSet<HeldLock>();
   /** Sessions whose take may be waiting in the database: shutdown cuts them. */
@@ -150,6 +152,7 @@ export class RowLockStrategy implements LockStrategy {
       .then(
         (result) => {
           this.taking.delete(runner);
+          if (result.lock) this.watchJoined(result.lock, runner);
           return result;
         },
         (error: unknown) => {
@@ -169,6 +172,7 @@ export class RowLockStrategy implements LockStrategy {
   }
 
   async release(lock: HeldLock, status: EndStatus | typeof LockStatus.EXPIRED, note?: string): Promise<void> {
+    this.unwatchJoined(lock);
     const transaction = lock.transaction;
     if (transaction && status === LockStatus.RELEASED) {
       // A plain release commits the lock's own transaction, its audit rows in it.
@@ -203,7 +207,16 @@ export class RowLockStrategy implements LockStrategy {
 
   /** The lock ended without a release here (its commit ran in a fenced transaction): local clean-up only. */
   dropped(lock: HeldLock): void {
+    this.unwatchJoined(lock);
     this.abandoners.get(lock)?.();
+  }
+
+  private watchJoined(lock: HeldLock, runner: QueryRunner): void {
+    this.joined.set(lock, watchJoined(lock, runner, this.store, { lost: (l, e) => this.host.lost(l, e, true), maxHoldMs: this.settings.maxHoldMs }));
+  }
+  private unwatchJoined(lock: HeldLock): void {
+    this.joined.get(lock)?.();
+    this.joined.delete(lock);
   }
 
   /** Shutdown: takes waiting in the server lose their session (the server drops the wait), callers waiting for a slot stop waiting. */
@@ -215,6 +228,7 @@ export class RowLockStrategy implements LockStrategy {
 
   /** Shutdown: what still holds is abandoned (the server rolls it back); pending audit rows are written. */
   async close(): Promise<void> {
+    for (const lock of [...this.joined.keys()]) this.unwatchJoined(lock);
     for (const abandonIt of [...this.abandoners.values()]) abandonIt();
     await this.terminal.settle();
   }
