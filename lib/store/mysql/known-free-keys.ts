@@ -13,10 +13,12 @@ export const KNOWN_FREE_FOR_MS = 60_000;
 /**
  * Keys this process knows to be free without searching the log: it held the key alone and its
  * release is durable. Its own exclusive grant left no other live holder of the key (a writer is
- * granted only when none is live), and every grant of any strategy bumps the key's token in the
- * same commit as its holder's row. So while the key's row still has the token of that grant, nobody
- * has held the key since, and the grant may test the token (on the row it locks anyway) instead of
- * searching the log for live holders, which costs about a fifth of the whole grant. A row-lock
+ * granted only when none is live), and every grant of any strategy moves the key's current token
+ * (the newer of the key row's counter and the key's newest claim in the log, see currentTokenSql)
+ * in the same commit as its holder's row. So while the key's current token is still that grant's,
+ * nobody has held the key since, and the grant may test the token instead of searching the log for
+ * live holders, which costs about a fifth of the whole grant. (The key row's counter alone is not
+ * enough: a one-INSERT grant claims its token in the log and leaves the key row behind.) A row-lock
  * reader bumps nothing, but holds its row lock for as long as it holds the key, and the grant's
  * UPDATE waits for it. A key row re-created after the janitor reaped it starts at or above the
  * tokens it ever handed out, so an equal token still means no grant since.

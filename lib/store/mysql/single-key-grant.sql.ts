@@ -11,6 +11,7 @@ import {
   LOCK_TABLE,
   LockStatus,
   nextTokenSql,
+  currentTokenSql,
   EVALUATED_NOW,
   NOW,
   ourTurnSql,
@@ -59,7 +60,8 @@ export function decisionUpdate(input: GrantInput, freeAtToken?: number): string 
   const free =
     freeAtToken === undefined
       ? `NOT EXISTS (SELECT 1 FROM ${LOCK_LOG_TABLE} g WHERE g.lock_key = ${key} AND g.status IN ${LIVE_STATUSES_SQL}${write ? '' : ` AND g.mode <> 'read'`} AND g.lock_key = ${LOCK_TABLE}.lock_key)`
-      : `fencing_token = ${Number(freeAtToken)}`;
+      : // Claim-aware: a one-INSERT grant (our own, or a writer's after a doorbell wait) claims its token in the log and leaves the key row behind.
+        `${currentTokenSql(`${LOCK_TABLE}.lock_key`, input.claims === true)} = ${Number(freeAtToken)}`;
   return (
     `UPDATE ${LOCK_TABLE} SET fencing_token = LAST_INSERT_ID(${nextTokenSql(`${LOCK_TABLE}.lock_key`, input.claims === true)}), last_granted_at = ${NOW}, ${LEASE_GRANTED}${write ? ', writer_waiting_until = NULL' : ''} ` +
     `WHERE lock_key = ${key} AND ${free}${conditions}`
