@@ -7,6 +7,7 @@ import type { GrantAnswer, LockLogStore } from '../../store/lock-store.js';
 import { LockStatementError } from '../../store/lock-statement.error.js';
 import { SemaphoreLimitError } from '../../errors/semaphore-limit.error.js';
 import type { LockLostError } from '../../errors/lock-lost.error.js';
+import { CONNECT_GRACE_MS } from '../../core/connect-within.js';
 import { explainLoss } from '../explain-loss.js';
 import type { AttemptResult, GrantAttempt, LockStrategy, StrategyCapabilities } from '../lock-strategy.js';
 import type { LockTarget } from '../../core/lock-key.js';
@@ -92,11 +93,12 @@ export class LeaseStrategy implements LockStrategy {
         writerWaitMarkMs: markMs,
         writerPreference: this.settings.writerPreference,
         doorbell: this.bellNameFor(attempt),
-        // No pool connection is waited for past the caller's own deadline: only an answer gets the grace.
-        connectBy: remaining === Infinity ? undefined : requestedAt + Math.max(0, remaining),
+        // A pool connection is waited for until the caller's own deadline, and at least CONNECT_GRACE_MS:
+        // opening one on a cold pool is not waiting, and a single try (timeoutMs 0) must still be sent.
+        connectBy: remaining === Infinity ? undefined : requestedAt + Math.max(CONNECT_GRACE_MS, remaining),
       },
       // The server gives up first (its bound is shorter), so a grant never commits after its caller heard "timeout".
-      remaining === Infinity ? Infinity : requestedAt + Math.max(0, remaining) + GRANT_GRACE_MS + 500,
+      remaining === Infinity ? Infinity : requestedAt + Math.max(CONNECT_GRACE_MS, remaining) + GRANT_GRACE_MS + 500,
       { bell: wait ?? bell, serverBoundMs: remaining === Infinity ? undefined : Math.max(0, remaining) + GRANT_GRACE_MS },
     );
     return granting.then(
