@@ -7,6 +7,7 @@ import {
   LockStatus,
   NOW,
   ourTurnSql,
+  keyLiteral,
   PROCESS_TABLE,
   parseDate,
   rowsOf,
@@ -80,7 +81,8 @@ export function leanGrantPlan(input: GrantInput): StatementPlan<GrantOutcome> {
   const readKeys = input.targets.filter((t) => t.mode === 'read').map((t) => t.bytes);
   const writerWaiting =
     readKeys.length > 0 && input.writerPreference ? format(`COALESCE(SUM(lock_key IN (?) AND writer_waiting_until > ${NOW}), 0)`, [readKeys]) : '0';
-  const turn = input.doorbell ? ` AND ${ourTurnSql(input.doorbell)}` : '';
+  const bellKey = input.claims === true && input.targets.length === 1 ? keyLiteral(input.targets[0]!.bytes) : undefined;
+  const turn = input.doorbell ? ` AND ${ourTurnSql(input.doorbell, bellKey)}` : '';
   const statements = bound(input, [
     'START TRANSACTION',
     lockKeyRows(input, writerWaiting),

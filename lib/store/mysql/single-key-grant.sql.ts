@@ -55,7 +55,7 @@ export function decisionUpdate(input: GrantInput, freeAtToken?: number): string 
   let conditions = '';
   if (!write && input.writerPreference) conditions += ` AND (writer_waiting_until IS NULL OR writer_waiting_until <= ${NOW})`;
   // While another session holds the key's doorbell, a waiter queued first has the next turn.
-  if (input.doorbell) conditions += ` AND ${ourTurnSql(input.doorbell)}`;
+  if (input.doorbell) conditions += ` AND ${ourTurnSql(input.doorbell, input.claims === true ? key : undefined)}`;
   // A reader waits for writers and for a semaphore's permits (a key is a lock or a semaphore, never both at once).
   const free =
     freeAtToken === undefined
