@@ -76,7 +76,7 @@ export class MysqlJanitorStore implements JanitorStore {
             ? undefined
             : reapDeletePlan(
                 locked.map((r) => r.lock_key as Buffer),
-                Math.max(...locked.map((r) => Number(r.token))),
+                locked.reduce((max, r) => Math.max(max, Number(r.token)), 0),
               );
         const count = plan ? plan.parse(await this.send(session, plan.statements)) : 0;
         await session.query('COMMIT');
