@@ -54,6 +54,8 @@ export class FencedTransaction implements OpenFencedCall {
    * caller hears. Unset on almost every call, so the fenced path wraps nothing for it.
    */
   explainWorkFailure: ((error: unknown) => unknown) | undefined;
+  /** The failure with which the database rolled this transaction back under the work (see workStatementFailed). */
+  private rolledBackBy: { error: unknown } | undefined;
 
   private constructor(
     private readonly opened: LockTransaction,
@@ -96,6 +98,17 @@ export class FencedTransaction implements OpenFencedCall {
   /** The locks that end with this transaction: its own, and those nested calls took in it. */
   get endingLocks(): readonly HeldLock[] {
     return this.ending();
+  }
+
+  /**
+   * A statement of the work failed. If the database rolled the whole transaction back with it (a deadlock), the work's later
+   * statements would each commit on their own, outside every lock: the session is cut so that they fail (a row lock it held
+   * is lost as its connection closes), and the call fails with LockLostError even if the work caught the error.
+   */
+  workStatementFailed(error: unknown): void {
+    if (this.state !== 'open' || this.rolledBackBy !== undefined || !this.store.rollsBackTransaction(error)) return;
+    this.rolledBackBy = { error };
+    this.store.cutSession(this.opened.runner);
   }
 
   /** `lock`, held by an outer call and reused by a call that joined this transaction, is fenced by its commit and kept. */
@@ -142,6 +155,7 @@ export class FencedTransaction implements OpenFencedCall {
       .then(
         (value) => {
           result = value;
+          if (transaction.rolledBackBy) throw transaction.lostByRollback();
           return transaction.fenceAndCommit();
         },
         (error: unknown) => {
@@ -185,12 +199,20 @@ export class FencedTransaction implements OpenFencedCall {
    */
   private lostFirst(error: unknown): unknown {
     if (error instanceof LockLostError) return error;
+    if (this.rolledBackBy) return this.lostByRollback();
     const lost = [...this.ending(), ...this.kept].find((lock) => !lock.live && lock.signal.reason instanceof LockLostError);
     if (!lost) return error;
     const reason = lost.signal.reason as LockLostError;
     return new LockLostError(lost.keys[0]!, lost.fencingToken, `${reason.reason}; the locked work failed after that and was rolled back`, {
       cause: error,
     });
+  }
+
+  /** The call's failure once the database rolled its transaction back, whatever the work did after (its cause: the database's error). */
+  private lostByRollback(): LockLostError {
+    const lock = this.ending()[0] ?? this.kept[0]!;
+    const reason = 'the database rolled back the transaction its locked work ran in (a deadlock); nothing of that work commits';
+    return new LockLostError(lock.keys[0]!, lock.fencingToken, reason, { cause: this.rolledBackBy!.error });
   }
 
   private ending(): readonly HeldLock[] {

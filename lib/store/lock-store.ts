@@ -123,6 +123,10 @@ export interface FenceStore extends SessionTransactions {
   endAndCommit(runner: QueryRunner, rowId: string, owner: string): Promise<boolean>;
   /** The lock outlives the commit: its live rows are written (COMPLETED), so a takeover is ordered against us. */
   fenceKept(runner: QueryRunner, rowIds: readonly string[], owner: string): Promise<number>;
+  /** True when a statement that failed with `error` took its whole transaction with it (a deadlock): later statements would run outside it. */
+  rollsBackTransaction(error: unknown): boolean;
+  /** Ends the transaction's session under the work (see RowLockStore.cutSession): its later statements fail. */
+  cutSession(runner: QueryRunner): void;
 }
 
 /** What one take of row-lock keys found. */

@@ -172,10 +172,13 @@ contractSuite('fenced-decorators', 'writes that escape the fenced transaction', 
     }
   });
 
-  it("'ignore': no check (the write commits, nothing is logged), and no subscriber on the DataSource", async () => {
+  it("'ignore': no check (the write commits, nothing is logged), and no guard on the DataSource (only the rollback watch)", async () => {
     const { app, bank, logger, dataSource } = await boot({ escapedWrites: 'ignore' });
     try {
-      assert.equal(dataSource.subscribers.length, 0);
+      assert.deepEqual(
+        dataSource.subscribers.map((s) => s.constructor.name),
+        ['RollbackWatch'],
+      );
       await assert.rejects(bank.escapeThenFail(7, 500), BusinessError);
       assert.equal(await balanceOf(db, 7), 500);
       assert.deepEqual(logger.escaped(), []);
@@ -184,9 +187,9 @@ contractSuite('fenced-decorators', 'writes that escape the fenced transaction', 
     }
   });
 
-  it('the guard leaves the DataSource with the module', async () => {
+  it('the guard (and the rollback watch) leave the DataSource with the module', async () => {
     const { app, dataSource } = await boot({});
-    assert.equal(dataSource.subscribers.length, 1, 'installed at bootstrap');
+    assert.equal(dataSource.subscribers.length, 2, 'installed at bootstrap');
     await app.close();
     assert.equal(dataSource.subscribers.length, 0, 'removed at shutdown');
   });

@@ -51,6 +51,8 @@ function fakes(answers: { ended?: number; kept?: number; commitError?: unknown; 
       trace.push(`fence kept ${rowIds.join(',')}`);
       return answers.kept ?? 1;
     },
+    rollsBackTransaction: () => false,
+    cutSession: () => trace.push('cut'),
   };
   const transaction: LockTransaction = {
     runner: runner as never,
