@@ -139,14 +139,16 @@ export class LockObserver {
     if (work.reapedKeys) janitor.reapedKeys += work.reapedKeys;
   }
 
-  /** Calls `onEvent`; a listener that throws is logged, never rethrown into lock code. */
+  /** Calls `onEvent`; a listener that throws, or (async) rejects, is logged, never rethrown into lock code nor left unhandled. */
   emit(event: LockEvent): void {
     const listener = this.settings.onEvent;
     if (!listener) return;
+    const failed = (error: unknown): void => this.logger.error(`onEvent listener threw on '${event.type}': ${String(error)}`);
     try {
-      listener(event);
+      const returned: unknown = listener(event);
+      if (typeof (returned as PromiseLike<unknown> | undefined)?.then === 'function') (returned as PromiseLike<unknown>).then(undefined, failed);
     } catch (error) {
-      this.logger.error(`onEvent listener threw on '${event.type}': ${String(error)}`);
+      failed(error);
     }
   }
 

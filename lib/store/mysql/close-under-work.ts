@@ -9,6 +9,8 @@
  */
 export function closeUnderWork(connection: unknown): void {
   const c = connection as { stream?: { destroy?: () => void; destroyed?: boolean }; destroy?: () => void } | undefined;
-  if (typeof c?.stream?.destroy === 'function' && !c.stream.destroyed) c.stream.destroy();
-  else c?.destroy?.();
+  if (typeof c?.stream?.destroy !== 'function') return c?.destroy?.();
+  // Closed once already (a second cut of the same session): its close is on its way, and
+  // destroy() now would make mysql2 ignore it, leaving the statement in flight unanswered.
+  if (!c.stream.destroyed) c.stream.destroy();
 }
