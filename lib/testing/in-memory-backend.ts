@@ -99,11 +99,12 @@ function inspect(table: InMemoryLockTable, key: string, target: LockTarget): Loc
 function list(table: InMemoryLockTable, namespace: string, limit: number, after: number): LockList {
   const prefix = namespace ? `${namespace}:` : '';
   const now = new Date();
-  const entries: LockListEntry[] = [];
+  const entries: (LockListEntry & { readonly row: number })[] = [];
   for (const h of table.live()) {
     for (const target of h.targets) {
-      if (!target.storedKey.startsWith(prefix)) continue;
+      if (!target.storedKey.startsWith(prefix) || h.rowNumbers.get(target.storedKey)! <= after) continue;
       entries.push({
+        row: h.rowNumbers.get(target.storedKey)!,
         key: target.storedKey.slice(prefix.length),
         mode: modeOf(h, target.storedKey),
         owner: h.acquisitionId,
@@ -119,10 +120,11 @@ function list(table: InMemoryLockTable, namespace: string, limit: number, after:
       });
     }
   }
-  // `after` is a position here (the database uses a row id): stable while the test holds its locks.
-  const page = entries.slice(after, after + limit);
-  const next = after + limit < entries.length ? String(after + limit) : null;
-  return { locks: page, serverTime: now, next };
+  // `after` is a row number, as the database's row id: a page stays right when earlier locks end.
+  entries.sort((a, b) => a.row - b.row);
+  const page = entries.slice(0, limit);
+  const next = entries.length > limit ? String(page[page.length - 1]!.row) : null;
+  return { locks: page.map(({ row: _row, ...entry }) => entry), serverTime: now, next };
 }
 
 function forceRelease(table: InMemoryLockTable, target: LockTarget, note: string): ForcedReleaseHolder[] {

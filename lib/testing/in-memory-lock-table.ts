@@ -11,6 +11,8 @@ export interface Holding {
   readonly targets: readonly LockTarget[];
   readonly tokens: ReadonlyMap<string, number>;
   readonly acquiredAt: Date;
+  /** Per key, its row's place in grant order (as the database's row ids: listLocks pages by it). */
+  readonly rowNumbers: ReadonlyMap<string, number>;
   leaseMs: number;
   expiresAt: Date;
   /** Set when it ended: RELEASED, FAILED, EXPIRED, or the note of whoever ended it. */
@@ -24,43 +26,32 @@ interface KeyState {
   readonly holders: Map<string, LockMode | 'permit'>;
   /** The limit the key's permits are in use with (adopted anew when none is live). */
   limit?: number;
-  /** performance.now() until which a waiting writer holds new readers back. */
-  writerWaitingUntil: number;
 }
 
 /**
  * The lock table and log of the testing module, in memory: per key its holders and fencing
  * counter, per acquisition its rows. The same rules as the database's grant: one writer or any
- * number of readers, all keys or none, readers held back while a writer waits.
+ * number of readers, all keys or none (readers held back while a writer waits: see
+ * InMemoryStrategy.readersYieldToLocalWriters, as inside one process of the database's).
  */
 export class InMemoryLockTable {
   private readonly keys = new Map<string, KeyState>();
   private readonly holdings = new Map<string, Holding>();
+  private lastRowNumber = 0;
   /** Process name holders report, as `host:pid` does for the database. */
   readonly holder = 'in-memory';
 
-  /** Grants every target or none; undefined when a key is busy. `markWriterMs` > 0: a refused writer marks its keys. */
-  grant(
-    acquisitionId: string,
-    strategy: LockStrategyName,
-    targets: readonly LockTarget[],
-    leaseMs: number,
-    markWriterMs: number,
-  ): GrantedRow[] | undefined {
-    const now = performance.now();
+  /** Grants every target or none; undefined when a key is busy. */
+  grant(acquisitionId: string, strategy: LockStrategyName, targets: readonly LockTarget[], leaseMs: number): GrantedRow[] | undefined {
     const busy = targets.some((target) => {
       const state = this.keys.get(target.storedKey);
       if (target.semaphoreLimit !== undefined) return this.permitsBusy(target, state);
-      if (!state || state.holders.size === 0) return target.mode === 'read' && state !== undefined && state.writerWaitingUntil > now;
+      if (!state || state.holders.size === 0) return false;
       if (target.mode === 'write') return true;
       // A reader waits for a writer and for a semaphore's permits (a key is a lock or a semaphore, never both at once).
-      return [...state.holders.values()].some((mode) => mode !== 'read') || state.writerWaitingUntil > now;
+      return [...state.holders.values()].some((mode) => mode !== 'read');
     });
-    if (busy) {
-      for (const target of targets)
-        if (target.mode === 'write' && markWriterMs > 0) this.state(target.storedKey).writerWaitingUntil = now + markWriterMs;
-      return undefined;
-    }
+    if (busy) return undefined;
     const expiresAt = new Date(Date.now() + leaseMs);
     const tokens = new Map<string, number>();
     for (const target of targets) {
@@ -68,10 +59,10 @@ export class InMemoryLockTable {
       state.token++;
       state.holders.set(acquisitionId, target.semaphoreLimit === undefined ? target.mode : 'permit');
       if (target.semaphoreLimit !== undefined) state.limit = target.semaphoreLimit;
-      if (target.mode === 'write') state.writerWaitingUntil = 0;
       tokens.set(target.storedKey, state.token);
     }
-    this.holdings.set(acquisitionId, { acquisitionId, strategy, targets, tokens, acquiredAt: new Date(), leaseMs, expiresAt });
+    const rowNumbers = new Map(targets.map((t) => [t.storedKey, ++this.lastRowNumber]));
+    this.holdings.set(acquisitionId, { acquisitionId, strategy, targets, tokens, acquiredAt: new Date(), leaseMs, expiresAt, rowNumbers });
     return targets.map((t) => ({ id: `${acquisitionId}:${t.storedKey}`, storedKey: t.storedKey, fencingToken: tokens.get(t.storedKey)!, expiresAt }));
   }
 
@@ -80,11 +71,7 @@ export class InMemoryLockTable {
     const holding = this.holdings.get(acquisitionId);
     if (!holding || holding.ended) return 0;
     holding.ended = { status, note };
-    for (const target of holding.targets) {
-      const state = this.keys.get(target.storedKey);
-      state?.holders.delete(acquisitionId);
-      if (state && state.holders.size === 0 && state.writerWaitingUntil <= performance.now()) state.writerWaitingUntil = 0;
-    }
+    for (const target of holding.targets) this.keys.get(target.storedKey)?.holders.delete(acquisitionId);
     return holding.targets.length;
   }
 
@@ -132,7 +119,7 @@ export class InMemoryLockTable {
 
   private state(storedKey: string): KeyState {
     let state = this.keys.get(storedKey);
-    if (!state) this.keys.set(storedKey, (state = { token: 0, holders: new Map(), writerWaitingUntil: 0 }));
+    if (!state) this.keys.set(storedKey, (state = { token: 0, holders: new Map() }));
     return state;
   }
 }

@@ -35,13 +35,18 @@ export class InMemoryStrategy implements LockStrategy {
     private readonly lockManager: EntityManager | undefined | null,
   ) {}
 
-  /**
-   * A waiter asks the table again (a try costs nothing) rather than wait for the local release: a
-   * refused writer then marks its keys and holds new readers back, as a writer of another process
-   * does in the database. A release still wakes the waiters at once.
-   */
+  /** A waiter asks the table again (a try costs nothing) rather than wait for the local release; a release still wakes the waiters at once. */
   waitsForLocalRelease(): boolean {
     return false;
+  }
+
+  /**
+   * Writer preference as the database strategies apply it inside one process: readers (and permit
+   * callers) give way to a writer while it waits in the local queue, and no longer once it gave up
+   * (timed out, out of tries): no mark outlives the writer's wait.
+   */
+  get readersYieldToLocalWriters(): boolean {
+    return this.writerPreference;
   }
 
   retryDelay(failedTries: number): number {
@@ -50,12 +55,7 @@ export class InMemoryStrategy implements LockStrategy {
 
   tryGrant(attempt: GrantAttempt): Promise<AttemptResult> {
     const acquisitionId = randomUUID();
-    const startedAt = performance.now();
-    const remaining = attempt.deadline - startedAt;
-    // As the lease grant does: a writer refused before keeps new readers back while it waits.
-    const markMs =
-      this.writerPreference && attempt.tries > 0 && remaining > 0 ? Math.min(2 * RETRY_MAX_DELAY_MS + 500, remaining + RETRY_MAX_DELAY_MS) : 0;
-    const rows = this.table.grant(acquisitionId, this.name, attempt.targets, attempt.leaseMs, markMs);
+    const rows = this.table.grant(acquisitionId, this.name, attempt.targets, attempt.leaseMs);
     if (!rows) return Promise.resolve({});
     const grantedAt = performance.now();
     // Nothing can take an in-memory lock over while its process runs: its lease never runs out
