@@ -69,8 +69,10 @@ export function fastSingleKeyGrantPlan(input: GrantInput, estimatedServerNow: ()
  */
 function claimingGrantPlan(input: GrantInput, estimatedServerNow: () => number, token: number): StatementPlan<GrantOutcome> {
   const target = input.targets[0]!;
-  // Sent on the pool, never through a bell: nobody may hold the key's bell (see bellFreeSql).
-  const value = input.doorbell ? `IF(${bellFreeSql(input.doorbell, keyLiteral(target.bytes))}, ${token}, NULL)` : String(token);
+  // Sent on the pool, never through a bell: nobody may hold the key's bell (see bellFreeSql). No
+  // claim read for a bell a stopped waiter outlived (ourTurnSql): a subquery on the INSERT's own
+  // table makes the server materialize it on every grant; a refusal goes to the full plan, which reads it.
+  const value = input.doorbell ? `IF(${bellFreeSql(input.doorbell)}, ${token}, NULL)` : String(token);
   const row = logRowValues(input, value, 'statement-start');
   const insert = `INSERT INTO ${LOCK_LOG_TABLE} (${row.columns}) VALUES (${row.values})`;
   return {
