@@ -4,8 +4,7 @@ import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { TestDatabase } from '../support/test-database.js';
 import { LockWorker } from '../support/worker-host.js';
-import type { WorkerContext } from '../support/lock-worker.js';
-import type { LockHandle } from '../../lib/index.js';
+import { WORKER_HANDLES } from '../support/worker-handles.js';
 
 /**
  * A frozen (SIGSTOP) process that was only *waiting* for a key must not keep the free key from
@@ -13,31 +12,6 @@ import type { LockHandle } from '../../lib/index.js';
  * stopped, B releases. The key is free (no live row); D's writer, with a 5 s budget (more than twice
  * the 2 s lease), must get it.
  */
-const SELF = import.meta.url;
-const handles = new Map<string, LockHandle>();
-
-export async function take(ctx: WorkerContext<{ key: string; mode: 'read' | 'write'; timeoutMs: number; name: string }>): Promise<number | string> {
-  const { key, mode, timeoutMs, name } = ctx.args as { key: string | string[]; mode: 'read' | 'write'; timeoutMs: number; name: string };
-  try {
-    const h = await ctx.locks.acquire(key, { mode, timeoutMs });
-    handles.set(name, h);
-    return h.fencingToken;
-  } catch (e) {
-    return (e as Error).name;
-  }
-}
-
-export async function drop(ctx: WorkerContext<{ name: string }>): Promise<string> {
-  const h = handles.get(ctx.args.name);
-  handles.delete(ctx.args.name);
-  try {
-    await h?.release();
-    return 'ok';
-  } catch (e) {
-    return (e as Error).name;
-  }
-}
-
 if (!process.env.DB_LOCK_WORKER) {
   describe('a stopped waiter does not keep a free key from every other writer', () => {
     let db: TestDatabase;
@@ -55,7 +29,7 @@ if (!process.env.DB_LOCK_WORKER) {
     it('D gets the free key within its 5 s budget while C (a waiter) is stopped', async () => {
       const key = 'stopped-waiter';
       const [b, c, d] = workers as [LockWorker, LockWorker, LockWorker];
-      const run = (w: LockWorker, fn: string, args: unknown) => w.run<number | string>(SELF, fn, args);
+      const run = (w: LockWorker, fn: string, args: unknown) => w.run<number | string>(WORKER_HANDLES, fn, args);
       assert.equal(typeof (await run(b, 'take', { key, mode: 'write', timeoutMs: 2_000, name: 'b1' })), 'number');
       void run(c, 'take', { key, mode: 'write', timeoutMs: 30_000, name: 'c1' }).catch(() => undefined); // refused, waits on the bell
       await sleep(500);

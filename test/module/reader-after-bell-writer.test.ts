@@ -4,8 +4,7 @@ import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { TestDatabase } from '../support/test-database.js';
 import { LockWorker } from '../support/worker-host.js';
-import type { WorkerContext } from '../support/lock-worker.js';
-import type { LockHandle } from '../../lib/index.js';
+import { WORKER_HANDLES } from '../support/worker-handles.js';
 
 /**
  * Two processes, one key, default options (lease, doorbells, writerPreference on).
@@ -13,31 +12,6 @@ import type { LockHandle } from '../../lib/index.js';
  * A releases (ringing the bell): B's writer is granted. A reader of process A then asks once: it
  * must be refused while B's writer holds the key (exclusion), not granted beside it.
  */
-const SELF = import.meta.url;
-const handles = new Map<string, LockHandle>();
-
-export async function take(ctx: WorkerContext<{ key: string; mode: 'read' | 'write'; timeoutMs: number; name: string }>): Promise<number | string> {
-  const { key, mode, timeoutMs, name } = ctx.args;
-  try {
-    const h = await ctx.locks.acquire(key, { mode, timeoutMs });
-    handles.set(name, h);
-    return h.fencingToken;
-  } catch (e) {
-    return (e as Error).name;
-  }
-}
-
-export async function drop(ctx: WorkerContext<{ name: string }>): Promise<string> {
-  const h = handles.get(ctx.args.name);
-  handles.delete(ctx.args.name);
-  try {
-    await h?.release();
-    return 'ok';
-  } catch (e) {
-    return (e as Error).name;
-  }
-}
-
 if (!process.env.DB_LOCK_WORKER) {
   describe('a reader of the releasing process beside the writer its doorbell woke', () => {
     let db: TestDatabase;
@@ -55,7 +29,7 @@ if (!process.env.DB_LOCK_WORKER) {
       it(`round ${round}: A's reader is refused while B's writer holds the key`, async () => {
         const key = `bell-read-${round}`;
         const [a, b] = workers as [LockWorker, LockWorker];
-        const run = (w: LockWorker, fn: string, args: unknown) => w.run<number | string>(SELF, fn, args);
+        const run = (w: LockWorker, fn: string, args: unknown) => w.run<number | string>(WORKER_HANDLES, fn, args);
         assert.equal(typeof (await run(b, 'take', { key, mode: 'write', timeoutMs: 2_000, name: 'b1' })), 'number');
         const aWriter = run(a, 'take', { key, mode: 'write', timeoutMs: 5_000, name: 'a1' }); // refused, waits (takes the bell)
         await sleep(300);
