@@ -10,6 +10,7 @@ import type { LockEventListener } from './core/lock-events.js';
 const MAX_NAMESPACE_LENGTH = 64;
 
 const KNOWN_KEYS = new Set<string>(Object.keys(DB_LOCK_DEFAULTS));
+const JANITOR_KEYS = Object.keys(DB_LOCK_DEFAULTS.janitor || {});
 
 /**
  * Merges `options` over the defaults and validates the result. Throws one DbLockOptionsError
@@ -135,7 +136,7 @@ function coerceConfigValues(input: Record<string, unknown>, known: Iterable<stri
     const value = input[key];
     if (value === undefined) continue;
     if (key === 'janitor' && typeof value === 'object' && value !== null && !Array.isArray(value))
-      out[key] = coerceConfigValues(value as Record<string, unknown>, Object.keys(DB_LOCK_DEFAULTS.janitor || {}));
+      out[key] = coerceConfigValues(value as Record<string, unknown>, JANITOR_KEYS);
     else if (TEXT_OPTIONS.has(key)) out[key] = value;
     else out[key] = coerceScalar(value);
   }

@@ -143,13 +143,17 @@ export class LockObserver {
   emit(event: LockEvent): void {
     const listener = this.settings.onEvent;
     if (!listener) return;
-    const failed = (error: unknown): void => this.logger.error(`onEvent listener threw on '${event.type}': ${String(error)}`);
     try {
       const returned: unknown = listener(event);
-      if (typeof (returned as PromiseLike<unknown> | undefined)?.then === 'function') (returned as PromiseLike<unknown>).then(undefined, failed);
+      if (typeof (returned as PromiseLike<unknown> | undefined)?.then === 'function')
+        (returned as PromiseLike<unknown>).then(undefined, (error: unknown) => this.listenerFailed(event, error));
     } catch (error) {
-      failed(error);
+      this.listenerFailed(event, error);
     }
+  }
+
+  private listenerFailed(event: LockEvent, error: unknown): void {
+    this.logger.error(`onEvent listener threw on '${event.type}': ${String(error)}`);
   }
 
   snapshot(current: Pick<LockStatsSnapshot, 'held' | 'waiting' | 'roundTrips' | 'roundTripsBy'>): LockStatsSnapshot {

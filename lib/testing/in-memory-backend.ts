@@ -102,9 +102,10 @@ function list(table: InMemoryLockTable, namespace: string, limit: number, after:
   const entries: (LockListEntry & { readonly row: number })[] = [];
   for (const h of table.live()) {
     for (const target of h.targets) {
-      if (!target.storedKey.startsWith(prefix) || h.rowNumbers.get(target.storedKey)! <= after) continue;
+      const row = h.rowNumbers.get(target.storedKey)!;
+      if (!target.storedKey.startsWith(prefix) || row <= after) continue;
       entries.push({
-        row: h.rowNumbers.get(target.storedKey)!,
+        row,
         key: target.storedKey.slice(prefix.length),
         mode: modeOf(h, target.storedKey),
         owner: h.acquisitionId,

@@ -136,43 +136,46 @@ export function idleKeysStatement(idleMs: number, batchSize: number, claims = fa
  * row exclusively (key rows are created reading it with a shared lock, so no key can come back from
  * an old floor) and locks the candidates that are still idle, skipping any someone has locked (SKIP
  * LOCKED: a key row locked right now is in use, by a grant or a row-lock holder, so it is not idle,
- * and the janitor never waits on a holder); it answers their current tokens.
+ * and the janitor never waits on a holder); it answers those keys and their current tokens.
  */
-export function reapLockStatements(keys: readonly Buffer[], idleMs: number, claims = false): string[] {
+export function reapLockPlan(keys: readonly Buffer[], idleMs: number, claims = false): StatementPlan<{ key: Buffer; token: number }[]> {
   const idle = idleCondition(idleMs, claims);
   // Where tokens are claimed the floor also covers the reaped keys' claims (their rows may lag behind them).
   const token = currentTokenSql('l.lock_key', claims, 'l.fencing_token');
-  return [
-    'START TRANSACTION',
-    format(`INSERT INTO ${LOCK_TABLE} (lock_key, fencing_token) VALUES (?, 0) ON DUPLICATE KEY UPDATE lock_key = lock_key`, [FENCING_FLOOR_KEY]),
-    // A no-op ON DUPLICATE KEY UPDATE keeps no lock at READ COMMITTED: the locking read takes it.
-    format(`SELECT fencing_token FROM ${LOCK_TABLE} WHERE lock_key = ? FOR UPDATE`, [FENCING_FLOOR_KEY]),
-    format(`SELECT l.lock_key, ${token} AS token FROM ${LOCK_TABLE} l WHERE l.lock_key IN (?) AND ${idle.sql} FOR UPDATE SKIP LOCKED`, [
-      keys,
-      ...idle.values,
-    ]),
-  ];
-}
-
-/** The second round trip: raises the floor to the highest token of the rows the first locked and deletes those rows (COMMIT follows). */
-export function reapDeletePlan(locked: readonly Buffer[], maxToken: number): StatementPlan<number> {
   return {
     statements: [
-      format(`UPDATE ${LOCK_TABLE} SET fencing_token = GREATEST(fencing_token, ?) WHERE lock_key = ?`, [maxToken, FENCING_FLOOR_KEY]),
-      // Only the rows locked above, each by its primary key: an IN list let the optimizer scan a small table and
-      // wait on rows others hold. The live-row test again, for a claim-only grant (it never touches the key row).
-      `SET @dbl_reaped = 0`,
-      ...locked.flatMap((key) => [
-        format(
-          `DELETE FROM ${LOCK_TABLE} WHERE lock_key = ? AND fencing_token <= ? AND NOT EXISTS ` +
-            `(SELECT 1 FROM ${LOCK_LOG_TABLE} g WHERE g.lock_key = ? AND g.status IN ${LIVE_STATUSES_SQL})`,
-          [key, maxToken, key],
-        ),
-        'SET @dbl_reaped = @dbl_reaped + ROW_COUNT()',
+      'START TRANSACTION',
+      format(`INSERT INTO ${LOCK_TABLE} (lock_key, fencing_token) VALUES (?, 0) ON DUPLICATE KEY UPDATE lock_key = lock_key`, [FENCING_FLOOR_KEY]),
+      // A no-op ON DUPLICATE KEY UPDATE keeps no lock at READ COMMITTED: the locking read takes it.
+      format(`SELECT fencing_token FROM ${LOCK_TABLE} WHERE lock_key = ? FOR UPDATE`, [FENCING_FLOOR_KEY]),
+      format(`SELECT l.lock_key, ${token} AS token FROM ${LOCK_TABLE} l WHERE l.lock_key IN (?) AND ${idle.sql} FOR UPDATE SKIP LOCKED`, [
+        keys,
+        ...idle.values,
       ]),
-      'SELECT @dbl_reaped AS reaped',
     ],
-    parse: (results) => Number(rowsOf(results[results.length - 1])[0]?.reaped ?? 0),
+    parse: (results) => rowsOf(results[3]).map((r) => ({ key: r.lock_key as Buffer, token: Number(r.token) })),
+  };
+}
+
+/**
+ * The second round trip: raises the floor to the highest token of the rows the first locked,
+ * deletes those rows and commits; answers how many it deleted (`locked` empty: it only commits).
+ */
+export function reapDeletePlan(locked: readonly { key: Buffer; token: number }[]): StatementPlan<number> {
+  const maxToken = locked.reduce((max, row) => Math.max(max, row.token), 0);
+  const deletes = locked.map(({ key }) =>
+    // Only the rows locked above, each by its primary key: an IN list let the optimizer scan a small table and
+    // wait on rows others hold. The live-row test again, for a claim-only grant (it never touches the key row).
+    format(
+      `DELETE FROM ${LOCK_TABLE} WHERE lock_key = ? AND fencing_token <= ? AND NOT EXISTS ` +
+        `(SELECT 1 FROM ${LOCK_LOG_TABLE} g WHERE g.lock_key = ? AND g.status IN ${LIVE_STATUSES_SQL})`,
+      [key, maxToken, key],
+    ),
+  );
+  const raise = format(`UPDATE ${LOCK_TABLE} SET fencing_token = GREATEST(fencing_token, ?) WHERE lock_key = ?`, [maxToken, FENCING_FLOOR_KEY]);
+  return {
+    statements: locked.length === 0 ? ['COMMIT'] : [raise, ...deletes, 'COMMIT'],
+    parse: (results) => results.slice(1, 1 + deletes.length).reduce<number>((sum, result) => sum + affectedRowsOf(result), 0),
   };
 }
 

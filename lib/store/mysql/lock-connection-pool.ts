@@ -119,7 +119,8 @@ export class LockConnectionPool {
       threadId: Number(connection.threadId),
       query: <R>(sql: string) => {
         if (/^\s*START TRANSACTION/.test(sql)) inTransaction = true;
-        if (/^\s*(COMMIT|ROLLBACK)/.test(sql)) inTransaction = false;
+        // A batch that ends the transaction ends with it (the batch may begin with anything).
+        if (/\b(COMMIT|ROLLBACK)\s*;?\s*$/.test(sql)) inTransaction = false;
         return this.send<R>(connection, sql, deadline, options.purpose);
       },
     };

@@ -7,13 +7,12 @@ import {
   pruneBatchPlan,
   pruneBoundaryStatement,
   reapDeletePlan,
-  reapLockStatements,
+  reapLockPlan,
   reapProcessesPlan,
   reclaimBatchPlan,
 } from './janitor.sql.js';
 import { ANSWER_BOUND_MS, type MysqlLockLog } from './mysql-lock-log.js';
-import type { LockSession } from './lock-connection-pool.js';
-import { runOneByOne } from './statement-plan.js';
+import { runInSession } from './statement-plan.js';
 import { rowsOf } from './sql.js';
 import { ER_LOCK_WAIT_TIMEOUT, errnoOf } from './errno.js';
 import { LockStatementError } from '../lock-statement.error.js';
@@ -67,20 +66,10 @@ export class MysqlJanitorStore implements JanitorStore {
   async reapIdleKeys(idleMs: number, batchSize: number): Promise<{ candidates: number; reaped: number }> {
     const candidates = rowsOf(await this.query(idleKeysStatement(idleMs, batchSize, this.log.schema.claims))).map((r) => r.lock_key as Buffer);
     if (candidates.length === 0) return { candidates: 0, reaped: 0 };
-    const claims = this.log.schema.claims;
     const reaped = await this.retried(() =>
       this.log.pool.session({ purpose: 'janitor', deadline: performance.now() + ANSWER_BOUND_MS }, async (session) => {
-        const locked = rowsOf((await this.send(session, reapLockStatements(candidates, idleMs, claims)))[3]);
-        const plan =
-          locked.length === 0
-            ? undefined
-            : reapDeletePlan(
-                locked.map((r) => r.lock_key as Buffer),
-                locked.reduce((max, r) => Math.max(max, Number(r.token)), 0),
-              );
-        const count = plan ? plan.parse(await this.send(session, plan.statements)) : 0;
-        await session.query('COMMIT');
-        return count;
+        const locked = await runInSession(session, reapLockPlan(candidates, idleMs, this.log.schema.claims), this.log.clustered);
+        return runInSession(session, reapDeletePlan(locked), this.log.clustered);
       }),
     );
     await this.reapRowLockRows(candidates);
@@ -101,12 +90,6 @@ export class MysqlJanitorStore implements JanitorStore {
         await session.query('COMMIT');
       }),
     );
-  }
-
-  /** Statements on a session: one round trip on a single server, one each on a multi-primary cluster (see StatementPlan). */
-  private async send(session: LockSession, statements: readonly string[]): Promise<unknown[]> {
-    if (this.log.clustered) return runOneByOne(session, { statements, parse: (results) => [...results] });
-    return statements.length === 1 ? [await session.query(statements[0]!)] : session.query<unknown[]>(statements.join(';\n'));
   }
 
   private query<T>(sql: string): Promise<T> {

@@ -43,6 +43,13 @@ export async function runPlanThen<T, R>(
   return pool.session(options, async (session) => next(await runOneByOne(session, plan), session));
 }
 
+/** On a session: one round trip on a single server, one per statement on a multi-primary cluster (see StatementPlan). */
+export async function runInSession<T>(session: LockSession, plan: StatementPlan<T>, oneByOne: boolean): Promise<T> {
+  if (oneByOne) return runOneByOne(session, plan);
+  if (plan.statements.length === 1) return plan.parse([await session.query(plan.statements[0]!)]);
+  return plan.parse(await session.query<unknown[]>(plan.statements.join(';\n')));
+}
+
 /** On a session: each statement in its own round trip; the first error stops the plan. */
 export async function runOneByOne<T>(session: LockSession, plan: StatementPlan<T>): Promise<T> {
   const results: unknown[] = [];

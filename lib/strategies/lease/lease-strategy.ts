@@ -77,6 +77,9 @@ export class LeaseStrategy implements LockStrategy {
     const acquisitionId = randomUUID();
     const requestedAt = performance.now();
     const remaining = attempt.deadline - requestedAt;
+    // A pool connection is waited for until the caller's own deadline, and at least CONNECT_GRACE_MS:
+    // opening one on a cold pool is not waiting, and a single try (timeoutMs 0) must still be sent.
+    const connectBy = remaining === Infinity ? undefined : requestedAt + Math.max(CONNECT_GRACE_MS, remaining);
     const hasWriteKey = attempt.targets.some((t) => t.mode === 'write');
     // A waiting writer (not its first try) marks the key so that new readers hold back.
     const markMs =
@@ -93,12 +96,10 @@ export class LeaseStrategy implements LockStrategy {
         writerWaitMarkMs: markMs,
         writerPreference: this.settings.writerPreference,
         doorbell: this.bellNameFor(attempt),
-        // A pool connection is waited for until the caller's own deadline, and at least CONNECT_GRACE_MS:
-        // opening one on a cold pool is not waiting, and a single try (timeoutMs 0) must still be sent.
-        connectBy: remaining === Infinity ? undefined : requestedAt + Math.max(CONNECT_GRACE_MS, remaining),
+        connectBy,
       },
       // The server gives up first (its bound is shorter), so a grant never commits after its caller heard "timeout".
-      remaining === Infinity ? Infinity : requestedAt + Math.max(CONNECT_GRACE_MS, remaining) + GRANT_GRACE_MS + 500,
+      connectBy === undefined ? Infinity : connectBy + GRANT_GRACE_MS + 500,
       { bell: wait ?? bell, serverBoundMs: remaining === Infinity ? undefined : Math.max(0, remaining) + GRANT_GRACE_MS },
     );
     return granting.then(

@@ -23,19 +23,18 @@ export interface OpenTransactionHooks {
  */
 export function keepOpen(lock: HeldLock, runner: QueryRunner, store: RowLockStore, hooks: OpenTransactionHooks): void {
   let finished = false;
-  const lose = (reason: string, error?: unknown): void => {
-    if (!finished) hooks.lost(lock, new LockLostError(lock.keys[0]!, lock.fencingToken, reason, error ? { cause: error } : undefined));
-  };
-  const onClose = (error?: unknown): void => lose(`its database connection closed (${String((error as Error)?.message ?? 'end')})`, error);
-  const unwatch = store.watchSession(runner, onClose);
-  const maxHold = Number.isFinite(hooks.maxHoldMs)
-    ? setTimeout(() => lose(`held longer than maxHoldMs (${hooks.maxHoldMs} ms)`), hooks.maxHoldMs)
-    : undefined;
-  maxHold?.unref();
+  const unwatch = watchHold(lock, runner, store, {
+    lost: (error) => {
+      if (finished) return false;
+      hooks.lost(lock, error);
+      return true;
+    },
+    maxHoldMs: hooks.maxHoldMs,
+    closed: 'its database connection closed',
+  });
   const settle = (): boolean => {
     if (finished) return false;
     finished = true;
-    if (maxHold) clearTimeout(maxHold);
     unwatch();
     lock.transaction = undefined;
     hooks.settled(lock);
@@ -73,18 +72,35 @@ export function watchJoined(
   store: RowLockStore,
   hooks: { lost(lock: HeldLock, error: LockLostError): void; readonly maxHoldMs: number },
 ): () => void {
-  const lose = (reason: string, error?: unknown): void => {
-    if (lock.live) hooks.lost(lock, new LockLostError(lock.keys[0]!, lock.fencingToken, reason, error ? { cause: error } : undefined));
-  };
-  const unwatch = store.watchSession(runner, (error?: unknown) =>
-    lose(`the connection of the transaction it was taken in closed (${String((error as Error)?.message ?? 'end')})`, error),
-  );
-  const maxHold = Number.isFinite(hooks.maxHoldMs)
+  return watchHold(lock, runner, store, {
+    lost: (error) => {
+      if (!lock.live) return false;
+      hooks.lost(lock, error);
+      return true;
+    },
+    maxHoldMs: hooks.maxHoldMs,
+    closed: 'the connection of the transaction it was taken in closed',
+    atMaxHold: () => store.cutSession(runner),
+  });
+}
+
+/**
+ * What ends a row-lock hold from outside its work: the close of the connection its transaction runs
+ * on, and maxHoldMs (then `atMaxHold`, if `lost` took the loss). Each is reported as LockLostError. Returns the unwatch.
+ */
+function watchHold(
+  lock: HeldLock,
+  runner: QueryRunner,
+  store: RowLockStore,
+  how: { lost(error: LockLostError): boolean; readonly maxHoldMs: number; readonly closed: string; atMaxHold?(): void },
+): () => void {
+  const lose = (reason: string, error?: unknown): boolean =>
+    how.lost(new LockLostError(lock.keys[0]!, lock.fencingToken, reason, error ? { cause: error } : undefined));
+  const unwatch = store.watchSession(runner, (error?: unknown) => lose(`${how.closed} (${String((error as Error)?.message ?? 'end')})`, error));
+  const maxHold = Number.isFinite(how.maxHoldMs)
     ? setTimeout(() => {
-        if (!lock.live) return;
-        lose(`held longer than maxHoldMs (${hooks.maxHoldMs} ms)`);
-        store.cutSession(runner);
-      }, hooks.maxHoldMs)
+        if (lose(`held longer than maxHoldMs (${how.maxHoldMs} ms)`)) how.atMaxHold?.();
+      }, how.maxHoldMs)
     : undefined;
   maxHold?.unref();
   return () => {
