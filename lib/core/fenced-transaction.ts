@@ -1,7 +1,6 @@
 import type { Logger } from '@nestjs/common';
 import type { DataSource, EntityManager, QueryRunner } from 'typeorm';
 import { DbLockError } from '../errors/db-lock.error.js';
-import { LockLostError } from '../errors/lock-lost.error.js';
 import type { FenceStore } from '../store/lock-store.js';
 import type { HeldLock, LockTransaction } from './held-lock.js';
 import type { LockHandle } from './lock-handle.js';
@@ -10,6 +9,8 @@ import { fenceAndCommit } from './fence-and-commit.js';
 import { JoinedLocks } from './joined-locks.js';
 import type { OpenFencedCall } from './open-fenced-call.js';
 import { settle } from './settle.js';
+import { LockLostError } from '../errors/lock-lost.error.js';
+import { lostByRollback, rollbackCause } from './rollback-cause.js';
 
 /**
  * Wraps the work of a fenced call while its transaction is open, given that transaction's
@@ -76,6 +77,20 @@ export class FencedTransaction implements OpenFencedCall {
   static over(dataSource: DataSource): FencedTransaction | undefined {
     const owner = LockContext.ownerOf((call) => call instanceof FencedTransaction && call.runner.connection === dataSource);
     return owner === undefined ? undefined : FencedTransaction.current(owner);
+  }
+
+  /** The fenced transaction, open or ending, on `runner` that the current call chain's work runs in. */
+  static onRunner(runner: QueryRunner): FencedTransaction | undefined {
+    return LockContext.callWhere((call) => call instanceof FencedTransaction && call.runner === runner) as FencedTransaction | undefined;
+  }
+
+  /**
+   * Whether `sql`, sent through TypeORM on this transaction's connection, must be refused: once the
+   * transaction ends (COMMIT or ROLLBACK on the wire), a statement of the work queued behind that
+   * end would run in autocommit, outside the transaction and every lock. Only the end itself passes.
+   */
+  refuses(sql: string): boolean {
+    return this.state !== 'open' && sql !== 'COMMIT' && sql !== 'ROLLBACK';
   }
 
   get open(): boolean {
@@ -155,7 +170,7 @@ export class FencedTransaction implements OpenFencedCall {
       .then(
         (value) => {
           result = value;
-          if (transaction.rolledBackBy) throw transaction.lostByRollback();
+          if (transaction.rolledBackBy) throw lostByRollback(transaction.ending()[0] ?? transaction.kept[0]!, transaction.rolledBackBy.error);
           return transaction.fenceAndCommit();
         },
         (error: unknown) => {
@@ -183,36 +198,12 @@ export class FencedTransaction implements OpenFencedCall {
 
   /** The work or the fence failed: ROLLBACK, the connection back, the owned locks FAILED; rethrows (the lost lock first). */
   private async rolledBack(settings: { host: FenceHost; logger: Logger }, error: unknown): Promise<never> {
+    this.state = 'ending';
     await this.rollbackQuietly(settings.logger);
     this.state = 'ended';
     await this.opened.finish(false).catch((e: unknown) => settings.logger.warn(`Could not end a fenced transaction's connection: ${String(e)}`));
     await this.failOwnLocks(settings.host, settings.logger);
-    throw this.lostFirst(error);
-  }
-
-  /**
-   * The work failed. If a lock under it was lost meanwhile (a row-lock holder's connection died,
-   * a lease ran out), that loss is why: its next statement found the connection gone, or its
-   * transaction was rolled back by the server. The caller hears LockLostError, the failure kept
-   * as `cause`, rather than a driver or ORM error, or the library's own (a manager already closed),
-   * that does not say the lock is gone.
-   */
-  private lostFirst(error: unknown): unknown {
-    if (error instanceof LockLostError) return error;
-    if (this.rolledBackBy) return this.lostByRollback();
-    const lost = [...this.ending(), ...this.kept].find((lock) => !lock.live && lock.signal.reason instanceof LockLostError);
-    if (!lost) return error;
-    const reason = lost.signal.reason as LockLostError;
-    return new LockLostError(lost.keys[0]!, lost.fencingToken, `${reason.reason}; the locked work failed after that and was rolled back`, {
-      cause: error,
-    });
-  }
-
-  /** The call's failure once the database rolled its transaction back, whatever the work did after (its cause: the database's error). */
-  private lostByRollback(): LockLostError {
-    const lock = this.ending()[0] ?? this.kept[0]!;
-    const reason = 'the database rolled back the transaction its locked work ran in (a deadlock); nothing of that work commits';
-    return new LockLostError(lock.keys[0]!, lock.fencingToken, reason, { cause: this.rolledBackBy!.error });
+    throw rollbackCause(error, [...this.ending(), ...this.kept], this.rolledBackBy);
   }
 
   private ending(): readonly HeldLock[] {

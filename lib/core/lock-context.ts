@@ -72,6 +72,12 @@ export const LockContext = Object.freeze({
     return undefined;
   },
 
+  /** The nearest fenced call on the chain that `match` picks, open or not. */
+  callWhere(match: (call: OpenFencedCall) => boolean): OpenFencedCall | undefined {
+    for (let frame = storage.getStore(); frame; frame = frame.parent) if (frame.call && match(frame.call)) return frame.call;
+    return undefined;
+  },
+
   /** The owner of the nearest level whose fenced call `match` picks, if any. */
   ownerOf(match: (call: OpenFencedCall) => boolean): object | undefined {
     for (let frame = storage.getStore(); frame; frame = frame.parent) if (frame.call && match(frame.call)) return frame.owner;

@@ -27,6 +27,17 @@ interface Bounded {
   readonly site: string | undefined;
 }
 
+/**
+ * The bounded escaped writes of one connection (a runner), in the order sent. The bound is set by
+ * the first and restored after the last: writes sent at once on one connection share it, and each
+ * saving and restoring the session value on its own would restore another's bound.
+ */
+interface BoundedSession {
+  readonly writes: Bounded[];
+  /** Forgets the session and gives the runner its own release back (the wrapped release restores the bound first, in case a bounded write never ran: refused by another hook before it was sent). */
+  readonly unhook: () => void;
+}
+
 /** A mysql2 connection (callback API, which every mysql2 version and TypeORM's runners share). */
 type RawConnection = { query(sql: string, callback: (error: unknown) => void): unknown };
 
@@ -53,7 +64,7 @@ const MAX_WARNED_SITES = 1000;
 export class EscapedWriteGuard {
   /** Fenced transactions that sent a row-locking statement of their own (noted then: nothing is set up per call). */
   private readonly locking = new WeakSet<FencedTransaction>();
-  private readonly bounded = new WeakMap<QueryRunner, Bounded>();
+  private readonly bounded = new WeakMap<QueryRunner, BoundedSession>();
   private readonly warned = new Set<string>();
 
   constructor(
@@ -95,32 +106,51 @@ export class EscapedWriteGuard {
 
   /** Called by TypeORM after every statement: ends the bound of a bounded one and records its timeout. Never rejects. */
   afterQuery(event: AfterQueryHookEvent): Promise<void> | void {
-    const bounded = this.bounded.get(event.queryRunner);
-    if (!bounded || bounded.query !== event.query) return;
-    this.bounded.delete(event.queryRunner);
+    const session = this.bounded.get(event.queryRunner);
+    if (!session) return;
+    const index = session.writes.findIndex((write) => write.query === event.query);
+    if (index < 0) return;
+    const [write] = session.writes.splice(index, 1);
     if (!event.success && errnoOf(event.error) === ER_LOCK_WAIT_TIMEOUT) {
       // The fenced call fails with EscapedWriteError explaining the self-deadlock, its own failure kept as cause.
-      const { statement, site } = bounded;
-      bounded.fence.explainWorkFailure = (error) =>
+      const { statement, site } = write!;
+      write!.fence.explainWorkFailure = (error) =>
         error instanceof EscapedWriteError
           ? error
           : new EscapedWriteError('lock-wait', this.dataSourceName, statement, site, this.fix, { cause: error });
     }
-    // Sent before TypeORM can hand the connection to anyone else: mysql2 runs a connection's commands in order.
-    return send(event.queryRunner, RESTORE).then(
+    if (session.writes.length > 0) return;
+    return this.restore(event.queryRunner, session);
+  }
+
+  /** Sets the session's lock wait bound before the statement (queued ahead of it on its connection) unless a write sent with it did. Never rejects. */
+  private bound(runner: QueryRunner, write: Bounded): Promise<void> | void {
+    const session = this.bounded.get(runner);
+    if (session) return void session.writes.push(write);
+    const release = runner.release;
+    const opened: BoundedSession = {
+      writes: [write],
+      unhook: () => {
+        runner.release = release;
+        this.bounded.delete(runner);
+      },
+    };
+    // Sent before TypeORM hands the connection to anyone else: mysql2 runs a connection's commands in order.
+    runner.release = () =>
+      this.bounded.get(runner) === opened ? this.restore(runner, opened).then(() => release.call(runner)) : release.call(runner);
+    this.bounded.set(runner, opened);
+    return send(runner, BOUND).then(
       () => undefined,
-      (error: unknown) => this.logger.warn(`Could not restore innodb_lock_wait_timeout after a write outside a fenced transaction: ${String(error)}`),
+      () => opened.unhook(), // not bounded: nothing to restore, and a timeout would not be ours to explain
     );
   }
 
-  /** Sets the session's lock wait bound before the statement (queued ahead of it on its connection). Never rejects. */
-  private bound(runner: QueryRunner, bounded: Bounded): Promise<void> {
-    this.bounded.set(runner, bounded);
-    return send(runner, BOUND).then(
+  /** The session's own lock wait back, once no bounded write is left on it. Never rejects. */
+  private restore(runner: QueryRunner, session: BoundedSession): Promise<void> {
+    session.unhook();
+    return send(runner, RESTORE).then(
       () => undefined,
-      () => {
-        this.bounded.delete(runner); // not bounded: nothing to restore, and a timeout would not be ours to explain
-      },
+      (error: unknown) => this.logger.warn(`Could not restore innodb_lock_wait_timeout after a write outside a fenced transaction: ${String(error)}`),
     );
   }
 

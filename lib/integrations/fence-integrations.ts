@@ -4,13 +4,13 @@ import type { FenceScope } from '../core/fenced-transaction.js';
 import type { LockService } from '../lock.service.js';
 import { clsFenceScope, findTransactionHosts } from './cls-transaction.js';
 import { EscapedWriteGuard } from './escaped-writes.js';
-import { RollbackWatch } from './rollback-watch.js';
+import { FencedStatementWatch } from './fenced-statement-watch.js';
 
 /** Nest's DiscoveryService per LockService built by DbLockModule (a LockService built by hand has none). */
 const discoveries = new WeakMap<LockService, DiscoveryService>();
 /** Running guards, removed from their DataSource at shutdown. */
 const guards = new WeakMap<LockService, EscapedWriteGuard>();
-const watches = new WeakMap<LockService, RollbackWatch>();
+const watches = new WeakMap<LockService, FencedStatementWatch>();
 
 export function attachIntegrations(service: LockService, discovery: DiscoveryService): void {
   discoveries.set(service, discovery);
@@ -27,7 +27,7 @@ const FIX_CLS =
 /**
  * Starts what runs around fenced calls of `service`, at module init (every provider exists by
  * then): the @nestjs-cls/transactional binding when a TransactionHost serves its DataSource, and
- * the rollback watch, and the escaped-write guard unless `escapedWrites: 'ignore'` (both watch statements, not calls).
+ * the fenced-statement watch, and the escaped-write guard unless `escapedWrites: 'ignore'` (both watch statements, not calls).
  * Returns the scope fenced work runs in (undefined when there is nothing to do, so the fenced path
  * costs nothing more).
  */
@@ -39,7 +39,7 @@ export async function startIntegrations(service: LockService, logger: Logger): P
       `Fenced calls on DataSource '${dataSourceName}' run as @nestjs-cls/transactional's current transaction (${hosts.length} TransactionHost(s)).`,
     );
   const ambient = hosts.length > 0 ? clsFenceScope(hosts) : undefined;
-  const watch = new RollbackWatch(dataSource);
+  const watch = new FencedStatementWatch(dataSource);
   watch.install();
   watches.set(service, watch);
   if (options.escapedWrites === 'ignore') return ambient;

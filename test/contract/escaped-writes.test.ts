@@ -177,7 +177,7 @@ contractSuite('fenced-decorators', 'writes that escape the fenced transaction', 
     try {
       assert.deepEqual(
         dataSource.subscribers.map((s) => s.constructor.name),
-        ['RollbackWatch'],
+        ['FencedStatementWatch'],
       );
       await assert.rejects(bank.escapeThenFail(7, 500), BusinessError);
       assert.equal(await balanceOf(db, 7), 500);
