@@ -77,6 +77,7 @@ async function main(): Promise<void> {
     const ratios = xs.map((x, i) => x / (results.floor ?? xs)[i]!).sort((a, b) => a - b);
     console.log(`${name.padEnd(12)} ratio median ${ratios[rounds >> 1]!.toFixed(3)} (${ratios[0]!.toFixed(3)}–${ratios[rounds - 1]!.toFixed(3)}), ${(xs.sort((a, b) => a - b)[rounds >> 1]! * 1000).toFixed(0)} µs`);
   }
+  if (process.env.PROBE_SQL) for (const sql of seen) console.log(`sent: ${sql}`);
   for (const name of Object.keys(wire)) console.log(`${name} on the wire ${((wire[name]! * 1000) / (ops * rounds)).toFixed(1)} µs/op`);
   for (const name of Object.keys(cpu)) console.log(`${name} CPU ${(cpu[name]! / count[name]!).toFixed(1)} µs/op`);
   c.end();
