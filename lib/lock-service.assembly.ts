@@ -16,6 +16,13 @@ import { LockMetrics } from './core/lock-metrics.js';
 import { startIntegrations, stopIntegrations } from './integrations/fence-integrations.js';
 import type { LockBackendFactory } from './lock-service.backend.js';
 import type { LockService } from './lock.service.js';
+import { toTypedError } from './errors/to-typed-error.js';
+
+function typed<T>(call: Promise<T>, context: string): Promise<T> {
+  return call.catch((error: unknown) => {
+    throw toTypedError(error, context);
+  });
+}
 
 /** Everything a running LockService is made of. Built at module init, torn down at shutdown. */
 export interface LockServiceParts {
@@ -45,9 +52,10 @@ export const databaseBackend: LockBackendFactory = async (service, logger) => {
   const { store, janitor } = parts;
   return {
     ...parts,
-    inspect: (key, target) => store.admin.inspect(key, target.bytes),
-    listLocks: (namespace, limit, after) => store.admin.listLocks(namespace, limit, after),
-    forceRelease: (target, note) => store.admin.forceRelease(target.bytes, note),
+    // A store failure reaches the caller as one of the library's typed errors, as the lock calls' do.
+    inspect: (key, target) => typed(store.admin.inspect(key, target.bytes), 'inspect() failed'),
+    listLocks: (namespace, limit, after) => typed(store.admin.listLocks(namespace, limit, after), 'listLocks() failed'),
+    forceRelease: (target, note) => typed(store.admin.forceRelease(target.bytes, note), 'forceRelease() failed'),
     runJanitor: () => janitor.run(),
     roundTrips: () => ({ ...store.roundTrips }),
     start: () => {

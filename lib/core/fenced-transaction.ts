@@ -10,6 +10,7 @@ import { JoinedLocks } from './joined-locks.js';
 import type { OpenFencedCall } from './open-fenced-call.js';
 import { settle } from './settle.js';
 import { LockLostError } from '../errors/lock-lost.error.js';
+import { DbLockConnectionError } from '../errors/db-lock-connection.error.js';
 import { lostByRollback, rollbackCause } from './rollback-cause.js';
 
 /**
@@ -202,7 +203,9 @@ export class FencedTransaction implements OpenFencedCall {
     await this.rollbackQuietly(settings.logger);
     this.state = 'ended';
     await this.opened.finish(false).catch((e: unknown) => settings.logger.warn(`Could not end a fenced transaction's connection: ${String(e)}`));
-    await this.failOwnLocks(settings.host, settings.logger);
+    const failing = this.failOwnLocks(settings.host, settings.logger);
+    // A commit the database never answered: the give-back would wait as long, so the caller hears at once and it goes on behind.
+    if (!(error instanceof DbLockConnectionError)) await failing;
     throw rollbackCause(error, [...this.ending(), ...this.kept], this.rolledBackBy);
   }
 

@@ -36,6 +36,18 @@ export class LocalHolds {
     return held;
   }
 
+  /** True if a live local permit of a semaphore key among `targets` holds it with another limit than the one asked. */
+  otherLimit(targets: readonly LockTarget[]): boolean {
+    for (const target of targets) {
+      if (target.semaphoreLimit === undefined) continue;
+      for (const lock of this.byKey.get(target.storedKey) ?? []) {
+        const held = lock.live ? lock.targets.find((t) => t.storedKey === target.storedKey)?.semaphoreLimit : undefined;
+        if (held !== undefined && held !== target.semaphoreLimit) return true;
+      }
+    }
+    return false;
+  }
+
   /**
    * True if a local lock conflicts with `targets` and `blocks` says a try would surely fail: a live
    * one, or one whose release is on the wire (a try now would race that release and be refused; the

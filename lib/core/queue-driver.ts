@@ -56,7 +56,11 @@ export function queueDriver(strategy: LockStrategy, host: QueueDriverHost): Queu
     },
     blockedLocally: (waiter, askHolders) =>
       (!askHolders && host.localHolds.blocks(waiter.targets, (lock) => strategy.waitsForLocalRelease(lock))) ||
-      (strategy.readersYieldToLocalWriters === true && waiter.mode === 'read' && host.writerWaits(waiter.targets)),
+      // A permit asked with another limit than the live local permits' is not held back: its try gets SemaphoreLimitError at once.
+      (strategy.readersYieldToLocalWriters === true &&
+        waiter.mode === 'read' &&
+        host.writerWaits(waiter.targets) &&
+        !host.localHolds.otherLimit(waiter.targets)),
     delay: (failedTries) => strategy.retryDelay(failedTries),
     timeoutError: (waiter) => {
       const error = waitFailure(waiter);

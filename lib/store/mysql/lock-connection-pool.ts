@@ -13,10 +13,13 @@ export type { RoundTripPurpose };
 /** The lock sessions' innodb_lock_wait_timeout, in ms: no statement of theirs waits longer on one row lock. */
 export const SESSION_LOCK_WAIT_MS = 1_000;
 
+/** Bound on a round trip with no deadline of its own (release, extend, reads, start-up and shutdown statements): lock statements wait 1 s at most on the server and a cluster holds commits for seconds when a node dies; past this the answer is lost, and the caller gets a typed error, not a hang. */
+export const ANSWER_BOUND_MS = 15_000;
+
 export interface QueryOptions {
   readonly purpose: RoundTripPurpose;
   /**
-   * performance.now() past which the client stops waiting (Infinity: never). The connection is
+   * performance.now() past which the client stops waiting (Infinity: never; unset: ANSWER_BOUND_MS from now). The connection is
    * then destroyed, never returned mid-statement, and LockStatementError('deadline') thrown:
    * the statement may still finish on the server, so the caller gives back what it may have
    * granted once the server-side bound of that statement has passed. Nothing is ever killed by
@@ -98,7 +101,7 @@ export class LockConnectionPool {
     parse: (result: unknown) => R,
     rescue?: (error: LockStatementError) => R | Promise<R>,
   ): Promise<R> {
-    const deadline = options.deadline ?? Infinity;
+    const deadline = options.deadline ?? performance.now() + ANSWER_BOUND_MS;
     const pool = options.lane === 'reserved' ? this.reserved : this.pool;
     const taken = this.take(pool, Math.min(deadline, options.connectBy ?? Infinity));
     // A kept connection: the statement leaves in this very call.
@@ -112,7 +115,7 @@ export class LockConnectionPool {
 
   /** Runs `fn` with one connection for several dependent round trips; it goes back to the pool after. */
   async session<T>(options: QueryOptions, fn: (session: LockSession) => Promise<T>): Promise<T> {
-    const deadline = options.deadline ?? Infinity;
+    const deadline = options.deadline ?? performance.now() + ANSWER_BOUND_MS;
     const connection = await this.take(options.lane === 'reserved' ? this.reserved : this.pool, Math.min(deadline, options.connectBy ?? Infinity));
     let inTransaction = false;
     const session: LockSession = {

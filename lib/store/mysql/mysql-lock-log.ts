@@ -1,6 +1,6 @@
 import { sendWithRetries } from './send-with-retries.js';
 import { signalMarginMs } from '../../core/held-lock.js';
-import type { LockConnectionPool, RoundTripPurpose } from './lock-connection-pool.js';
+import { ANSWER_BOUND_MS, type LockConnectionPool, type RoundTripPurpose } from './lock-connection-pool.js';
 import type { DedicatedConnection } from './dedicated-connection.js';
 import { LockStatementError } from '../lock-statement.error.js';
 import type { ServerFlavor } from './server-flavor.js';
@@ -31,12 +31,12 @@ import {
 import { FENCING_FLOOR_KEY } from '../../core/internal-keys.js';
 import { checkSchema, type SchemaFeatures } from './schema-check.js';
 import { UnendedRows } from './unended-rows.js';
+import { endedByThisRelease } from './ended-by-earlier-try.js';
 
 /** How long an (idempotent) release, extend or renewal is re-sent through deadlocks, lock-wait timeouts and broken connections: giving up would leave the key taken until its lease runs out. */
 const RETRY_FOR_MS = 3_000;
 
-/** Bound on a round trip with no deadline of its own (release, extend, reads): lock statements wait 1 s at most on the server and a cluster holds commits for seconds when a node dies; past this the answer is lost, and the caller gets a typed error, not a hang. */
-export const ANSWER_BOUND_MS = 15_000;
+export { ANSWER_BOUND_MS };
 
 /** A grant of unknown outcome is given back again after this: the server has surely finished it by then (lock waits are bounded to 1 s). */
 const LATE_GIVE_BACK_MS = 2_500;
@@ -124,12 +124,16 @@ export class MysqlLockLog implements LockLogStore, ProcessLeaseStore, GrantDecis
   ): Promise<number> {
     const plan = endRowsPlan(rowIds, status, note, heldMs);
     const held = bell as Bell | undefined;
-    if (held !== undefined) return this.endRowsBy(held, rowIds, plan);
+    const retried = (failure?: unknown): Promise<number> =>
+      this.withRetries('locks', () => this.run(plan, 'locks'), failure).then((count) =>
+        endedByThisRelease((p) => this.run(p, 'locks'), rowIds, status, note, count),
+      );
+    if (held !== undefined) return this.endRowsBy(held, rowIds, plan, retried);
     // The common release, answered in the driver's callback; a failure goes on to the retries.
     const ended = (count: number): number => this.fast.knownFree.ended(rowIds, count);
     const options = { purpose: 'locks' as const, deadline: performance.now() + ANSWER_BOUND_MS, oneByOne: this.clustered };
     return runPlan(this.pool, { statements: plan.statements, parse: (results) => ended(plan.parse(results)) }, options, (failure) =>
-      this.withRetries('locks', () => this.run(plan, 'locks'), failure).then(ended, (error: unknown) => {
+      retried(failure).then(ended, (error: unknown) => {
         this.unended.owe(`rows ${rowIds.join(',')}`, plan);
         throw error;
       }),
@@ -137,12 +141,12 @@ export class MysqlLockLog implements LockLogStore, ProcessLeaseStore, GrantDecis
   }
 
   /** The release of a lock with a doorbell: on the bell's connection, ringing it, when the bell is held. */
-  private async endRowsBy(held: Bell, rowIds: readonly string[], plan: StatementPlan<number>): Promise<number> {
+  private async endRowsBy(held: Bell, rowIds: readonly string[], plan: StatementPlan<number>, retried: () => Promise<number>): Promise<number> {
     const rung = held.state === 'holding' ? await releaseThroughBell(held, plan, performance.now() + ANSWER_BOUND_MS) : undefined;
     if (rung !== undefined) return this.fast.knownFree.ended(rowIds, rung);
     if (held.state === 'waiting') await held.ring();
     try {
-      return this.fast.knownFree.ended(rowIds, await this.withRetries('locks', () => this.run(plan, 'locks')));
+      return this.fast.knownFree.ended(rowIds, await retried());
     } catch (error) {
       this.unended.owe(`rows ${rowIds.join(',')}`, plan);
       throw error;

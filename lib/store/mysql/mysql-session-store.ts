@@ -11,7 +11,7 @@ import { createKeyRowsStatements } from './key-rows.sql.js';
 import { boundedInStatement, claimTokens, insertAuditRows, leaseHoldersCheck, leaseHoldersOf } from './row-lock.sql.js';
 import { beginAndTakeCall, takeKeys, takeKeysChecked, takenByCall } from './row-lock-grant.js';
 import { format } from './sql.js';
-import { type ResultHeader, sessionQuery } from './session-query.js';
+import { commitAnswerBy, type ResultHeader, sessionQuery } from './session-query.js';
 import type { MysqlSessionTransactions } from './session-transaction.js';
 import { FENCING_FLOOR_KEY } from '../../core/internal-keys.js';
 import { cutSession, isNoWait } from './row-lock-session.js';
@@ -61,7 +61,7 @@ export function mysqlFence(transactions: MysqlSessionTransactions, knownFree: Kn
 
 async function written(runner: QueryRunner, statement: { sql: string; parameters: unknown[] }): Promise<number> {
   // Every matched row changes, so CLIENT_FOUND_ROWS on or off gives the same count.
-  return Number((await sessionQuery<ResultHeader>(runner, format(statement.sql, statement.parameters))).affectedRows);
+  return Number((await sessionQuery<ResultHeader>(runner, format(statement.sql, statement.parameters), commitAnswerBy())).affectedRows);
 }
 
 /** Row-lock sessions on MySQL/MariaDB: InnoDB locks on the keys' rows of db_lock (see row-lock.sql.ts). */
@@ -124,7 +124,7 @@ export class MysqlRowLockStore implements RowLockStore {
   }
 
   async recordInCommit(runner: QueryRunner, rows: readonly RowLockAuditRow[]): Promise<void> {
-    await sessionQuery(runner, insertAuditRows(rows, this.log.holder));
+    await sessionQuery(runner, insertAuditRows(rows, this.log.holder), commitAnswerBy());
   }
 
   recordAndCommit(runner: QueryRunner, rows: readonly RowLockAuditRow[]): Promise<void> {

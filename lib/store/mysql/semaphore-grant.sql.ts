@@ -23,7 +23,10 @@ export const PERMIT_MODE = 'permit';
 
 /**
  * A semaphore's grant: one key, at most `limit` live permits. One transaction:
- *  1. lock the key row (every grant of the key serialises here) and read the limit it is in use with;
+ *  1. lock the key row (every grant of the key serialises here) and read the limit it is in use
+ *     with, and (writer preference) whether a writer refused lately waits for the key: permits are
+ *     readers to writers, held back as new readers are, or a stream of overlapping permits would
+ *     keep a writer out for good;
  *  2. (takeover only) mark the key's holders whose full lease ran out EXPIRED and tell their
  *     processes, as a lock's takeover does; its locking read waits for a renewal in flight, so
  *     a holder renewed late is skipped;
@@ -39,9 +42,11 @@ export function semaphoreGrantPlan(input: GrantInput, limit: number, takeover: b
   const note = `taken over by ${input.acquisitionId}`;
   const statements = bound(input, [
     'START TRANSACTION',
-    format(`SELECT COUNT(*), MAX(semaphore_limit), ${NOW} INTO @dbl_rows, @dbl_limit, @dbl_t0 FROM ${LOCK_TABLE} WHERE lock_key = ? FOR UPDATE`, [
-      key,
-    ]),
+    format(
+      `SELECT COUNT(*), MAX(semaphore_limit), ${input.writerPreference ? `COALESCE(MAX(writer_waiting_until > ${NOW}), 0)` : '0'}, ${NOW} ` +
+        `INTO @dbl_rows, @dbl_limit, @dbl_writer_waits, @dbl_t0 FROM ${LOCK_TABLE} WHERE lock_key = ? FOR UPDATE`,
+      [key],
+    ),
     ...(takeover
       ? [
           format(endHoldersStatement(LockStatus.EXPIRED, `g.lock_key = ? AND g.status IN ${LIVE_STATUSES_SQL} AND ${EFFECTIVE_EXPIRY} <= ${NOW}`), [
@@ -57,7 +62,7 @@ export function semaphoreGrantPlan(input: GrantInput, limit: number, takeover: b
     format(
       // Unexpired and expired as takeovers count them: a permit renewed through its process lease is live past its own expires_at.
       `SELECT COUNT(*), COALESCE(SUM(g.mode <> '${PERMIT_MODE}'), 0), COALESCE(SUM(${EFFECTIVE_EXPIRY} > ${NOW}), 0), COALESCE(SUM(${EFFECTIVE_EXPIRY} <= ${NOW}), 0), ` +
-        `(@dbl_rows = 1 AND COALESCE(SUM(g.mode <> '${PERMIT_MODE}'), 0) = 0 AND COUNT(*) < ? AND (COUNT(*) = 0 OR @dbl_limit IS NULL OR @dbl_limit = ?)) ` +
+        `(@dbl_rows = 1 AND NOT @dbl_writer_waits AND COALESCE(SUM(g.mode <> '${PERMIT_MODE}'), 0) = 0 AND COUNT(*) < ? AND (COUNT(*) = 0 OR @dbl_limit IS NULL OR @dbl_limit = ?)) ` +
         `INTO @dbl_live, @dbl_locked, @dbl_busy, @dbl_expired, @dbl_granted FROM ${LOCK_LOG_TABLE} g LEFT JOIN ${PROCESS_TABLE} p ON p.id = g.process_id ` +
         `WHERE g.lock_key = ? AND g.status IN ${LIVE_STATUSES_SQL}`,
       [limit, limit, key],

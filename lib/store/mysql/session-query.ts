@@ -1,4 +1,8 @@
 import type { QueryRunner } from 'typeorm';
+import { deadlines } from '../../core/deadline-watch.js';
+import { LockStatementError } from '../lock-statement.error.js';
+import { ANSWER_BOUND_MS } from './lock-connection-pool.js';
+import { cutSession } from './row-lock-session.js';
 
 /** What mysql2 hands back: rows for a read, a result header for a write. */
 export interface ResultHeader {
@@ -17,11 +21,35 @@ interface CallbackConnection {
  * promise API, a captured stack trace) costs about 35 µs of client work per statement: a tenth of
  * a row-lock hold. START and COMMIT go this way too unless someone listens to TypeORM's
  * transaction events (see MysqlSessionTransactions). A released runner refuses as TypeORM does.
+ * @param answerBy performance.now() past which the client stops waiting (the fence and COMMIT:
+ *   ANSWER_BOUND_MS): the session is cut (its connection never reused, the server rolls back
+ *   whatever it had not committed) and LockStatementError('deadline') thrown, outcome unknown.
  */
-export function sessionQuery<T = unknown>(runner: QueryRunner, sql: string): Promise<T> {
+export function sessionQuery<T = unknown>(runner: QueryRunner, sql: string, answerBy = Infinity): Promise<T> {
   const connection = (runner as unknown as { databaseConnection?: CallbackConnection }).databaseConnection;
   if (runner.isReleased || typeof connection?.query !== 'function') return runner.query(sql) as Promise<T>;
   return new Promise<T>((resolve, reject) => {
-    connection.query(sql, (error, result) => (error ? reject(error) : resolve(result as T)));
+    let settled = false;
+    const watched =
+      answerBy === Infinity
+        ? undefined
+        : deadlines.watch(answerBy, () => {
+            if (settled) return;
+            settled = true;
+            cutSession(runner);
+            reject(LockStatementError.deadline('The statement did not answer before the deadline'));
+          });
+    connection.query(sql, (error, result) => {
+      watched?.cancel();
+      if (settled) return;
+      settled = true;
+      if (error) reject(error);
+      else resolve(result as T);
+    });
   });
+}
+
+/** The bound on the answer of a statement that ends a business transaction (the fence, COMMIT). */
+export function commitAnswerBy(): number {
+  return performance.now() + ANSWER_BOUND_MS;
 }

@@ -1,6 +1,6 @@
 import type { DataSource, QueryRunner } from 'typeorm';
 import type { SessionTransactions } from '../lock-store.js';
-import { sessionQuery } from './session-query.js';
+import { commitAnswerBy, sessionQuery } from './session-query.js';
 
 /** The subscriber hooks TypeORM calls around a transaction. */
 const TRANSACTION_EVENTS = [
@@ -80,7 +80,7 @@ export class MysqlSessionTransactions implements SessionTransactions {
   commitVia(runner: QueryRunner, statement: string): Promise<void> | undefined {
     const state = runner as unknown as RunnerState;
     if (this.observed() || !state.isTransactionActive || state.transactionDepth !== 1) return undefined;
-    return sessionQuery(runner, statement).then(() => {
+    return sessionQuery(runner, statement, commitAnswerBy()).then(() => {
       state.isTransactionActive = false;
       state.transactionDepth = 0;
     });
