@@ -108,16 +108,18 @@ function resolveJanitor(problems: string[], raw: unknown): ResolvedDbLockOptions
   for (const key of Object.keys(input)) {
     if (!(key in defaults)) problems.push(`unknown option 'janitor.${key}'`);
   }
-  const intervalMs = checkDuration(problems, 'janitor.intervalMs', input.intervalMs ?? defaults.intervalMs, { min: 100 });
-  const logRetentionMs = checkDuration(problems, 'janitor.logRetentionMs', input.logRetentionMs ?? defaults.logRetentionMs, {
+  // Only a missing value takes the default: null is refused, as it is for the top-level options (`logRetentionMs: null` is not "keep").
+  const given = <K extends keyof typeof defaults>(key: K): unknown => (input[key] === undefined ? defaults[key] : input[key]);
+  const intervalMs = checkDuration(problems, 'janitor.intervalMs', given('intervalMs'), { min: 100 });
+  const logRetentionMs = checkDuration(problems, 'janitor.logRetentionMs', given('logRetentionMs'), {
     min: 0,
     infinite: true,
     noTimer: true,
   });
-  const batchSize = input.batchSize ?? defaults.batchSize;
+  const batchSize = given('batchSize');
   if (typeof batchSize !== 'number' || !Number.isInteger(batchSize) || batchSize < 1 || batchSize > 100_000)
     problems.push(`janitor.batchSize must be an integer from 1 to 100000, got ${describe(batchSize)}`);
-  const idleKeyMs = checkDuration(problems, 'janitor.idleKeyMs', input.idleKeyMs ?? defaults.idleKeyMs, { min: 0, infinite: true, noTimer: true });
+  const idleKeyMs = checkDuration(problems, 'janitor.idleKeyMs', given('idleKeyMs'), { min: 0, infinite: true, noTimer: true });
   return Object.freeze({ intervalMs: intervalMs!, logRetentionMs: logRetentionMs!, batchSize: batchSize as number, idleKeyMs: idleKeyMs! });
 }
 

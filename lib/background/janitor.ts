@@ -135,19 +135,23 @@ export class LockJanitor {
     return { ran: true, complete, ...work, durationMs: performance.now() - startedAt };
   }
 
-  /** The work of one run, in batches; returns false if it stopped early. Protected so tests can observe runs. */
+  /** The work of one run, in batches; returns false if it stopped early or skipped expired rows someone keeps locked. Protected so tests can observe runs. */
   protected async sweep(lock: HeldLock, work: Work): Promise<boolean> {
     const { batchSize, logRetentionMs, idleKeyMs } = this.settings;
     const proceed = (): boolean => !this.stopped && lock.live;
-    // 1. Reclaim expired holders (EXPIRED fences them; their own renewal then reports the loss).
-    for (;;) {
+    // 1. Reclaim expired holders (EXPIRED fences them; their own renewal then reports the loss). Batches go
+    //    on past the last candidate: rows a stalled holder keeps locked are skipped, not met again, and the
+    //    run is not complete while any was.
+    let skipped = false;
+    for (let after: string | undefined; ;) {
       if (!proceed()) return false;
-      const { candidates, count, keys } = await this.store.reclaimExpired(batchSize);
+      const { candidates, count, keys, lastId, skipped: left } = await this.store.reclaimExpired(batchSize, after);
       work.batches.reclaim++;
       work.reclaimed += count;
+      if (left) skipped = true;
       this.observer.janitorBatch(candidates === 0 ? {} : { reclaimed: count, reclaimedKeys: keys });
-      // A full batch none of which could be ended (rows a stalled holder keeps locked) would come back next time.
-      if (candidates < batchSize || count === 0) break;
+      if (candidates < batchSize || lastId === undefined) break;
+      after = lastId;
     }
     // 2. Prune ended log rows past the retention.
     if (logRetentionMs < FOREVER_MS) {
@@ -165,14 +169,15 @@ export class LockJanitor {
     if (idleKeyMs < FOREVER_MS) {
       for (;;) {
         if (!proceed()) return false;
-        const { candidates, reaped } = await this.store.reapIdleKeys(idleKeyMs, batchSize);
+        const { candidates, reaped, floorBusy } = await this.store.reapIdleKeys(idleKeyMs, batchSize);
         work.batches.reap++;
         work.reapedKeys += reaped;
         this.observer.janitorBatch(candidates === 0 ? {} : { reapedKeys: reaped });
+        if (floorBusy) skipped = true;
         if (candidates < batchSize || reaped === 0) break;
       }
       if (proceed()) await this.store.reapProcesses(Math.max(idleKeyMs, 3_600_000), batchSize);
     }
-    return true;
+    return !skipped;
   }
 }

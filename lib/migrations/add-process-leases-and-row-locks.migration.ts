@@ -1,4 +1,5 @@
-import type { MigrationInterface, QueryRunner } from 'typeorm';
+import type { QueryRunner } from 'typeorm';
+import { SerializedMigration } from './serialized-migration.js';
 import { LOCK_LOG_TABLE, PROCESS_TABLE, ROW_LOCK_TABLE } from '../store/tables.js';
 
 /**
@@ -21,10 +22,10 @@ async function names(queryRunner: QueryRunner, view: 'COLUMNS' | 'STATISTICS', c
 }
 
 /** Second migration: process leases (one renewal row per process), the row-lock table and the log columns they need. Run after CreateDbLockTables1763769600000. */
-export class AddProcessLeasesAndRowLocks1795392000000 implements MigrationInterface {
+export class AddProcessLeasesAndRowLocks1795392000000 extends SerializedMigration {
   name = 'AddProcessLeasesAndRowLocks1795392000000';
 
-  async up(queryRunner: QueryRunner): Promise<void> {
+  protected async apply(queryRunner: QueryRunner): Promise<void> {
     await queryRunner.query(`
       CREATE TABLE IF NOT EXISTS \`${PROCESS_TABLE}\` (
         \`id\` BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
@@ -56,7 +57,7 @@ export class AddProcessLeasesAndRowLocks1795392000000 implements MigrationInterf
     if (changes.length > 0) await queryRunner.query(`ALTER TABLE \`${LOCK_LOG_TABLE}\` ${changes.join(', ')}`);
   }
 
-  async down(queryRunner: QueryRunner): Promise<void> {
+  protected async revert(queryRunner: QueryRunner): Promise<void> {
     // Rows only the row-lock strategy writes (its audit rows, claims): without the strategy column they
     // would read as lease rows sharing tokens, which the token-claims migration refuses on the way up again.
     await queryRunner.query(`DELETE FROM \`${LOCK_LOG_TABLE}\` WHERE \`strategy\` = 'row-lock' OR \`status\` = 'CLAIMED'`);

@@ -1,9 +1,10 @@
-import type { MigrationInterface, QueryRunner } from 'typeorm';
+import type { QueryRunner } from 'typeorm';
+import { SerializedMigration } from './serialized-migration.js';
 import { LOCK_TABLE } from '../store/mysql/sql.js';
 
 /**
- * Fourth schema version (runs after AddSemaphores1795996800000; a shipped migration is never
- * edited). `db_lock` gains `no_lease_holders`: 1 while the key's latest grant was a row-lock
+ * Fourth schema version (runs after AddSemaphores1795996800000; a shipped migration never changes
+ * its schema). `db_lock` gains `no_lease_holders`: 1 while the key's latest grant was a row-lock
  * writer's, so no lease holder of the key can be live and a row-lock takes the key in one UPDATE
  * without reading the log. Every lease grant sets it back to 0 in its own commit.
  *
@@ -12,10 +13,10 @@ import { LOCK_TABLE } from '../store/mysql/sql.js';
  * untouched: lease holders do not read the column, and a row-lock on a key with 0 takes the rare
  * path (it reads the log, as before the upgrade) and sets it to 1.
  */
-export class AddRowLockFastPath1796342400000 implements MigrationInterface {
+export class AddRowLockFastPath1796342400000 extends SerializedMigration {
   name = 'AddRowLockFastPath1796342400000';
 
-  async up(queryRunner: QueryRunner): Promise<void> {
+  protected async apply(queryRunner: QueryRunner): Promise<void> {
     const rows = (await queryRunner.query(
       `SELECT COLUMN_NAME AS name FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND COLUMN_NAME = 'no_lease_holders'`,
       [LOCK_TABLE],
@@ -24,7 +25,7 @@ export class AddRowLockFastPath1796342400000 implements MigrationInterface {
     if (rows.length === 0) await queryRunner.query(`ALTER TABLE \`${LOCK_TABLE}\` ADD COLUMN \`no_lease_holders\` TINYINT NOT NULL DEFAULT 0`);
   }
 
-  async down(queryRunner: QueryRunner): Promise<void> {
+  protected async revert(queryRunner: QueryRunner): Promise<void> {
     await queryRunner.query(`ALTER TABLE \`${LOCK_TABLE}\` DROP COLUMN \`no_lease_holders\``);
   }
 }

@@ -1,19 +1,20 @@
-import type { MigrationInterface, QueryRunner } from 'typeorm';
+import type { QueryRunner } from 'typeorm';
+import { SerializedMigration } from './serialized-migration.js';
 import { CLAIM_INDEX, LOCK_LOG_TABLE, LOCK_TABLE, TOKEN_CLAIM_EXPRESSION } from '../store/mysql/sql.js';
 
 /**
- * Seventh schema version (runs after AddBeginAndTakeRoutine1797552000000; a shipped migration is
- * never edited). `db_lock_log` gains `token_claim`, a virtual column, and a unique index on
+ * Seventh schema version (runs after AddBeginAndTakeRoutine1797552000000; a shipped migration never
+ * changes its schema). `db_lock_log` gains `token_claim`, a virtual column, and a unique index on
  * `(lock_key, token_claim)`: a lease grant of a key its process knows free is then one INSERT that
  * claims the key's next token, refused by a duplicate when anyone was granted since. Both changes
  * are online (a virtual column is metadata; the index is built without blocking writes). Locks held
  * during the upgrade are untouched; processes that started before it keep today's grant until they
  * restart, and a process only uses the one-INSERT grant once it sees the index.
  */
-export class AddTokenClaims1798156800000 implements MigrationInterface {
+export class AddTokenClaims1798156800000 extends SerializedMigration {
   name = 'AddTokenClaims1798156800000';
 
-  async up(queryRunner: QueryRunner): Promise<void> {
+  protected async apply(queryRunner: QueryRunner): Promise<void> {
     const present = (await queryRunner.query(
       `SELECT COUNT(*) AS n FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND INDEX_NAME = ?`,
       [LOCK_LOG_TABLE, CLAIM_INDEX],
@@ -28,11 +29,17 @@ export class AddTokenClaims1798156800000 implements MigrationInterface {
         `${LOCK_LOG_TABLE} has lease rows sharing a key's fencing token (${duplicates.map((d) => `0x${d.k}:${d.t}`).join(', ')}), ` +
           'which no version of this library writes: inspect them before upgrading.',
       );
-    await queryRunner.query(`ALTER TABLE \`${LOCK_LOG_TABLE}\` ADD COLUMN \`token_claim\` BIGINT AS (${TOKEN_CLAIM_EXPRESSION}) VIRTUAL`);
+    // Checked apart from the index: DDL does not roll back, so a run stopped between the two left the column alone.
+    const column = (await queryRunner.query(
+      `SELECT COUNT(*) AS n FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND COLUMN_NAME = 'token_claim'`,
+      [LOCK_LOG_TABLE],
+    )) as { n: number | string }[];
+    if (Number(column[0]?.n ?? 0) === 0)
+      await queryRunner.query(`ALTER TABLE \`${LOCK_LOG_TABLE}\` ADD COLUMN \`token_claim\` BIGINT AS (${TOKEN_CLAIM_EXPRESSION}) VIRTUAL`);
     await queryRunner.query(`ALTER TABLE \`${LOCK_LOG_TABLE}\` ADD UNIQUE INDEX \`${CLAIM_INDEX}\` (\`lock_key\`, \`token_claim\`)`);
   }
 
-  async down(queryRunner: QueryRunner): Promise<void> {
+  protected async revert(queryRunner: QueryRunner): Promise<void> {
     // One-INSERT grants never wrote the key rows: lifted above every claim first, or the grant without
     // claims (`fencing_token + 1`) would hand out a token again.
     await queryRunner.query(

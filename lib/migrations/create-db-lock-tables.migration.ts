@@ -1,14 +1,15 @@
-import type { MigrationInterface, QueryRunner } from 'typeorm';
+import type { QueryRunner } from 'typeorm';
+import { SerializedMigration } from './serialized-migration.js';
 import { LOCK_LOG_TABLE, LOCK_TABLE } from '../store/tables.js';
 
 /**
  * Creates the first two lock tables (the second migration adds the rest). Add it to your DataSource's `migrations` (the DB_LOCK_MIGRATIONS
  * list) and run migrations as usual. Plain SQL that MySQL 8+ and MariaDB 10.6+ both accept.
  */
-export class CreateDbLockTables1763769600000 implements MigrationInterface {
+export class CreateDbLockTables1763769600000 extends SerializedMigration {
   name = 'CreateDbLockTables1763769600000';
 
-  async up(queryRunner: QueryRunner): Promise<void> {
+  protected async apply(queryRunner: QueryRunner): Promise<void> {
     await queryRunner.query(`
       CREATE TABLE IF NOT EXISTS \`${LOCK_TABLE}\` (
         \`lock_key\` VARBINARY(764) NOT NULL,
@@ -41,7 +42,7 @@ export class CreateDbLockTables1763769600000 implements MigrationInterface {
       ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`);
   }
 
-  async down(queryRunner: QueryRunner): Promise<void> {
+  protected async revert(queryRunner: QueryRunner): Promise<void> {
     await queryRunner.query(`DROP TABLE IF EXISTS \`${LOCK_LOG_TABLE}\``);
     await queryRunner.query(`DROP TABLE IF EXISTS \`${LOCK_TABLE}\``);
   }

@@ -21,7 +21,8 @@ export {
 /**
  * Every schema migration of the library, oldest first: `migrations: [...mine, ...DB_LOCK_MIGRATIONS]`,
  * or assigned directly to `DataSourceOptions.migrations` (a plain array type, frozen at run time).
- * Upgrading the library may add migrations here; shipped ones are never edited.
+ * Upgrading the library may add migrations here; shipped ones never change the schema they make (a fix
+ * may make one safer to run: serialized across processes, re-runnable after a failure).
  */
 export const DB_LOCK_MIGRATIONS: Function[] = Object.freeze([
   CreateDbLockTables1763769600000,

@@ -206,12 +206,19 @@ export interface RowLockStore extends SessionTransactions {
 
 /** The janitor's batches; each touches at most `batchSize` rows. */
 export interface JanitorStore {
-  /** Expires live rows whose lease ran out; returns how many and their keys (0 once none is left). */
-  reclaimExpired(batchSize: number): Promise<{ candidates: number; count: number; keys: string[] }>;
+  /**
+   * Expires live rows whose lease ran out, oldest first, from above `afterId` on; returns how many
+   * candidates it found, how many it expired, their keys, how many it skipped (rows someone keeps
+   * locked), and the last candidate's id, where the next batch starts.
+   */
+  reclaimExpired(
+    batchSize: number,
+    afterId?: string,
+  ): Promise<{ candidates: number; count: number; keys: string[]; lastId?: string; skipped?: number }>;
   /** Deletes ended rows older than the retention. */
   prune(retentionMs: number, batchSize: number): Promise<number>;
-  /** Deletes idle key rows (and their row-lock rows); returns candidates found and keys reaped. */
-  reapIdleKeys(idleMs: number, batchSize: number): Promise<{ candidates: number; reaped: number }>;
+  /** Deletes idle key rows (and their row-lock rows); returns candidates found and keys reaped, or that the fencing floor was in use (nothing reaped: a later run does it). */
+  reapIdleKeys(idleMs: number, batchSize: number): Promise<{ candidates: number; reaped: number; floorBusy?: boolean }>;
   /** Deletes process-lease rows of processes long gone. */
   reapProcesses(idleMs: number, batchSize: number): Promise<void>;
 }

@@ -54,12 +54,12 @@ export function reclaimBatchPlan(candidateIds: readonly string[]): StatementPlan
   };
 }
 
-/** Live rows whose lease ran out by the server clock, oldest first (a plain read). */
-export function expiredCandidatesStatement(batchSize: number): string {
+/** Live rows whose lease ran out by the server clock, oldest first from above `afterId` on (a plain read). */
+export function expiredCandidatesStatement(batchSize: number, afterId = '0'): string {
   return format(
     `SELECT g.id FROM ${LOCK_LOG_TABLE} g LEFT JOIN ${PROCESS_TABLE} p ON p.id = g.process_id ` +
-      `WHERE g.status IN ${LIVE_STATUSES_SQL} AND ${EFFECTIVE_EXPIRY} <= ${NOW} ORDER BY g.id LIMIT ?`,
-    [batchSize],
+      `WHERE g.id > ? AND g.status IN ${LIVE_STATUSES_SQL} AND ${EFFECTIVE_EXPIRY} <= ${NOW} ORDER BY g.id LIMIT ?`,
+    [afterId, batchSize],
   );
 }
 
@@ -76,28 +76,26 @@ export function pruneBoundaryStatement(retentionMs: number, from: string): strin
   ]);
 }
 
-/**
- * Deletes up to `batchSize` terminal log rows that ended more than `retentionMs` ago, in id order
- * below `below` (pruneBoundaryStatement): a scan of the primary key that ends where recent rows
- * begin. A row granted out of id order (a grant dated later than a row inserted after it) waits for
- * a later run. A row ends after its grant, so both times are tested.
- */
-export function pruneBatchPlan(retentionMs: number, batchSize: number, claims = false, below?: string): StatementPlan<number> {
-  const prunable = format(
+/** The log rows the prune may delete (see pruneBatchPlan), as a WHERE condition. */
+export function prunableCondition(retentionMs: number, claims: boolean, below?: string): string {
+  return format(
     (below === undefined ? '' : 'id < ? AND ') +
       `acquired_at < ${NOW} - INTERVAL ? MICROSECOND AND ended_at < ${NOW} - INTERVAL ? MICROSECOND AND status NOT IN ${LIVE_STATUSES_SQL}` +
       (claims ? ` AND (token_claim IS NULL OR ended_at < ${NOW} - INTERVAL ? MICROSECOND)` : ''),
     [...(below === undefined ? [] : [below]), retentionMs * 1000, retentionMs * 1000, ...(claims ? [CLAIMS_KEPT_MS * 1000] : [])],
   );
-  const remove = format(`DELETE FROM ${LOCK_LOG_TABLE} WHERE ${prunable} ORDER BY id LIMIT ?`, [batchSize]);
-  if (!claims) return { statements: [remove], parse: (results) => affectedRowsOf(results[0]) };
-  // A key row may lag behind claims (fast grants never write it): lifted above the claims about to go, so no later grant goes below them.
-  const lift = format(
-    `UPDATE ${LOCK_TABLE} k JOIN (SELECT lock_key, MAX(token_claim) AS m FROM (SELECT lock_key, token_claim FROM ${LOCK_LOG_TABLE} WHERE ${prunable} ` +
-      `ORDER BY id LIMIT ?) AS batch GROUP BY lock_key) AS d ON d.lock_key = k.lock_key SET k.fencing_token = GREATEST(k.fencing_token, d.m) WHERE d.m IS NOT NULL`,
-    [batchSize],
-  );
-  return { statements: ['START TRANSACTION', lift, remove, 'COMMIT'], parse: (results) => affectedRowsOf(results[2]) };
+}
+
+/**
+ * Deletes up to `batchSize` terminal log rows that ended more than `retentionMs` ago, in id order
+ * below `below` (pruneBoundaryStatement): a scan of the primary key that ends where recent rows
+ * begin. A row granted out of id order (a grant dated later than a row inserted after it) waits for
+ * a later run. A row ends after its grant, so both times are tested. Where tokens are claimed the
+ * prune goes through claimsPrunePlans instead (key rows lifted first).
+ */
+export function pruneBatchPlan(retentionMs: number, batchSize: number, below?: string): StatementPlan<number> {
+  const remove = format(`DELETE FROM ${LOCK_LOG_TABLE} WHERE ${prunableCondition(retentionMs, false, below)} ORDER BY id LIMIT ?`, [batchSize]);
+  return { statements: [remove], parse: (results) => affectedRowsOf(results[0]) };
 }
 
 /**
@@ -145,9 +143,12 @@ export function reapLockPlan(keys: readonly Buffer[], idleMs: number, claims = f
   return {
     statements: [
       'START TRANSACTION',
-      format(`INSERT INTO ${LOCK_TABLE} (lock_key, fencing_token) VALUES (?, 0) ON DUPLICATE KEY UPDATE lock_key = lock_key`, [FENCING_FLOOR_KEY]),
-      // A no-op ON DUPLICATE KEY UPDATE keeps no lock at READ COMMITTED: the locking read takes it.
-      format(`SELECT fencing_token FROM ${LOCK_TABLE} WHERE lock_key = ? FOR UPDATE`, [FENCING_FLOOR_KEY]),
+      // INSERT IGNORE meets an existing floor with a shared lock, which waits for nobody (key rows are created
+      // under shared locks on it); the locking read then takes it NOWAIT: a key row being created right now,
+      // or a row-lock holder that created one in its still-open transaction, fails it at once, and the reap
+      // waits for a later run instead of queuing every new key's creation behind its own wait.
+      format(`INSERT IGNORE INTO ${LOCK_TABLE} (lock_key, fencing_token) VALUES (?, 0)`, [FENCING_FLOOR_KEY]),
+      format(`SELECT fencing_token FROM ${LOCK_TABLE} WHERE lock_key = ? FOR UPDATE NOWAIT`, [FENCING_FLOOR_KEY]),
       format(`SELECT l.lock_key, ${token} AS token FROM ${LOCK_TABLE} l WHERE l.lock_key IN (?) AND ${idle.sql} FOR UPDATE SKIP LOCKED`, [
         keys,
         ...idle.values,

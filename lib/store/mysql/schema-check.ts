@@ -12,6 +12,13 @@ export interface SchemaFeatures {
   readonly claims: boolean;
 }
 
+const CLAIMS_PRESENT = `SELECT COUNT(*) AS n FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = '${LOCK_LOG_TABLE}' AND INDEX_NAME = '${CLAIM_INDEX}'`;
+
+/** Whether tokens are claimed now (AddTokenClaims may have run since this process started). */
+export async function claimsPresent(pool: LockConnectionPool): Promise<boolean> {
+  return Number(rowsOf(await pool.query(CLAIMS_PRESENT, { purpose: 'janitor' }))[0]?.n ?? 0) > 0;
+}
+
 /**
  * Fails with DbLockSchemaError naming the migrations when the tables are missing or old; says
  * which of the optional session routines are there (see session-routines.sql.ts), and whether
@@ -24,7 +31,7 @@ export async function checkSchema(pool: LockConnectionPool): Promise<SchemaFeatu
     `SELECT id, holder, started_at, renewed_at, ended_count FROM ${PROCESS_TABLE} LIMIT 0;\n` +
     `SELECT lock_key FROM ${ROW_LOCK_TABLE} LIMIT 0;\n` +
     ROUTINES_PRESENT +
-    `;\nSELECT COUNT(*) AS n FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = '${LOCK_LOG_TABLE}' AND INDEX_NAME = '${CLAIM_INDEX}'`;
+    `;\n${CLAIMS_PRESENT}`;
   try {
     const results = (await pool.query(sql, { purpose: 'admin' })) as unknown[];
     return {
