@@ -29,6 +29,9 @@ export class DbLockModule extends dbLockModuleBase(completeDefinition) {
   static override forRoot(options: DbLockModuleOptions & DbLockRegistration = {}): DynamicModule {
     if (typeof options !== 'object' || options === null || Array.isArray(options))
       throw new DbLockOptionsError([`options must be an object, got ${describe(options)}`], 'DbLockModule.forRoot() arguments');
+    // An own '__proto__' key (JSON.parse makes one): Nest copies the options by assignment, which would make it their prototype.
+    if (Object.prototype.hasOwnProperty.call(options, '__proto__'))
+      throw new DbLockOptionsError([`unknown option '__proto__'`], 'DbLockModule.forRoot() arguments');
     checkRegistration(options);
     return super.forRoot(options);
   }

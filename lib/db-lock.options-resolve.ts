@@ -1,3 +1,4 @@
+import { codePoints } from './core/lock-key.js';
 import { MIN_LEASE_MS } from './core/lock-request.js';
 import { checkAttempts, checkDuration, describe } from './core/option-checks.js';
 import { DB_LOCK_DEFAULTS, type DbLockJanitorOptions, type ResolvedDbLockOptions } from './db-lock.options.js';
@@ -30,7 +31,7 @@ export function resolveOptions(options: unknown): ResolvedDbLockOptions {
 
   const namespace = pick('namespace');
   if (typeof namespace !== 'string') problems.push(`namespace must be a string, got ${describe(namespace)}`);
-  else if (namespace.length > MAX_NAMESPACE_LENGTH || !namespace.isWellFormed())
+  else if (!namespace.isWellFormed() || codePoints(namespace) > MAX_NAMESPACE_LENGTH)
     problems.push(`namespace must be well-formed text of at most ${MAX_NAMESPACE_LENGTH} characters`);
 
   const strategy = pick('strategy');
@@ -131,7 +132,8 @@ function resolveJanitor(problems: string[], raw: unknown): ResolvedDbLockOptions
  * typed config class returned by a factory) counts as the plain object it stands for.
  */
 function coerceConfigValues(input: Record<string, unknown>, known: Iterable<string> = KNOWN_KEYS): Record<string, unknown> {
-  const out: Record<string, unknown> = {};
+  // No prototype: an own '__proto__' key (JSON.parse makes one) stays a key, refused as unknown, not a prototype whose values read as options.
+  const out: Record<string, unknown> = Object.create(null) as Record<string, unknown>;
   const keys = new Set(Object.keys(input));
   for (const key of known) if (key in input && !(key in Object.prototype)) keys.add(key);
   for (const key of keys) {

@@ -106,7 +106,8 @@ function checkMode(mode: unknown): LockMode {
   return mode as LockMode;
 }
 
-function codePoints(text: string): number {
+/** The length of `text` in characters (code points), as the README counts keys, namespaces and names; `length` counts UTF-16 units. */
+export function codePoints(text: string): number {
   let count = 0;
   for (const _ of text) count++;
   return count;

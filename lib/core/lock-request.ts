@@ -1,3 +1,4 @@
+import { codePoints } from './lock-key.js';
 import type { ResolvedDbLockOptions } from '../db-lock.options.js';
 import { DbLockOptionsError } from '../errors/db-lock-options.error.js';
 import { LOCK_MODES, type LockMode } from './lock-mode.js';
@@ -62,7 +63,7 @@ export function checkLockOptions(problems: string[], input: Record<string, unkno
   if (input.strategy !== undefined && !LOCK_STRATEGY_NAMES.includes(input.strategy as LockStrategyName))
     problems.push(`strategy must be ${LOCK_STRATEGY_CHOICES}, got ${describe(input.strategy)}`);
   if (input.maxAttempts !== undefined) checkAttempts(problems, 'maxAttempts', input.maxAttempts);
-  if (input.name !== undefined && (typeof input.name !== 'string' || input.name.length === 0 || input.name.length > MAX_LOCK_NAME_LENGTH))
+  if (input.name !== undefined && (typeof input.name !== 'string' || input.name.length === 0 || codePoints(input.name) > MAX_LOCK_NAME_LENGTH))
     problems.push(`name must be a non-empty string of at most ${MAX_LOCK_NAME_LENGTH} characters, got ${describe(input.name)}`);
 }
 

@@ -10,7 +10,7 @@ import type { LockLogStore, RowLockAuditRow, RowLockStore } from '../../store/lo
 import { LockStatementError } from '../../store/lock-statement.error.js';
 import type { AttemptResult, GrantAttempt, LockStrategy, StrategyCapabilities } from '../lock-strategy.js';
 import { ConnectionSlots } from './connection-slots.js';
-import { connectWithin } from '../../core/connect-within.js';
+import { CONNECT_GRACE_MS, connectWithin } from '../../core/connect-within.js';
 import { endQuietly, keepOpen, watchJoined } from './open-transaction.js';
 import { auditRowsOf, TerminalRows } from './terminal-rows.js';
 import { takeKeys } from './take-keys.js';
@@ -83,10 +83,11 @@ export class RowLockStrategy implements LockStrategy {
 
   tryGrant(attempt: GrantAttempt): Promise<AttemptResult> {
     if (this.slots.tryTake()) return this.grantOnSlot(attempt);
+    // A slot is a connection to come: waited for as a connection is, at least CONNECT_GRACE_MS (a single try included).
     return this.slots
       .take(
         attempt.targets.map((t) => t.key),
-        attempt.deadline,
+        Math.max(attempt.deadline, performance.now() + CONNECT_GRACE_MS),
       )
       .then((taken) => (taken ? this.grantOnSlot(attempt) : {}));
   }

@@ -1,0 +1,110 @@
+import 'reflect-metadata';
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { DataSource } from 'typeorm';
+import { DbLockError } from '../../lib/index.js';
+import { createLockApp } from '../support/lock-app.js';
+import { TestDatabase } from '../support/test-database.js';
+import { mysqlLogOf } from '../support/lock-internals.js';
+
+/**
+ * README "Connections per process", row-lock row: the DataSource's connections used by row-lock
+ * holders and callers waiting in the database are at most the pool's size − 1; the library's own
+ * at most poolSize (here 2 and 3: no doorbells / one doorbell). Row-lock only load (holders,
+ * waiters, nested row-locks joining, maxHoldMs cuts, one-try callers), sampled in PROCESSLIST.
+ */
+const DS_POOL = 4;
+const RUN_MS = 4_000;
+
+describe('row-lock DataSource budget and small library pools', () => {
+  let db: TestDatabase;
+  before(async () => {
+    db = await TestDatabase.create();
+  });
+  after(async () => {
+    await db?.drop();
+  });
+
+  for (const poolSize of [2, 3])
+    it(`row-lock load: DataSource sessions ≤ ${DS_POOL - 1}, library ≤ ${poolSize}, none after close`, async (t) => {
+      const { app, locks } = await createLockApp(
+        db.settings,
+        { poolSize, strategy: 'row-lock', maxHoldMs: 60, leaseMs: 1_000, janitor: { intervalMs: 150, logRetentionMs: 0, idleKeyMs: 0 } },
+        { poolSize: DS_POOL },
+      );
+      type Threads = { _allConnections: { toArray(): { threadId: number | null }[] } };
+      const threadsOf = (...pools: Threads[]) => new Set(pools.flatMap((p) => p._allConnections.toArray().map((c) => c.threadId)));
+      const library = mysqlLogOf(locks).pool as unknown as { pool: Threads; reserved: Threads };
+      void app.get(DataSource);
+      const raw: string[] = [];
+      const kinds = new Map<string, number>();
+      const note = (e: unknown) => {
+        const k = (e as Error)?.constructor?.name;
+        kinds.set(k, (kinds.get(k) ?? 0) + 1);
+        if (!(e instanceof DbLockError)) raw.push(`${k}: ${(e as Error)?.message}`);
+      };
+      const until = performance.now() + RUN_MS;
+      const workers: Promise<void>[] = [];
+      for (let c = 0; c < 12; c++)
+        workers.push(
+          (async () => {
+            for (let i = 0; performance.now() < until; i++) {
+              await locks
+                .runLocked(
+                  `r:${c % 3}`,
+                  async () => {
+                    await locks.manager.query('SELECT 1');
+                    if (c % 4 === 1) await locks.runLocked(`r:${(c + 1) % 3}:inner`, () => locks.manager.query('SELECT 2'), { timeoutMs: 100 });
+                    await sleep(Math.floor(Math.random() * (c % 5 === 0 ? 100 : 10)));
+                  },
+                  { timeoutMs: c % 3 === 0 ? 0 : 250, mode: c % 6 === 2 ? 'read' : 'write' },
+                )
+                .catch(note);
+              await new Promise(setImmediate);
+            }
+          })(),
+        );
+      workers.push(
+        (async () => {
+          while (performance.now() < until) {
+            await locks.listLocks({ limit: 3 }).catch(note);
+            await locks.inspect('r:0').catch(note);
+            await sleep(10);
+          }
+        })(),
+      );
+      let mostDs = 0;
+      let mostLib = 0;
+      let worst: unknown = [];
+      let done = false;
+      const all = Promise.all(workers).finally(() => (done = true));
+      while (!done) {
+        const libBefore = threadsOf(library.pool, library.reserved);
+        const rows = await db.query<{ id: number; info: string | null; command: string }[]>(
+          'SELECT id, info, command FROM information_schema.PROCESSLIST WHERE db = ? AND id <> CONNECTION_ID()',
+          [db.name],
+        );
+        const libAfter = threadsOf(library.pool, library.reserved);
+        const lib = rows.filter((r) => libBefore.has(Number(r.id)) || libAfter.has(Number(r.id)));
+        // Skipped while a library connection is in its handshake (no thread id yet): it would count as the DataSource's.
+        if (!libBefore.has(null) && !libAfter.has(null)) {
+          const ds = rows.length - lib.length;
+          if (ds > mostDs) worst = rows.map((r) => ({ ...r, lib: libBefore.has(Number(r.id)) || libAfter.has(Number(r.id)) }));
+          mostDs = Math.max(mostDs, ds);
+        }
+        mostLib = Math.max(mostLib, lib.length);
+        await sleep(2);
+      }
+      await all;
+      await app.close();
+      let left = await db.query<unknown[]>('SELECT id, command, info FROM information_schema.PROCESSLIST WHERE db = ? AND id <> CONNECTION_ID()', [db.name]);
+      for (const stop = performance.now() + 300; left.length > 0 && performance.now() < stop; await sleep(20))
+        left = await db.query<unknown[]>('SELECT id, command, info FROM information_schema.PROCESSLIST WHERE db = ? AND id <> CONNECTION_ID()', [db.name]);
+      t.diagnostic(`most DataSource sessions ${mostDs}, most library ${mostLib}; errors ${JSON.stringify([...kinds])}`);
+      assert.deepEqual(raw.slice(0, 5), [], `errors that are not DbLockErrors reached callers (${raw.length})`);
+      assert.ok(mostLib <= poolSize, `${mostLib} library sessions > poolSize ${poolSize}`);
+      assert.ok(mostDs <= DS_POOL - 1, `${mostDs} DataSource sessions > its pool size − 1 (${DS_POOL - 1}): ${JSON.stringify(worst)}`);
+      assert.deepEqual(left, [], 'no session left 300 ms after app.close()');
+    });
+});
