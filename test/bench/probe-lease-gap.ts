@@ -33,10 +33,12 @@ async function main(): Promise<void> {
     }
     const t0 = performance.now();
     const tag = current;
-    const wrapped = cb && ((e: unknown, r: unknown, f: unknown) => {
-      if (tag) wire[tag] = (wire[tag] ?? 0) + performance.now() - t0;
-      cb(e, r, f);
-    });
+    const wrapped =
+      cb &&
+      ((e: unknown, r: unknown, f: unknown) => {
+        if (tag) wire[tag] = (wire[tag] ?? 0) + performance.now() - t0;
+        cb(e, r, f);
+      });
     return values === undefined ? origQuery.call(this, sql, wrapped) : origQuery.call(this, sql, values, wrapped);
   };
   const c = mysql.createConnection({ ...db.settings });
@@ -75,7 +77,9 @@ async function main(): Promise<void> {
   }
   for (const [name, xs] of Object.entries(results)) {
     const ratios = xs.map((x, i) => x / (results.floor ?? xs)[i]!).sort((a, b) => a - b);
-    console.log(`${name.padEnd(12)} ratio median ${ratios[rounds >> 1]!.toFixed(3)} (${ratios[0]!.toFixed(3)}–${ratios[rounds - 1]!.toFixed(3)}), ${(xs.sort((a, b) => a - b)[rounds >> 1]! * 1000).toFixed(0)} µs`);
+    console.log(
+      `${name.padEnd(12)} ratio median ${ratios[rounds >> 1]!.toFixed(3)} (${ratios[0]!.toFixed(3)}–${ratios[rounds - 1]!.toFixed(3)}), ${(xs.sort((a, b) => a - b)[rounds >> 1]! * 1000).toFixed(0)} µs`,
+    );
   }
   if (process.env.PROBE_SQL) for (const sql of seen) console.log(`sent: ${sql}`);
   for (const name of Object.keys(wire)) console.log(`${name} on the wire ${((wire[name]! * 1000) / (ops * rounds)).toFixed(1)} µs/op`);

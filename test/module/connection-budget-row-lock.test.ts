@@ -98,9 +98,13 @@ describe('row-lock DataSource budget and small library pools', () => {
       }
       await all;
       await app.close();
-      let left = await db.query<unknown[]>('SELECT id, command, info FROM information_schema.PROCESSLIST WHERE db = ? AND id <> CONNECTION_ID()', [db.name]);
+      let left = await db.query<unknown[]>('SELECT id, command, info FROM information_schema.PROCESSLIST WHERE db = ? AND id <> CONNECTION_ID()', [
+        db.name,
+      ]);
       for (const stop = performance.now() + 300; left.length > 0 && performance.now() < stop; await sleep(20))
-        left = await db.query<unknown[]>('SELECT id, command, info FROM information_schema.PROCESSLIST WHERE db = ? AND id <> CONNECTION_ID()', [db.name]);
+        left = await db.query<unknown[]>('SELECT id, command, info FROM information_schema.PROCESSLIST WHERE db = ? AND id <> CONNECTION_ID()', [
+          db.name,
+        ]);
       t.diagnostic(`most DataSource sessions ${mostDs}, most library ${mostLib}; errors ${JSON.stringify([...kinds])}`);
       assert.deepEqual(raw.slice(0, 5), [], `errors that are not DbLockErrors reached callers (${raw.length})`);
       assert.ok(mostLib <= poolSize, `${mostLib} library sessions > poolSize ${poolSize}`);

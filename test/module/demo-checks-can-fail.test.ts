@@ -2,14 +2,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import request from 'supertest';
 import { type SampleApp, startSampleApp } from '../support/sample-app.js';
-import {
-  expectedAnswers,
-  moneyConserved,
-  noOverlap,
-  nothingLeftHeld,
-  ownershipChains,
-  uniqueOrderNumbers,
-} from '../../sample-app/demo/checks.js';
+import { expectedAnswers, moneyConserved, noOverlap, nothingLeftHeld, ownershipChains, uniqueOrderNumbers } from '../../sample-app/demo/checks.js';
 import type { Outcome } from '../../sample-app/demo/load.js';
 
 /**
@@ -22,8 +15,19 @@ describe('the demo checks are real (each fails when its guarantee is broken)', (
   const outcomes: Outcome[] = [];
 
   async function send(kind: Outcome['kind'], method: 'get' | 'post', path: string, body?: object): Promise<void> {
-    const r = method === 'get' ? await request(s.server).get(path) : await request(s.server).post(path).send(body ?? {});
-    outcomes.push({ kind, instance: 0, status: r.status, body: r.body as Record<string, unknown>, ...(r.body?.error ? { error: r.body.error } : {}) });
+    const r =
+      method === 'get'
+        ? await request(s.server).get(path)
+        : await request(s.server)
+            .post(path)
+            .send(body ?? {});
+    outcomes.push({
+      kind,
+      instance: 0,
+      status: r.status,
+      body: r.body as Record<string, unknown>,
+      ...(r.body?.error ? { error: r.body.error } : {}),
+    });
   }
 
   before(async () => {
@@ -76,7 +80,10 @@ describe('the demo checks are real (each fails when its guarantee is broken)', (
   });
 
   it('money conserved fails on a lost update of a loan, an unacknowledged repayment row, or a payout to nobody', async () => {
-    const lost = await broken(['UPDATE p2p_loan SET repaid_cents = repaid_cents - 500, outstanding_cents = outstanding_cents + 500 WHERE id = 1'], () => moneyConserved(db(), outcomes));
+    const lost = await broken(
+      ['UPDATE p2p_loan SET repaid_cents = repaid_cents - 500, outstanding_cents = outstanding_cents + 500 WHERE id = 1'],
+      () => moneyConserved(db(), outcomes),
+    );
     assert.equal(lost.ok, false, lost.detail);
     const extra = await broken(['INSERT INTO p2p_repayment (loan_id, cents, fencing_token) VALUES (1, 0, 99)'], () => moneyConserved(db(), outcomes));
     assert.equal(extra.ok, false, `a repayment row nobody was told about: ${extra.detail}`);
@@ -87,13 +94,20 @@ describe('the demo checks are real (each fails when its guarantee is broken)', (
   });
 
   it('claim sales serialised fails on two sales from the same owner (interleaved), or an unacknowledged sale', async () => {
-    const [first] = await db().query('SELECT from_investor_id AS f, fencing_token AS t FROM p2p_claim_transfer WHERE claim_id = 1 ORDER BY fencing_token LIMIT 1') as unknown as [{ f: number; t: number }[]];
+    const [first] = (await db().query(
+      'SELECT from_investor_id AS f, fencing_token AS t FROM p2p_claim_transfer WHERE claim_id = 1 ORDER BY fencing_token LIMIT 1',
+    )) as unknown as [{ f: number; t: number }[]];
     const twice = await broken(
-      [`INSERT INTO p2p_claim_transfer (claim_id, loan_id, from_investor_id, to_investor_id, fencing_token) VALUES (1, 1, ${first[0]!.f}, 8, ${Number(first[0]!.t) + 1000})`],
+      [
+        `INSERT INTO p2p_claim_transfer (claim_id, loan_id, from_investor_id, to_investor_id, fencing_token) VALUES (1, 1, ${first[0]!.f}, 8, ${Number(first[0]!.t) + 1000})`,
+      ],
       () => ownershipChains(db(), outcomes),
     );
     assert.equal(twice.ok, false, twice.detail);
-    const fewer = await ownershipChains(db(), outcomes.filter((o, i) => !(o.kind === 'transfer' && i === outcomes.findIndex((x) => x.kind === 'transfer'))));
+    const fewer = await ownershipChains(
+      db(),
+      outcomes.filter((o, i) => !(o.kind === 'transfer' && i === outcomes.findIndex((x) => x.kind === 'transfer'))),
+    );
     assert.equal(fewer.ok, false, fewer.detail);
   });
 
@@ -102,13 +116,22 @@ describe('the demo checks are real (each fails when its guarantee is broken)', (
       ['write/write', [logRow('p2p:loan:9', 'write', 'RELEASED', 0, 1000), logRow('p2p:loan:9', 'write', 'RELEASED', 999, 2000)]],
       ['read inside write', [logRow('p2p:loan:9', 'write', 'RELEASED', 0, 1000), logRow('p2p:loan:9', 'read', 'FAILED', 10, 20)]],
       ['write inside read', [logRow('p2p:loan:9', 'read', 'RELEASED', 0, 1000), logRow('p2p:loan:9', 'write', 'RELEASED', 10, 20)]],
-      ['write after a long read and a short one', [logRow('p2p:loan:9', 'read', 'RELEASED', 0, 1000), logRow('p2p:loan:9', 'read', 'RELEASED', 5, 6), logRow('p2p:loan:9', 'write', 'RELEASED', 500, 600)]],
+      [
+        'write after a long read and a short one',
+        [
+          logRow('p2p:loan:9', 'read', 'RELEASED', 0, 1000),
+          logRow('p2p:loan:9', 'read', 'RELEASED', 5, 6),
+          logRow('p2p:loan:9', 'write', 'RELEASED', 500, 600),
+        ],
+      ],
       ['equal starts', [logRow('p2p:loan:9', 'read', 'RELEASED', 0, 5), logRow('p2p:loan:9', 'write', 'RELEASED', 0, 10)]],
     ] as const) {
       const c = await broken([...rows], () => noOverlap(db()));
       assert.equal(c.ok, false, `${name}: ${c.detail}`);
     }
-    const readers = await broken([logRow('p2p:loan:9', 'read', 'RELEASED', 0, 1000), logRow('p2p:loan:9', 'read', 'RELEASED', 10, 20)], () => noOverlap(db()));
+    const readers = await broken([logRow('p2p:loan:9', 'read', 'RELEASED', 0, 1000), logRow('p2p:loan:9', 'read', 'RELEASED', 10, 20)], () =>
+      noOverlap(db()),
+    );
     assert.equal(readers.ok, true, `readers may overlap: ${readers.detail}`);
   });
 
@@ -116,7 +139,9 @@ describe('the demo checks are real (each fails when its guarantee is broken)', (
     const first = outcomes.find((o) => o.kind === 'order')!;
     const dup = await uniqueOrderNumbers(db(), [...outcomes, { ...first }]);
     assert.equal(dup.ok, false, dup.detail);
-    const stored = await broken(["INSERT INTO p2p_order (order_number, fencing_token) VALUES ('ORD-X', 1)"], () => uniqueOrderNumbers(db(), outcomes));
+    const stored = await broken(["INSERT INTO p2p_order (order_number, fencing_token) VALUES ('ORD-X', 1)"], () =>
+      uniqueOrderNumbers(db(), outcomes),
+    );
     assert.equal(stored.ok, false, stored.detail);
   });
 

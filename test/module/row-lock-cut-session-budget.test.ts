@@ -28,84 +28,97 @@ describe('row-lock DataSource budget when maxHoldMs cuts a statement in flight',
   });
 
   for (const poolSize of [3])
-    it(`maxHoldMs cuts holders mid-statement: DataSource sessions on the server stay ≤ pool size − 1 (${DS_POOL - 1})`, { todo: 'known bug, not fixed yet: a cut row-lock session lives on the server until its statement ends while its slot is handed on (see docs/notes/open-defects.md)' }, async (t) => {
-      const { app, locks } = await createLockApp(
-        db.settings,
-        { poolSize, strategy: 'row-lock', maxHoldMs: 60, leaseMs: 1_000, janitor: { intervalMs: 150, logRetentionMs: 0, idleKeyMs: 0 } },
-        { poolSize: DS_POOL },
-      );
-      type Threads = { _allConnections: { toArray(): { threadId: number | null }[] } };
-      const threadsOf = (...pools: Threads[]) => new Set(pools.flatMap((p) => p._allConnections.toArray().map((c) => c.threadId)));
-      const library = mysqlLogOf(locks).pool as unknown as { pool: Threads; reserved: Threads };
-      void app.get(DataSource);
-      const raw: string[] = [];
-      const kinds = new Map<string, number>();
-      const note = (e: unknown) => {
-        const k = (e as Error)?.constructor?.name;
-        kinds.set(k, (kinds.get(k) ?? 0) + 1);
-        if (!(e instanceof DbLockError)) raw.push(`${k}: ${(e as Error)?.message}`);
-      };
-      const until = performance.now() + RUN_MS;
-      const workers: Promise<void>[] = [];
-      for (let c = 0; c < 12; c++)
+    it(
+      `maxHoldMs cuts holders mid-statement: DataSource sessions on the server stay ≤ pool size − 1 (${DS_POOL - 1})`,
+      {
+        todo: 'known bug, not fixed yet: a cut row-lock session lives on the server until its statement ends while its slot is handed on (see docs/notes/open-defects.md)',
+      },
+      async (t) => {
+        const { app, locks } = await createLockApp(
+          db.settings,
+          { poolSize, strategy: 'row-lock', maxHoldMs: 60, leaseMs: 1_000, janitor: { intervalMs: 150, logRetentionMs: 0, idleKeyMs: 0 } },
+          { poolSize: DS_POOL },
+        );
+        type Threads = { _allConnections: { toArray(): { threadId: number | null }[] } };
+        const threadsOf = (...pools: Threads[]) => new Set(pools.flatMap((p) => p._allConnections.toArray().map((c) => c.threadId)));
+        const library = mysqlLogOf(locks).pool as unknown as { pool: Threads; reserved: Threads };
+        void app.get(DataSource);
+        const raw: string[] = [];
+        const kinds = new Map<string, number>();
+        const note = (e: unknown) => {
+          const k = (e as Error)?.constructor?.name;
+          kinds.set(k, (kinds.get(k) ?? 0) + 1);
+          if (!(e instanceof DbLockError)) raw.push(`${k}: ${(e as Error)?.message}`);
+        };
+        const until = performance.now() + RUN_MS;
+        const workers: Promise<void>[] = [];
+        for (let c = 0; c < 12; c++)
+          workers.push(
+            (async () => {
+              for (let i = 0; performance.now() < until; i++) {
+                await locks
+                  .runLocked(
+                    `r:${c % 3}`,
+                    async () => {
+                      await locks.manager.query('SELECT 1');
+                      await locks.manager.query('SELECT SLEEP(0.4)');
+                      await sleep(Math.floor(Math.random() * (c % 5 === 0 ? 100 : 10)));
+                    },
+                    { timeoutMs: c % 3 === 0 ? 0 : 250, mode: c % 6 === 2 ? 'read' : 'write' },
+                  )
+                  .catch(note);
+                await new Promise(setImmediate);
+              }
+            })(),
+          );
         workers.push(
           (async () => {
-            for (let i = 0; performance.now() < until; i++) {
-              await locks
-                .runLocked(
-                  `r:${c % 3}`,
-                  async () => {
-                    await locks.manager.query('SELECT 1');
-                    await locks.manager.query('SELECT SLEEP(0.4)');
-                    await sleep(Math.floor(Math.random() * (c % 5 === 0 ? 100 : 10)));
-                  },
-                  { timeoutMs: c % 3 === 0 ? 0 : 250, mode: c % 6 === 2 ? 'read' : 'write' },
-                )
-                .catch(note);
-              await new Promise(setImmediate);
+            while (performance.now() < until) {
+              await locks.listLocks({ limit: 3 }).catch(note);
+              await locks.inspect('r:0').catch(note);
+              await sleep(10);
             }
           })(),
         );
-      workers.push(
-        (async () => {
-          while (performance.now() < until) {
-            await locks.listLocks({ limit: 3 }).catch(note);
-            await locks.inspect('r:0').catch(note);
-            await sleep(10);
+        let mostDs = 0;
+        let mostLib = 0;
+        let worst: unknown = [];
+        let done = false;
+        const all = Promise.all(workers).finally(() => (done = true));
+        while (!done) {
+          const libBefore = threadsOf(library.pool, library.reserved);
+          const rows = await db.query<{ id: number; info: string | null; command: string }[]>(
+            'SELECT id, info, command FROM information_schema.PROCESSLIST WHERE db = ? AND id <> CONNECTION_ID()',
+            [db.name],
+          );
+          const libAfter = threadsOf(library.pool, library.reserved);
+          const lib = rows.filter((r) => libBefore.has(Number(r.id)) || libAfter.has(Number(r.id)));
+          // Skipped while a library connection is in its handshake (no thread id yet): it would count as the DataSource's.
+          if (!libBefore.has(null) && !libAfter.has(null)) {
+            const ds = rows.length - lib.length;
+            if (ds > mostDs) worst = rows.map((r) => ({ ...r, lib: libBefore.has(Number(r.id)) || libAfter.has(Number(r.id)) }));
+            mostDs = Math.max(mostDs, ds);
           }
-        })(),
-      );
-      let mostDs = 0;
-      let mostLib = 0;
-      let worst: unknown = [];
-      let done = false;
-      const all = Promise.all(workers).finally(() => (done = true));
-      while (!done) {
-        const libBefore = threadsOf(library.pool, library.reserved);
-        const rows = await db.query<{ id: number; info: string | null; command: string }[]>(
-          'SELECT id, info, command FROM information_schema.PROCESSLIST WHERE db = ? AND id <> CONNECTION_ID()',
-          [db.name],
-        );
-        const libAfter = threadsOf(library.pool, library.reserved);
-        const lib = rows.filter((r) => libBefore.has(Number(r.id)) || libAfter.has(Number(r.id)));
-        // Skipped while a library connection is in its handshake (no thread id yet): it would count as the DataSource's.
-        if (!libBefore.has(null) && !libAfter.has(null)) {
-          const ds = rows.length - lib.length;
-          if (ds > mostDs) worst = rows.map((r) => ({ ...r, lib: libBefore.has(Number(r.id)) || libAfter.has(Number(r.id)) }));
-          mostDs = Math.max(mostDs, ds);
+          mostLib = Math.max(mostLib, lib.length);
+          await sleep(2);
         }
-        mostLib = Math.max(mostLib, lib.length);
-        await sleep(2);
-      }
-      await all;
-      await app.close();
-      let left = await db.query<unknown[]>('SELECT id, command, info FROM information_schema.PROCESSLIST WHERE db = ? AND id <> CONNECTION_ID()', [db.name]);
-      for (const stop = performance.now() + 300; left.length > 0 && performance.now() < stop; await sleep(20))
-        left = await db.query<unknown[]>('SELECT id, command, info FROM information_schema.PROCESSLIST WHERE db = ? AND id <> CONNECTION_ID()', [db.name]);
-      t.diagnostic(`most DataSource sessions ${mostDs}, most library ${mostLib}; errors ${JSON.stringify([...kinds])}`);
-      assert.deepEqual(raw.slice(0, 5), [], `errors that are not DbLockErrors reached callers (${raw.length})`);
-      assert.ok(mostLib <= poolSize, `${mostLib} library sessions > poolSize ${poolSize}`);
-      assert.ok(mostDs <= DS_POOL - 1, `${mostDs} DataSource sessions on the server > the documented bound for row-lock holders and waiters, its pool size − 1 (${DS_POOL - 1}): cut holders' sessions still run their statement (and hold their row locks) while new callers got their slots: ${JSON.stringify(worst)}`);
-      assert.deepEqual(left, [], 'no session left 300 ms after app.close()');
-    });
+        await all;
+        await app.close();
+        let left = await db.query<unknown[]>('SELECT id, command, info FROM information_schema.PROCESSLIST WHERE db = ? AND id <> CONNECTION_ID()', [
+          db.name,
+        ]);
+        for (const stop = performance.now() + 300; left.length > 0 && performance.now() < stop; await sleep(20))
+          left = await db.query<unknown[]>('SELECT id, command, info FROM information_schema.PROCESSLIST WHERE db = ? AND id <> CONNECTION_ID()', [
+            db.name,
+          ]);
+        t.diagnostic(`most DataSource sessions ${mostDs}, most library ${mostLib}; errors ${JSON.stringify([...kinds])}`);
+        assert.deepEqual(raw.slice(0, 5), [], `errors that are not DbLockErrors reached callers (${raw.length})`);
+        assert.ok(mostLib <= poolSize, `${mostLib} library sessions > poolSize ${poolSize}`);
+        assert.ok(
+          mostDs <= DS_POOL - 1,
+          `${mostDs} DataSource sessions on the server > the documented bound for row-lock holders and waiters, its pool size − 1 (${DS_POOL - 1}): cut holders' sessions still run their statement (and hold their row locks) while new callers got their slots: ${JSON.stringify(worst)}`,
+        );
+        assert.deepEqual(left, [], 'no session left 300 ms after app.close()');
+      },
+    );
 });

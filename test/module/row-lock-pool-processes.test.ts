@@ -36,13 +36,18 @@ export async function crowd(ctx: WorkerContext<{ key: string; count: number }>):
   return failed.length ? (failed as string[]).join(' | ') : (runs as { token: number; start: number; end: number }[]);
 }
 
-export async function oneTries(ctx: WorkerContext<{ prefix: string; count: number; held?: string }>): Promise<{ outcomes: string[]; heldMs: number; heldAnswer: string }> {
+export async function oneTries(
+  ctx: WorkerContext<{ prefix: string; count: number; held?: string }>,
+): Promise<{ outcomes: string[]; heldMs: number; heldAnswer: string }> {
   const { prefix, count, held } = ctx.args;
   const outcomes = await Promise.all(
     Array.from({ length: count }, (_, i) =>
       ctx.locks
         .runLocked(`${prefix}:${i}`, async () => 'ran', { onLocked: 'skip', transaction: 'none', strategy: 'row-lock' })
-        .then((v) => v ?? 'skipped', (e: Error) => `${e.name}: ${e.message}`),
+        .then(
+          (v) => v ?? 'skipped',
+          (e: Error) => `${e.name}: ${e.message}`,
+        ),
     ),
   );
   let heldMs = 0;
@@ -69,7 +74,11 @@ if (!process.env.DB_LOCK_WORKER) {
 
     it('at most pool − 1 waiters per process in the database; all granted in turn after the holder goes', async () => {
       const { app, locks } = await createLockApp(db.settings, { strategy: 'row-lock', janitor: false });
-      const workers = await LockWorker.startMany(2, { settings: db.settings, options: { strategy: 'row-lock', janitor: false }, mysqlExtra: { connectionLimit: 3 } });
+      const workers = await LockWorker.startMany(2, {
+        settings: db.settings,
+        options: { strategy: 'row-lock', janitor: false },
+        mysqlExtra: { connectionLimit: 3 },
+      });
       try {
         await locks.withLock('mp', async () => undefined);
         const holder = await locks.acquire('mp');
@@ -92,7 +101,10 @@ if (!process.env.DB_LOCK_WORKER) {
         assert.equal(all.length, 12);
         for (let i = 1; i < all.length; i++) {
           assert.ok(all[i]!.token > all[i - 1]!.token, `tokens not strictly increasing: ${all.map((x) => x.token).join(',')}`);
-          assert.ok(all[i]!.start >= all[i - 1]!.end, `holds overlap: token ${all[i - 1]!.token} ran until ${all[i - 1]!.end}, token ${all[i]!.token} began at ${all[i]!.start}`);
+          assert.ok(
+            all[i]!.start >= all[i - 1]!.end,
+            `holds overlap: token ${all[i - 1]!.token} ran until ${all[i - 1]!.end}, token ${all[i]!.token} began at ${all[i]!.start}`,
+          );
         }
       } finally {
         await Promise.all(workers.map((w) => w.close()));
@@ -106,7 +118,11 @@ if (!process.env.DB_LOCK_WORKER) {
       try {
         await locks.withLock('ot:held', async () => undefined);
         const holder = await locks.acquire('ot:held');
-        const r = await worker!.run<{ outcomes: string[]; heldMs: number; heldAnswer: string }>(SELF, 'oneTries', { prefix: 'ot:new', count: 6, held: 'ot:held' });
+        const r = await worker!.run<{ outcomes: string[]; heldMs: number; heldAnswer: string }>(SELF, 'oneTries', {
+          prefix: 'ot:new',
+          count: 6,
+          held: 'ot:held',
+        });
         await holder.release();
         assert.deepEqual(r.outcomes, Array(6).fill('ran'), `skip jobs on free never-used keys: ${r.outcomes.join(' | ')}`);
         assert.equal(r.heldAnswer, 'null', `tryAcquire on a key held elsewhere: ${r.heldAnswer}`);

@@ -51,7 +51,10 @@ describe('row-lock one try while every row-lock connection slot is taken by hold
     const { result, ms } = await withBusySlots('ta', () => locks.tryAcquire('ta:free'));
     const got = result !== null;
     if (result) await result.release();
-    assert.ok(got, `tryAcquire('ta:free') answered null after ${ms.toFixed(0)} ms though nobody holds that key and a connection freed ~100 ms later (README: a one try's connection is waited for at least 250 ms)`);
+    assert.ok(
+      got,
+      `tryAcquire('ta:free') answered null after ${ms.toFixed(0)} ms though nobody holds that key and a connection freed ~100 ms later (README: a one try's connection is waited for at least 250 ms)`,
+    );
   });
 
   it('acquire({ timeoutMs: 0 }) on a free key is granted', async () => {
@@ -64,12 +67,20 @@ describe('row-lock one try while every row-lock connection slot is taken by hold
         (e: Error) => e.name,
       ),
     );
-    assert.equal(result, 'granted', `acquire('t0:free', { timeoutMs: 0 }) gave ${result} after ${ms.toFixed(0)} ms though the key is free and a connection freed ~100 ms later`);
+    assert.equal(
+      result,
+      'granted',
+      `acquire('t0:free', { timeoutMs: 0 }) gave ${result} after ${ms.toFixed(0)} ms though the key is free and a connection freed ~100 ms later`,
+    );
   });
 
   it("runLocked onLocked 'skip' on a free key runs", async () => {
     const { result, ms } = await withBusySlots('sk', () => locks.runLocked('sk:free', async () => 'ran', { onLocked: 'skip', transaction: 'none' }));
-    assert.equal(result, 'ran', `the skip job on a free key was skipped (${String(result)}) after ${ms.toFixed(0)} ms: it was never sent, only because row-lock holders of other keys had every slot for ~100 ms more`);
+    assert.equal(
+      result,
+      'ran',
+      `the skip job on a free key was skipped (${String(result)}) after ${ms.toFixed(0)} ms: it was never sent, only because row-lock holders of other keys had every slot for ~100 ms more`,
+    );
   });
 
   it('timeoutMs: 100 on a free key is granted (connection wait is at least 250 ms)', async () => {
@@ -82,6 +93,10 @@ describe('row-lock one try while every row-lock connection slot is taken by hold
         (e: Error) => e.name,
       ),
     );
-    assert.equal(result, 'granted', `acquire('t1:free', { timeoutMs: 100 }) gave ${result} after ${ms.toFixed(0)} ms; README: a row-lock caller waits for a connection within its timeoutMs, at least 250 ms`);
+    assert.equal(
+      result,
+      'granted',
+      `acquire('t1:free', { timeoutMs: 100 }) gave ${result} after ${ms.toFixed(0)} ms; README: a row-lock caller waits for a connection within its timeoutMs, at least 250 ms`,
+    );
   });
 });

@@ -19,7 +19,9 @@ describe('row-lock slots come back from holds that end without a release', () =>
     await db?.drop();
   });
   async function sessions(): Promise<number> {
-    const rows = await db.query<{ n: number }[]>(`SELECT COUNT(*) AS n FROM information_schema.PROCESSLIST WHERE DB = ? AND ID <> CONNECTION_ID()`, [db.name]);
+    const rows = await db.query<{ n: number }[]>(`SELECT COUNT(*) AS n FROM information_schema.PROCESSLIST WHERE DB = ? AND ID <> CONNECTION_ID()`, [
+      db.name,
+    ]);
     return Number(rows[0]!.n);
   }
 
@@ -32,9 +34,15 @@ describe('row-lock slots come back from holds that end without a release', () =>
       const b: LockHandle = await locks.acquire('mh:b', { timeoutMs: 3_000 });
       const waited = performance.now() - t0;
       assert.ok(a.signal.aborted, 'the first hold was not given up at maxHoldMs');
-      assert.ok(waited >= 450 && waited < 1_500, `the queued caller got the slot after ${waited.toFixed(0)} ms (expected ~600 ms, at the first hold's maxHoldMs)`);
+      assert.ok(
+        waited >= 450 && waited < 1_500,
+        `the queued caller got the slot after ${waited.toFixed(0)} ms (expected ~600 ms, at the first hold's maxHoldMs)`,
+      );
       await new Promise((r) => setTimeout(r, 300));
-      assert.ok(!b.signal.aborted, `the second hold was lost ${(performance.now() - t0).toFixed(0)} ms after its caller began to wait, only ~300 ms after its grant (maxHoldMs 600 counted from the wait?)`);
+      assert.ok(
+        !b.signal.aborted,
+        `the second hold was lost ${(performance.now() - t0).toFixed(0)} ms after its caller began to wait, only ~300 ms after its grant (maxHoldMs 600 counted from the wait?)`,
+      );
       await b.release();
       await a.release().catch(() => undefined);
       const c = await locks.acquire('mh:a', { timeoutMs: 1_000 });
@@ -47,7 +55,7 @@ describe('row-lock slots come back from holds that end without a release', () =>
   it('holder connection killed: the slot frees for a queued caller, no session leaks', async () => {
     const { app, locks } = await createLockApp(db.settings, { strategy: 'row-lock', janitor: false }, { poolSize: 2 });
     try {
-            for (const k of ['kc:a', 'kc:b']) await locks.withLock(k, async () => undefined);
+      for (const k of ['kc:a', 'kc:b']) await locks.withLock(k, async () => undefined);
       let id = 0;
       const holder = locks
         .runLocked('kc:a', async () => {

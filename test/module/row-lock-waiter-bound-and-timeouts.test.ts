@@ -16,7 +16,9 @@ describe('row-lock waiting for a connection slot and in the database', () => {
   });
 
   async function sessions(): Promise<number> {
-    const rows = await db.query<{ n: number }[]>(`SELECT COUNT(*) AS n FROM information_schema.PROCESSLIST WHERE DB = ? AND ID <> CONNECTION_ID()`, [db.name]);
+    const rows = await db.query<{ n: number }[]>(`SELECT COUNT(*) AS n FROM information_schema.PROCESSLIST WHERE DB = ? AND ID <> CONNECTION_ID()`, [
+      db.name,
+    ]);
     return Number(rows[0]!.n);
   }
   const outcome = (p: Promise<LockHandle>) =>
@@ -40,9 +42,15 @@ describe('row-lock waiting for a connection slot and in the database', () => {
       const q2 = outcome(locks.acquire('mw:q2', { timeoutMs: 400 }));
       await new Promise((r) => setTimeout(r, 20));
       const third = await outcome(locks.acquire('mw:q3', { timeoutMs: 400 }));
-      assert.ok(third instanceof TooManyLockWaitersError, `the third caller queued for a slot (bound 2) got ${String(third)}, expected TooManyLockWaitersError`);
+      assert.ok(
+        third instanceof TooManyLockWaitersError,
+        `the third caller queued for a slot (bound 2) got ${String(third)}, expected TooManyLockWaitersError`,
+      );
       const [r1, r2] = await Promise.all([q1, q2]);
-      assert.ok(r1 instanceof LockTimeoutError && r2 instanceof LockTimeoutError, `queued callers: ${String(r1)} / ${String(r2)}; expected LockTimeoutError at their budget`);
+      assert.ok(
+        r1 instanceof LockTimeoutError && r2 instanceof LockTimeoutError,
+        `queued callers: ${String(r1)} / ${String(r2)}; expected LockTimeoutError at their budget`,
+      );
       // their places are free again: a new caller queues (then gets its slot when the holder goes)
       const again = outcome(locks.acquire('mw:q4', { timeoutMs: 3_000 }));
       await new Promise((r) => setTimeout(r, 50));
@@ -112,7 +120,15 @@ describe('row-lock waiting for a connection slot and in the database', () => {
       await w.release();
       const b = await locks.acquire('ss:b');
       t0 = performance.now();
-      const mixed = await outcome(locks.acquire([{ key: 'ss:a', mode: 'read' }, { key: 'ss:b', mode: 'write' }], { timeoutMs: 300 }));
+      const mixed = await outcome(
+        locks.acquire(
+          [
+            { key: 'ss:a', mode: 'read' },
+            { key: 'ss:b', mode: 'write' },
+          ],
+          { timeoutMs: 300 },
+        ),
+      );
       ms = performance.now() - t0;
       assert.ok(mixed instanceof LockTimeoutError, `mixed multi-key behind a holder of b: ${String(mixed)}`);
       assert.ok(ms >= 290 && ms <= 550, `mixed multi-key with timeoutMs 300 answered after ${ms.toFixed(0)} ms`);

@@ -36,7 +36,11 @@ describe('row-lock slot queue in stats and events', () => {
       const outcomes = await Promise.all(queued);
       assert.deepEqual(outcomes, ['LockTimeoutError', 'LockTimeoutError', 'LockTimeoutError']);
       const after = locks.stats();
-      assert.equal(after.timedOut - base.timedOut, 3, `timedOut grew by ${after.timedOut - base.timedOut}, expected 3 (the refused caller is not a timeout)`);
+      assert.equal(
+        after.timedOut - base.timedOut,
+        3,
+        `timedOut grew by ${after.timedOut - base.timedOut}, expected 3 (the refused caller is not a timeout)`,
+      );
       assert.equal(after.waiting, 0, `stats().waiting after all settled: ${after.waiting}`);
       const timedOutEvents = events.filter((e) => e.type === 'timed-out');
       assert.equal(timedOutEvents.length, 3, `timed-out events: ${JSON.stringify(events.map((e) => e.type))}`);

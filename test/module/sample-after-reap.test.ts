@@ -42,7 +42,9 @@ describe('sample order counter and claim history across a janitor reap', () => {
     await s.app.close(); // the first instance stops (its database stays)
 
     // Two hours pass with nothing held.
-    await s.db.query(`UPDATE db_lock_log SET acquired_at = acquired_at - INTERVAL 2 HOUR, expires_at = expires_at - INTERVAL 2 HOUR, ended_at = ended_at - INTERVAL 2 HOUR`);
+    await s.db.query(
+      `UPDATE db_lock_log SET acquired_at = acquired_at - INTERVAL 2 HOUR, expires_at = expires_at - INTERVAL 2 HOUR, ended_at = ended_at - INTERVAL 2 HOUR`,
+    );
     await s.db.query(`UPDATE db_lock SET last_granted_at = last_granted_at - INTERVAL 2 HOUR WHERE last_granted_at IS NOT NULL`);
 
     const keyRows = async () =>
@@ -79,7 +81,17 @@ describe('sample order counter and claim history across a janitor reap', () => {
     const t3 = await request(server).post('/loans/4/claims/13/transfer').send({ buyerId: 3 });
     assert.equal(t3.status, 201, JSON.stringify(t3.body));
     assert.ok(t3.body.fencingToken > t2.body.fencingToken, `claim token after the reap ${t3.body.fencingToken} > ${t2.body.fencingToken}`);
-    const chain = await s.db.query<{ f: number; t: number }[]>('SELECT from_investor_id AS f, to_investor_id AS t FROM p2p_claim_transfer WHERE claim_id = 13 ORDER BY fencing_token');
-    assert.deepEqual(chain.map((r) => [r.f, r.t]), [[5, 1], [1, 2], [2, 3]], 'the history in token order is the chain of owners');
+    const chain = await s.db.query<{ f: number; t: number }[]>(
+      'SELECT from_investor_id AS f, to_investor_id AS t FROM p2p_claim_transfer WHERE claim_id = 13 ORDER BY fencing_token',
+    );
+    assert.deepEqual(
+      chain.map((r) => [r.f, r.t]),
+      [
+        [5, 1],
+        [1, 2],
+        [2, 3],
+      ],
+      'the history in token order is the chain of owners',
+    );
   });
 });

@@ -32,7 +32,10 @@ describe('sample app lock rows, statuses and stats', () => {
     const response = await request(s.server).get('/loans/77');
     assert.equal(response.status, 404, JSON.stringify(response.body));
     const added = (await logRows(s.db, 'p2p:loan:77')).slice(rowsBefore);
-    assert.deepEqual(added.map((r) => `${r.mode} ${r.status}`), ['read FAILED']);
+    assert.deepEqual(
+      added.map((r) => `${r.mode} ${r.status}`),
+      ['read FAILED'],
+    );
   });
 
   it('an order while the day counter lock is held waits the timeout, then 423 with Retry-After; nothing stored', async () => {
@@ -75,7 +78,14 @@ describe('sample app lock rows, statuses and stats', () => {
   });
 
   it('after all calls settled: held 0, waiting 0, every grant given back (acquired = released + lost)', async () => {
-    const stats = (await request(s.server).get('/locks/stats')).body as { held: number; waiting: number; acquired: number; released: number; lost: number; timedOut: number };
+    const stats = (await request(s.server).get('/locks/stats')).body as {
+      held: number;
+      waiting: number;
+      acquired: number;
+      released: number;
+      lost: number;
+      timedOut: number;
+    };
     assert.equal(stats.held, 0, JSON.stringify(stats));
     assert.equal(stats.waiting, 0, JSON.stringify(stats));
     assert.equal(stats.acquired, stats.released + stats.lost, `acquired ${stats.acquired} != released ${stats.released} + lost ${stats.lost}`);

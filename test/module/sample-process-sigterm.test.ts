@@ -12,9 +12,18 @@ import type { LockService } from '../../lib/index.js';
  */
 const PORT = 3190 + (process.pid % 7);
 
-async function post(base: string, path: string, body: unknown): Promise<{ status: number; body: Record<string, unknown> } | { status: 0; error: string }> {
+async function post(
+  base: string,
+  path: string,
+  body: unknown,
+): Promise<{ status: number; body: Record<string, unknown> } | { status: 0; error: string }> {
   try {
-    const r = await fetch(base + path, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body), signal: AbortSignal.timeout(20_000) });
+    const r = await fetch(base + path, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+      signal: AbortSignal.timeout(20_000),
+    });
     return { status: r.status, body: (await r.json()) as Record<string, unknown> };
   } catch (error) {
     return { status: 0, error: String(error) };
@@ -43,15 +52,19 @@ describe('SIGTERM of a sample instance with requests in flight', () => {
     try {
       instance = startInstance('probe', PORT, url.href);
     } finally {
-      for (const k of Object.keys(env)) if (saved[k] === undefined) delete process.env[k];
-      else process.env[k] = saved[k];
+      for (const k of Object.keys(env))
+        if (saved[k] === undefined) delete process.env[k];
+        else process.env[k] = saved[k];
     }
     await waitUntilReady(instance);
     return instance;
   }
 
   async function connectionsOfDb(): Promise<number> {
-    const [{ n }] = await db.query<[{ n: number }]>('SELECT COUNT(*) AS n FROM information_schema.PROCESSLIST WHERE DB = ? AND ID <> CONNECTION_ID()', [db.name]);
+    const [{ n }] = await db.query<[{ n: number }]>(
+      'SELECT COUNT(*) AS n FROM information_schema.PROCESSLIST WHERE DB = ? AND ID <> CONNECTION_ID()',
+      [db.name],
+    );
     return Number(n);
   }
 
@@ -77,7 +90,10 @@ describe('SIGTERM of a sample instance with requests in flight', () => {
     // Nest's shutdown hooks re-raise the signal once the app closed: 'SIGTERM' is a graceful end.
     assert.equal(how, 'SIGTERM', `process end: ${how}\n${inst.output.join('\n')}`);
     assert.ok(answeredAfter < 3_000, `answered ${Math.round(answeredAfter)} ms after SIGTERM`);
-    const [{ live }] = await db.query<[{ live: number }]>(`SELECT COUNT(*) AS live FROM db_lock_log WHERE status IN ('ACQUIRED','COMPLETED') AND holder NOT LIKE ?`, [`%:${process.pid}`]);
+    const [{ live }] = await db.query<[{ live: number }]>(
+      `SELECT COUNT(*) AS live FROM db_lock_log WHERE status IN ('ACQUIRED','COMPLETED') AND holder NOT LIKE ?`,
+      [`%:${process.pid}`],
+    );
     assert.equal(Number(live), 0, 'the instance left no live row');
     const [{ n }] = await db.query<[{ n: number }]>('SELECT COUNT(*) AS n FROM p2p_repayment');
     assert.equal(Number(n), 0, 'nothing was repaid');
