@@ -8,31 +8,42 @@ const GAVE_UP = "No connection of the app's DataSource came free within the call
 export const CONNECT_GRACE_MS = 250;
 
 /**
- * Connects `runner` by `deadline` (performance.now(); Infinity: no bound), or within
+ * Connects `runner` by `deadline` (performance.now(); Infinity: no bound) unless `shutdown` aborts first, or within
  * CONNECT_GRACE_MS if that is later. TypeORM waits for a pool connection as long as the app's own
  * work holds them all; a caller's budget must still end its wait (LockStatementError 'deadline', a
  * timeout to the caller). The runner is then released here once its connection arrives (TypeORM
  * gives back nothing when released before that): the caller must not release it too, or the
  * connection would go back to the pool twice.
  */
-export function connectWithin(runner: QueryRunner, deadline: number): Promise<void> {
+export function connectWithin(runner: QueryRunner, deadline: number, shutdown?: AbortSignal): Promise<void> {
   const connecting = runner.connect();
-  if (deadline === Infinity) return connecting.then(() => undefined);
+  if (deadline === Infinity && !shutdown) return connecting.then(() => undefined);
   // One promise settled by whichever comes first (no Promise.race): this runs on every row-lock hold.
   return new Promise<void>((resolve, reject) => {
     let gaveUp = false;
-    const watched = deadlines.watch(Math.max(deadline, performance.now() + CONNECT_GRACE_MS), () => {
+    const giveUp = (error: LockStatementError): void => {
+      if (gaveUp) return;
       gaveUp = true;
-      reject(LockStatementError.deadline(GAVE_UP));
-    });
+      reject(error);
+    };
+    const stopped = (): void => giveUp(LockStatementError.notSent('The lock service is shutting down'));
+    const watched =
+      deadline === Infinity
+        ? undefined
+        : deadlines.watch(Math.max(deadline, performance.now() + CONNECT_GRACE_MS), () => giveUp(LockStatementError.deadline(GAVE_UP)));
+    shutdown?.addEventListener('abort', stopped, { once: true });
+    const settled = (): void => {
+      watched?.cancel();
+      shutdown?.removeEventListener('abort', stopped);
+    };
     connecting.then(
       () => {
-        watched.cancel();
+        settled();
         if (gaveUp) void runner.release().catch(() => undefined);
         else resolve();
       },
       (error: unknown) => {
-        watched.cancel();
+        settled();
         if (!gaveUp) reject(error);
       },
     );

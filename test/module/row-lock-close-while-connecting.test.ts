@@ -21,47 +21,41 @@ describe('shutdown while a row-lock caller waits for a pool connection held by t
     await db?.drop();
   });
 
-  it(
-    'close() ends promptly and the caller is rejected with a DbLockError',
-    {
-      todo: 'known bug, not fixed yet: shutdown does not cancel a row-lock try still waiting for a DataSource connection (see docs/notes/open-defects.md)',
-    },
-    async () => {
-      const { app, locks } = await createLockApp(db.settings, { strategy: 'row-lock', janitor: false, shutdownTimeoutMs: 500 }, { poolSize: 2 });
-      const ds = app.get(DataSource);
-      await locks.withLock('sc:x', async () => undefined);
-      const runners: QueryRunner[] = [ds.createQueryRunner(), ds.createQueryRunner()];
-      try {
-        for (const r of runners) await r.connect(); // the app's own work holds every connection
-        const t0 = performance.now();
-        let settledAt = 0;
-        const caller = locks.acquire('sc:x', { timeoutMs: 8_000 }).then(
-          async (h) => {
-            settledAt = performance.now() - t0;
-            await h.release().catch(() => undefined);
-            return 'granted' as unknown;
-          },
-          (e: unknown) => {
-            settledAt = performance.now() - t0;
-            return e;
-          },
-        );
-        await new Promise((r) => setTimeout(r, 300));
-        const c0 = performance.now();
-        const closed = app.close().then(() => performance.now() - c0);
-        const closeMs = await Promise.race([closed, new Promise<number>((r) => setTimeout(() => r(-1), 4_000))]);
-        const outcome = await Promise.race([caller, new Promise((r) => setTimeout(() => r('still pending'), 1_000))]);
-        assert.ok(
-          closeMs >= 0 && closeMs < 3_000,
-          `app.close() ${closeMs < 0 ? 'had not returned 4 s after it began' : `took ${closeMs.toFixed(0)} ms`} while a row-lock caller (timeoutMs 8000) waited for a DataSource connection; the caller ${
-            settledAt ? `settled ${settledAt.toFixed(0)} ms after it began` : 'was still pending'
-          } with ${String(outcome)}`,
-        );
-        assert.ok(outcome instanceof DbLockError, `the waiting caller after close: ${String(outcome)}; expected a typed DbLockError`);
-      } finally {
-        for (const r of runners) await r.release().catch(() => undefined);
-        await app.close().catch(() => undefined);
-      }
-    },
-  );
+  it('close() ends promptly and the caller is rejected with a DbLockError', async () => {
+    const { app, locks } = await createLockApp(db.settings, { strategy: 'row-lock', janitor: false, shutdownTimeoutMs: 500 }, { poolSize: 2 });
+    const ds = app.get(DataSource);
+    await locks.withLock('sc:x', async () => undefined);
+    const runners: QueryRunner[] = [ds.createQueryRunner(), ds.createQueryRunner()];
+    try {
+      for (const r of runners) await r.connect(); // the app's own work holds every connection
+      const t0 = performance.now();
+      let settledAt = 0;
+      const caller = locks.acquire('sc:x', { timeoutMs: 8_000 }).then(
+        async (h) => {
+          settledAt = performance.now() - t0;
+          await h.release().catch(() => undefined);
+          return 'granted' as unknown;
+        },
+        (e: unknown) => {
+          settledAt = performance.now() - t0;
+          return e;
+        },
+      );
+      await new Promise((r) => setTimeout(r, 300));
+      const c0 = performance.now();
+      const closed = app.close().then(() => performance.now() - c0);
+      const closeMs = await Promise.race([closed, new Promise<number>((r) => setTimeout(() => r(-1), 4_000))]);
+      const outcome = await Promise.race([caller, new Promise((r) => setTimeout(() => r('still pending'), 1_000))]);
+      assert.ok(
+        closeMs >= 0 && closeMs < 3_000,
+        `app.close() ${closeMs < 0 ? 'had not returned 4 s after it began' : `took ${closeMs.toFixed(0)} ms`} while a row-lock caller (timeoutMs 8000) waited for a DataSource connection; the caller ${
+          settledAt ? `settled ${settledAt.toFixed(0)} ms after it began` : 'was still pending'
+        } with ${String(outcome)}`,
+      );
+      assert.ok(outcome instanceof DbLockError, `the waiting caller after close: ${String(outcome)}; expected a typed DbLockError`);
+    } finally {
+      for (const r of runners) await r.release().catch(() => undefined);
+      await app.close().catch(() => undefined);
+    }
+  });
 });

@@ -38,7 +38,6 @@ export interface RowLockHost extends HeldLockHost {
  * the locked work runs in it. The server queues the waiters, hands the lock over at COMMIT, and
  * frees it the moment the holder's connection closes. No lease, no renewal, no local deadline: a
  * stalled holder keeps its lock, and nobody else gets in, for as long as its transaction is open.
- *
  * The audit rows are written in the commit that ends the hold (terminal, RELEASED, atomically
  * with the work); a hold that rolled back gets its row afterwards, batched (TerminalRows).
  */
@@ -59,7 +58,8 @@ export class RowLockStrategy implements LockStrategy {
   private readonly recorded = new WeakSet<HeldLock>();
   /** Sessions whose take may be waiting in the database: shutdown cuts them. */
   private readonly taking = new Set<QueryRunner>();
-  private cancelled = false;
+  /** Aborted at shutdown: tries still waiting for a DataSource connection stop waiting. */
+  private readonly shutdown = new AbortController();
 
   constructor(
     readonly host: RowLockHost,
@@ -98,7 +98,7 @@ export class RowLockStrategy implements LockStrategy {
    * to the caller's work, every step is inside the critical section of a contended key.
    */
   private grantOnSlot(attempt: GrantAttempt): Promise<AttemptResult> {
-    if (this.cancelled) {
+    if (this.shutdown.signal.aborted) {
       this.slots.give();
       return Promise.resolve({});
     }
@@ -112,10 +112,10 @@ export class RowLockStrategy implements LockStrategy {
         if (failure.triedAgain) return { failure };
         throw failure;
       });
-    return connectWithin(runner, attempt.deadline)
+    return connectWithin(runner, attempt.deadline, this.shutdown.signal)
       .then((): Promise<AttemptResult> | AttemptResult => {
         connected = true;
-        if (this.cancelled) return {};
+        if (this.shutdown.signal.aborted) return {};
         this.taking.add(runner);
         return takeKeys(this, runner, attempt, true);
       })
@@ -138,14 +138,14 @@ export class RowLockStrategy implements LockStrategy {
         (error: unknown) => {
           this.taking.delete(runner);
           // Cut at shutdown: the caller hears of the shutdown, not of the closed session.
-          return this.cancelled ? giveBack().then(() => ({})) : failed(error);
+          return this.shutdown.signal.aborted ? giveBack().then(() => ({})) : failed(error);
         },
       );
   }
 
   /** A nested call inside the chain's fenced transaction: that transaction takes the keys. */
   grantWithin(transaction: FencedTransaction, attempt: GrantAttempt): Promise<AttemptResult> {
-    if (this.cancelled) return Promise.resolve({});
+    if (this.shutdown.signal.aborted) return Promise.resolve({});
     // Waiting in the server on that transaction's session: shutdown cuts it as any take (cancelTries).
     const runner = transaction.runner;
     this.taking.add(runner);
@@ -222,7 +222,7 @@ export class RowLockStrategy implements LockStrategy {
 
   /** Shutdown: takes waiting in the server lose their session (the server drops the wait), callers waiting for a slot stop waiting. */
   cancelTries(): void {
-    this.cancelled = true;
+    this.shutdown.abort();
     this.slots.cancelWaits();
     for (const runner of this.taking) this.store.cutSession(runner);
   }
