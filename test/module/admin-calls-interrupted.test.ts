@@ -5,6 +5,7 @@ import type mysql from 'mysql2/promise';
 import { DbLockError, type LockService } from '../../lib/index.js';
 import { createLockApp, eventually } from '../support/lock-app.js';
 import { TestDatabase } from '../support/test-database.js';
+import { bounded, describeError } from '../support/settled.js';
 
 /**
  * Admin reads (inspect, listLocks, forceRelease) whose statement the server interrupts (KILL QUERY)
@@ -14,28 +15,11 @@ import { TestDatabase } from '../support/test-database.js';
  */
 
 /** Settles `p` or fails the test after `ms`: nothing may hang. */
-async function bounded<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    return await Promise.race([
-      p,
-      new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what} did not settle within ${ms} ms (hang)`)), ms))),
-    ]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
 const outcome = (p: Promise<unknown>) =>
   p.then(
     (value) => ({ value, error: undefined as unknown }),
     (error: unknown) => ({ value: undefined, error }),
   );
-
-function describeError(error: unknown): string {
-  if (!(error instanceof Error)) return `a non-error ${String(error)}`;
-  return `${error.constructor.name} (name ${error.name}): ${error.message}`;
-}
 
 describe('admin reads interrupted by the server (strategy-free: the same admin store serves both)', () => {
   const strategy = 'lease' as const;

@@ -6,6 +6,7 @@ import { DbLockError, type LockService } from '../../lib/index.js';
 import { createLockApp, eventually } from '../support/lock-app.js';
 import { TestDatabase } from '../support/test-database.js';
 import { forEachStrategy } from '../support/strategies.js';
+import { bounded, describeError } from '../support/settled.js';
 
 /**
  * app.close() while a lock statement is held up on the server (a table lock, or a key row locked
@@ -15,28 +16,11 @@ import { forEachStrategy } from '../support/strategies.js';
  * of the app is left on the server.
  */
 
-async function bounded<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    return await Promise.race([
-      p,
-      new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what} did not settle within ${ms} ms (hang)`)), ms))),
-    ]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
 const outcome = <T>(p: Promise<T>) =>
   p.then(
     (value) => ({ value, error: undefined as unknown, ok: true }),
     (error: unknown) => ({ value: undefined as T | undefined, error, ok: false }),
   );
-
-function describeError(error: unknown): string {
-  if (!(error instanceof Error)) return `a non-error ${String(error)}`;
-  return `${error.constructor.name} (name ${error.name}): ${error.message}`;
-}
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 

@@ -7,6 +7,7 @@ import { DbLockError } from '../../lib/index.js';
 import { createLockApp } from '../support/lock-app.js';
 import { TestDatabase } from '../support/test-database.js';
 import { mysqlLogOf } from '../support/lock-internals.js';
+import { sessionsLeft, type Threads, watchSessions } from '../support/session-count.js';
 
 /**
  * README "Connections per process", row-lock row: the DataSource's connections used by row-lock
@@ -33,8 +34,6 @@ describe('row-lock DataSource budget and small library pools', () => {
         { poolSize, strategy: 'row-lock', maxHoldMs: 60, leaseMs: 1_000, janitor: { intervalMs: 150, logRetentionMs: 0, idleKeyMs: 0 } },
         { poolSize: DS_POOL },
       );
-      type Threads = { _allConnections: { toArray(): { threadId: number | null }[] } };
-      const threadsOf = (...pools: Threads[]) => new Set(pools.flatMap((p) => p._allConnections.toArray().map((c) => c.threadId)));
       const library = mysqlLogOf(locks).pool as unknown as { pool: Threads; reserved: Threads };
       void app.get(DataSource);
       const raw: string[] = [];
@@ -74,37 +73,12 @@ describe('row-lock DataSource budget and small library pools', () => {
           }
         })(),
       );
-      let mostDs = 0;
-      let mostLib = 0;
-      let worst: unknown = [];
       let done = false;
       const all = Promise.all(workers).finally(() => (done = true));
-      while (!done) {
-        const libBefore = threadsOf(library.pool, library.reserved);
-        const rows = await db.query<{ id: number; info: string | null; command: string }[]>(
-          'SELECT id, info, command FROM information_schema.PROCESSLIST WHERE db = ? AND id <> CONNECTION_ID()',
-          [db.name],
-        );
-        const libAfter = threadsOf(library.pool, library.reserved);
-        const lib = rows.filter((r) => libBefore.has(Number(r.id)) || libAfter.has(Number(r.id)));
-        // Skipped while a library connection is in its handshake (no thread id yet): it would count as the DataSource's.
-        if (!libBefore.has(null) && !libAfter.has(null)) {
-          const ds = rows.length - lib.length;
-          if (ds > mostDs) worst = rows.map((r) => ({ ...r, lib: libBefore.has(Number(r.id)) || libAfter.has(Number(r.id)) }));
-          mostDs = Math.max(mostDs, ds);
-        }
-        mostLib = Math.max(mostLib, lib.length);
-        await sleep(2);
-      }
+      const { mostDs, mostLib, worst } = await watchSessions(db, library, () => done);
       await all;
       await app.close();
-      let left = await db.query<unknown[]>('SELECT id, command, info FROM information_schema.PROCESSLIST WHERE db = ? AND id <> CONNECTION_ID()', [
-        db.name,
-      ]);
-      for (const stop = performance.now() + 300; left.length > 0 && performance.now() < stop; await sleep(20))
-        left = await db.query<unknown[]>('SELECT id, command, info FROM information_schema.PROCESSLIST WHERE db = ? AND id <> CONNECTION_ID()', [
-          db.name,
-        ]);
+      const left = await sessionsLeft(db);
       t.diagnostic(`most DataSource sessions ${mostDs}, most library ${mostLib}; errors ${JSON.stringify([...kinds])}`);
       assert.deepEqual(raw.slice(0, 5), [], `errors that are not DbLockErrors reached callers (${raw.length})`);
       assert.ok(mostLib <= poolSize, `${mostLib} library sessions > poolSize ${poolSize}`);

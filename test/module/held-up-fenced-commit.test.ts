@@ -7,6 +7,7 @@ import { ANSWER_BOUND_MS } from '../../lib/store/mysql/mysql-lock-log.js';
 import { createLockApp, eventually } from '../support/lock-app.js';
 import { TestDatabase } from '../support/test-database.js';
 import { forEachStrategy } from '../support/strategies.js';
+import { bounded } from '../support/settled.js';
 
 /**
  * README (Liveness): "No lock statement waits for its answer longer than 15 s". The fenced commit
@@ -15,18 +16,6 @@ import { forEachStrategy } from '../support/strategies.js';
  * another session for 20 s), the caller must get a typed error after about ANSWER_BOUND_MS, not
  * wait as long as the server does.
  */
-
-async function bounded<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    return await Promise.race([
-      p,
-      new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what} did not settle within ${ms} ms (hang)`)), ms))),
-    ]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
 
 const HELD_UP_MS = ANSWER_BOUND_MS + 6_000;
 

@@ -6,6 +6,7 @@ import { DbLockError, type LockService } from '../../lib/index.js';
 import { createLockApp, eventually } from '../support/lock-app.js';
 import { TestDatabase } from '../support/test-database.js';
 import { forEachStrategy } from '../support/strategies.js';
+import { bounded, describeError, outcome } from '../support/settled.js';
 
 /**
  * Lock statements of a held lock (release, extend, the fenced commit of runLocked) interrupted on
@@ -14,29 +15,6 @@ import { forEachStrategy } from '../support/strategies.js';
  * back to 0, the key becomes free again (at once, or after the lease), and after app.close() no
  * connection of the app is left on the server.
  */
-
-async function bounded<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    return await Promise.race([
-      p,
-      new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what} did not settle within ${ms} ms (hang)`)), ms))),
-    ]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
-const outcome = <T>(p: Promise<T>) =>
-  p.then(
-    (value) => ({ value, error: undefined as unknown }),
-    (error: unknown) => ({ value: undefined as T | undefined, error }),
-  );
-
-function describeError(error: unknown): string {
-  if (!(error instanceof Error)) return `a non-error ${String(error)}`;
-  return `${error.constructor.name} (name ${error.name}): ${error.message}`;
-}
 
 const LEASE_MS = 3_000;
 

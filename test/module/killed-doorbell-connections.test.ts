@@ -5,6 +5,7 @@ import { type LockHandle, type LockService } from '../../lib/index.js';
 import { bellName } from '../../lib/store/mysql/doorbells.js';
 import { createLockApp, eventually } from '../support/lock-app.js';
 import { TestDatabase } from '../support/test-database.js';
+import { bounded, describeError } from '../support/settled.js';
 
 /**
  * Lease doorbells (GET_LOCK named locks) broken by the server: a waiter's GET_LOCK killed (KILL
@@ -13,23 +14,6 @@ import { TestDatabase } from '../support/test-database.js';
  * the holder's release still succeeds (on the pool), the lock is never held twice, and no
  * connection is left after app.close().
  */
-
-async function bounded<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    return await Promise.race([
-      p,
-      new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what} did not settle within ${ms} ms (hang)`)), ms))),
-    ]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
-function describeError(error: unknown): string {
-  if (!(error instanceof Error)) return `a non-error ${String(error)}`;
-  return `${error.constructor.name} (name ${error.name}): ${error.message}`;
-}
 
 describe('doorbells killed (lease)', () => {
   let db: TestDatabase;

@@ -5,6 +5,7 @@ import type mysql from 'mysql2/promise';
 import { DbLockError, LockLostError, type LockService } from '../../lib/index.js';
 import { createLockApp, eventually } from '../support/lock-app.js';
 import { TestDatabase } from '../support/test-database.js';
+import { bounded, describeError } from '../support/settled.js';
 
 /**
  * A held lock whose lifeline the server cuts: a row-lock holder's connection killed (KILL
@@ -14,28 +15,11 @@ import { TestDatabase } from '../support/test-database.js';
  * free to another process at once (row-lock) or once the lease ran out (lease), never to two holders.
  */
 
-async function bounded<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    return await Promise.race([
-      p,
-      new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what} did not settle within ${ms} ms (hang)`)), ms))),
-    ]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
 const outcome = <T>(p: Promise<T>) =>
   p.then(
     (value) => ({ value, error: undefined as unknown, ok: true }),
     (error: unknown) => ({ value: undefined as T | undefined, error, ok: false }),
   );
-
-function describeError(error: unknown): string {
-  if (!(error instanceof Error)) return `a non-error ${String(error)}`;
-  return `${error.constructor.name} (name ${error.name}): ${error.message}`;
-}
 
 function assertStatsConsistent(locks: LockService, what: string): void {
   const s = locks.stats();
