@@ -13,15 +13,20 @@ const MIGRATION_LOCK_WAIT_S = 600;
  * what is missing and does only that, so the later instances change nothing.
  */
 export abstract class SerializedMigration implements MigrationInterface {
+  /** The migration's name, as TypeORM records it in its migrations table (the class name). */
   abstract readonly name: string;
 
+  /** The step up: checks what is missing and adds only that (run under the migration lock). */
   protected abstract apply(queryRunner: QueryRunner): Promise<void>;
+  /** The step down: undoes `apply`, only what is there (run under the migration lock). */
   protected abstract revert(queryRunner: QueryRunner): Promise<void>;
 
+  /** Runs `apply` under the migration lock (TypeORM's `migration:run`). */
   up(queryRunner: QueryRunner): Promise<void> {
     return underMigrationLock(queryRunner, () => this.apply(queryRunner));
   }
 
+  /** Runs `revert` under the migration lock (TypeORM's `migration:revert`). */
   down(queryRunner: QueryRunner): Promise<void> {
     return underMigrationLock(queryRunner, () => this.revert(queryRunner));
   }
