@@ -75,7 +75,8 @@ describe('row-lock DataSource budget and small library pools', () => {
       );
       let done = false;
       const all = Promise.all(workers).finally(() => (done = true));
-      const { mostDs, mostLib, worst } = await watchSessions(db, library, () => done);
+      const business = (app.get(DataSource).driver as unknown as { pool: Threads }).pool;
+      const { mostDs, mostLib, worst } = await watchSessions(db, library, () => done, business);
       await all;
       await app.close();
       const left = await sessionsLeft(db);

@@ -13,20 +13,28 @@ const SESSIONS = 'SELECT id, info, command FROM information_schema.PROCESSLIST W
 /**
  * Samples the test database's sessions every 2 ms until `done()`: the most the library's own pool
  * had open, and the most the app's DataSource had (every other session), with the sessions seen
- * when the latter peaked.
+ * when the latter peaked. Given the DataSource's pool (`business`), an idle (or Killed) session whose
+ * connection that pool no longer has is not counted: the client closed it (a holder cut between
+ * statements), and the server drops its thread a moment later.
  */
 export async function watchSessions(
   db: TestDatabase,
   library: { pool: Threads; reserved: Threads },
   done: () => boolean,
+  business?: Threads,
 ): Promise<{ mostDs: number; mostLib: number; worst: unknown }> {
   let mostDs = 0;
   let mostLib = 0;
   let worst: unknown = [];
   while (!done()) {
     const libBefore = threadsOf(library.pool, library.reserved);
-    const rows = await db.query<{ id: number; info: string | null; command: string }[]>(SESSIONS, [db.name]);
+    const openBefore = business && threadsOf(business);
+    const sampled = await db.query<{ id: number; info: string | null; command: string }[]>(SESSIONS, [db.name]);
     const libAfter = threadsOf(library.pool, library.reserved);
+    const openAfter = business && threadsOf(business);
+    const closedByClient = (id: number): boolean =>
+      openBefore !== undefined && openAfter !== undefined && !openBefore.has(id) && !openAfter.has(id) && !libBefore.has(id) && !libAfter.has(id);
+    const rows = sampled.filter((r) => !((r.command === 'Sleep' || r.command === 'Killed') && closedByClient(Number(r.id))));
     const lib = rows.filter((r) => libBefore.has(Number(r.id)) || libAfter.has(Number(r.id)));
     // Skipped while a library connection is in its handshake (no thread id yet): it would count as the DataSource's.
     if (!libBefore.has(null) && !libAfter.has(null)) {
