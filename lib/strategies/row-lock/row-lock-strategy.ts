@@ -83,11 +83,11 @@ export class RowLockStrategy implements LockStrategy {
 
   tryGrant(attempt: GrantAttempt): Promise<AttemptResult> {
     if (this.slots.tryTake()) return this.grantOnSlot(attempt);
-    // A slot is a connection to come: waited for as a connection is, at least CONNECT_GRACE_MS (a single try included).
+    // A slot is a connection to come: waited for as a connection is, at least CONNECT_GRACE_MS from the call (a single try included).
     return this.slots
       .take(
         attempt.targets.map((t) => t.key),
-        Math.max(attempt.deadline, performance.now() + CONNECT_GRACE_MS),
+        Math.max(attempt.deadline, attempt.startedAt + CONNECT_GRACE_MS),
       )
       .then((taken) => (taken ? this.grantOnSlot(attempt) : {}));
   }
