@@ -27,7 +27,7 @@ export function resolveOptions(options: unknown): ResolvedDbLockOptions {
   for (const key of Object.keys(input)) {
     if (!KNOWN_KEYS.has(key)) problems.push(`unknown option '${key}'`);
   }
-  const pick = <K extends keyof typeof DB_LOCK_DEFAULTS>(key: K): unknown => (input[key] === undefined ? DB_LOCK_DEFAULTS[key] : input[key]);
+  const pick = picker(input, DB_LOCK_DEFAULTS);
 
   const namespace = pick('namespace');
   if (typeof namespace !== 'string') problems.push(`namespace must be a string, got ${describe(namespace)}`);
@@ -109,8 +109,7 @@ function resolveJanitor(problems: string[], raw: unknown): ResolvedDbLockOptions
   for (const key of Object.keys(input)) {
     if (!(key in defaults)) problems.push(`unknown option 'janitor.${key}'`);
   }
-  // Only a missing value takes the default: null is refused, as it is for the top-level options (`logRetentionMs: null` is not "keep").
-  const given = <K extends keyof typeof defaults>(key: K): unknown => (input[key] === undefined ? defaults[key] : input[key]);
+  const given = picker(input, defaults);
   const intervalMs = checkDuration(problems, 'janitor.intervalMs', given('intervalMs'), { min: 100 });
   const logRetentionMs = checkDuration(problems, 'janitor.logRetentionMs', given('logRetentionMs'), {
     min: 0,
@@ -122,6 +121,11 @@ function resolveJanitor(problems: string[], raw: unknown): ResolvedDbLockOptions
     problems.push(`janitor.batchSize must be an integer from 1 to 100000, got ${describe(batchSize)}`);
   const idleKeyMs = checkDuration(problems, 'janitor.idleKeyMs', given('idleKeyMs'), { min: 0, infinite: true, noTimer: true });
   return Object.freeze({ intervalMs: intervalMs!, logRetentionMs: logRetentionMs!, batchSize: batchSize as number, idleKeyMs: idleKeyMs! });
+}
+
+/** Reads options by name: the given value, or the default when it is missing (only undefined: null is a value, refused where it is wrong). */
+function picker<D extends object>(input: Record<string, unknown>, defaults: D): <K extends keyof D & string>(key: K) => unknown {
+  return (key) => (input[key] === undefined ? defaults[key] : input[key]);
 }
 
 /**

@@ -11,7 +11,7 @@ import type { OpenFencedCall } from './open-fenced-call.js';
 import { settle } from './settle.js';
 import { LockLostError } from '../errors/lock-lost.error.js';
 import { DbLockConnectionError } from '../errors/db-lock-connection.error.js';
-import { lostByRollback, rollbackCause } from './rollback-cause.js';
+import { rollbackCause } from './rollback-cause.js';
 
 /**
  * Wraps the work of a fenced call while its transaction is open, given that transaction's
@@ -171,7 +171,7 @@ export class FencedTransaction implements OpenFencedCall {
       .then(
         (value) => {
           result = value;
-          if (transaction.rolledBackBy) throw lostByRollback(transaction.ending()[0] ?? transaction.kept[0]!, transaction.rolledBackBy.error);
+          if (transaction.rolledBackBy) throw rollbackCause(undefined, [...transaction.ending(), ...transaction.kept], transaction.rolledBackBy);
           return transaction.fenceAndCommit();
         },
         (error: unknown) => {
@@ -199,13 +199,15 @@ export class FencedTransaction implements OpenFencedCall {
 
   /** The work or the fence failed: ROLLBACK, the connection back, the owned locks FAILED; rethrows (the lost lock first). */
   private async rolledBack(settings: { host: FenceHost; logger: Logger }, error: unknown): Promise<never> {
+    // The fence or COMMIT failed (the work's own failure comes while the transaction is still open).
+    const atCommit = this.state === 'ending';
     this.state = 'ending';
     await this.rollbackQuietly(settings.logger);
     this.state = 'ended';
     await this.opened.finish(false).catch((e: unknown) => settings.logger.warn(`Could not end a fenced transaction's connection: ${String(e)}`));
     const failing = this.failOwnLocks(settings.host, settings.logger);
     // A commit the database never answered: the give-back would wait as long, so the caller hears at once and it goes on behind.
-    if (!(error instanceof DbLockConnectionError)) await failing;
+    if (!(atCommit && error instanceof DbLockConnectionError)) await failing;
     throw rollbackCause(error, [...this.ending(), ...this.kept], this.rolledBackBy);
   }
 

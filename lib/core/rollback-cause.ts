@@ -7,7 +7,8 @@ import type { HeldLock } from './held-lock.js';
  * is why: the work's next statement found the connection gone, or the server rolled its
  * transaction back. The caller hears LockLostError, the failure kept as `cause`, rather than a
  * driver or ORM error, or the library's own (a manager already closed), that does not say the
- * lock is gone.
+ * lock is gone. Once the database rolled the transaction back itself, that is the failure, whatever
+ * the work did after (`error` may then be undefined: the work succeeded, having caught the rollback).
  * @param locks the locks the transaction fenced: those ending with it first.
  * @param rolledBackBy the statement failure with which the database rolled the transaction back, if it did.
  */
@@ -23,7 +24,7 @@ export function rollbackCause(error: unknown, locks: readonly HeldLock[], rolled
 }
 
 /** The call's failure once the database rolled its transaction back, whatever the work did after (its cause: the database's error). */
-export function lostByRollback(lock: HeldLock, cause: unknown): LockLostError {
+function lostByRollback(lock: HeldLock, cause: unknown): LockLostError {
   const reason = 'the database rolled back the transaction its locked work ran in (a deadlock); nothing of that work commits';
   return new LockLostError(lock.keys[0]!, lock.fencingToken, reason, { cause });
 }

@@ -20,7 +20,7 @@ import {
   endHoldersStatement,
 } from './sql.js';
 import { INTERNAL_KEY_BYTE } from '../../core/internal-keys.js';
-import { ANSWER_BOUND_MS, type MysqlLockLog } from './mysql-lock-log.js';
+import type { MysqlLockLog } from './mysql-lock-log.js';
 
 /** The admin reads on MySQL/MariaDB (see AdminStore): plain statements on the library's pool. */
 export function mysqlAdmin(log: MysqlLockLog): AdminStore {
@@ -131,7 +131,7 @@ async function listLocks(log: MysqlLockLog, namespace: string, limit: number, af
 function forceRelease(log: MysqlLockLog, key: Buffer, fullNote: string): Promise<ForcedReleaseHolder[]> {
   const note = fullNote.slice(0, 255);
   return log.withRetries('admin', () =>
-    log.pool.session({ purpose: 'admin', deadline: performance.now() + ANSWER_BOUND_MS }, async (session) => {
+    log.pool.session({ purpose: 'admin' }, async (session) => {
       await session.query('START TRANSACTION');
       const holders = rowsOf(
         await session.query(

@@ -1,5 +1,4 @@
-import { rowStatusesPlan } from './hold.sql.js';
-import type { StatementPlan } from './statement-plan.js';
+import type { LockLogStore } from '../lock-store.js';
 
 /**
  * How many of `rowIds` this release has ended, when it was sent again after a try of unknown
@@ -10,13 +9,13 @@ import type { StatementPlan } from './statement-plan.js';
  * @param count the rows the retry itself ended.
  */
 export async function endedByThisRelease(
-  run: <T>(plan: StatementPlan<T>) => Promise<T>,
+  log: Pick<LockLogStore, 'rowStatuses'>,
   rowIds: readonly string[],
   status: string,
   note: string | undefined,
   count: number,
 ): Promise<number> {
   if (count >= rowIds.length) return count;
-  const rows = await run(rowStatusesPlan(rowIds)).catch(() => undefined);
+  const rows = await log.rowStatuses(rowIds).catch(() => undefined);
   return rows ? rows.filter((row) => row.status === status && row.note === (note ?? null)).length : count;
 }

@@ -11,7 +11,7 @@ import {
   reapProcessesPlan,
   reclaimBatchPlan,
 } from './janitor.sql.js';
-import { ANSWER_BOUND_MS, type MysqlLockLog } from './mysql-lock-log.js';
+import type { MysqlLockLog } from './mysql-lock-log.js';
 import { runInSession } from './statement-plan.js';
 import { rowsOf } from './sql.js';
 import { ER_LOCK_WAIT_TIMEOUT, errnoOf } from './errno.js';
@@ -94,7 +94,7 @@ export class MysqlJanitorStore implements JanitorStore {
     const candidates = rowsOf(await this.query(idleKeysStatement(idleMs, batchSize, claims))).map((r) => r.lock_key as Buffer);
     if (candidates.length === 0) return { candidates: 0, reaped: 0 };
     const reaped = await this.retried(() =>
-      this.log.pool.session({ purpose: 'janitor', deadline: performance.now() + ANSWER_BOUND_MS }, async (session) => {
+      this.log.pool.session({ purpose: 'janitor' }, async (session) => {
         let locked;
         try {
           locked = await runInSession(session, reapLockPlan(candidates, idleMs, claims), this.log.clustered);

@@ -89,7 +89,8 @@ export class MysqlLockLog implements LockLogStore, ProcessLeaseStore, GrantDecis
     await this.pool.query(endProcessStatement(this.id), { purpose: 'admin' }).catch(() => undefined);
   }
 
-  run<T>(plan: StatementPlan<T>, purpose: RoundTripPurpose, deadline = performance.now() + ANSWER_BOUND_MS): Promise<T> {
+  /** `plan` on the pool; `deadline` unset: the pool's ANSWER_BOUND_MS. */
+  run<T>(plan: StatementPlan<T>, purpose: RoundTripPurpose, deadline?: number): Promise<T> {
     return runPlan(this.pool, plan, { purpose, deadline, oneByOne: this.clustered });
   }
 
@@ -124,16 +125,12 @@ export class MysqlLockLog implements LockLogStore, ProcessLeaseStore, GrantDecis
   ): Promise<number> {
     const plan = endRowsPlan(rowIds, status, note, heldMs);
     const held = bell as Bell | undefined;
-    const retried = (failure?: unknown): Promise<number> =>
-      this.withRetries('locks', () => this.run(plan, 'locks'), failure).then((count) =>
-        endedByThisRelease((p) => this.run(p, 'locks'), rowIds, status, note, count),
-      );
-    if (held !== undefined) return this.endRowsBy(held, rowIds, plan, retried);
+    if (held !== undefined) return this.endRowsBy(held, rowIds, plan, status, note);
     // The common release, answered in the driver's callback; a failure goes on to the retries.
     const ended = (count: number): number => this.fast.knownFree.ended(rowIds, count);
-    const options = { purpose: 'locks' as const, deadline: performance.now() + ANSWER_BOUND_MS, oneByOne: this.clustered };
+    const options = { purpose: 'locks' as const, oneByOne: this.clustered };
     return runPlan(this.pool, { statements: plan.statements, parse: (results) => ended(plan.parse(results)) }, options, (failure) =>
-      retried(failure).then(ended, (error: unknown) => {
+      this.endRetried(plan, rowIds, status, note, failure).then(ended, (error: unknown) => {
         this.unended.owe(`rows ${rowIds.join(',')}`, plan);
         throw error;
       }),
@@ -141,16 +138,21 @@ export class MysqlLockLog implements LockLogStore, ProcessLeaseStore, GrantDecis
   }
 
   /** The release of a lock with a doorbell: on the bell's connection, ringing it, when the bell is held. */
-  private async endRowsBy(held: Bell, rowIds: readonly string[], plan: StatementPlan<number>, retried: () => Promise<number>): Promise<number> {
+  private async endRowsBy(held: Bell, rowIds: readonly string[], plan: StatementPlan<number>, status: string, note?: string): Promise<number> {
     const rung = held.state === 'holding' ? await releaseThroughBell(held, plan, performance.now() + ANSWER_BOUND_MS) : undefined;
     if (rung !== undefined) return this.fast.knownFree.ended(rowIds, rung);
     if (held.state === 'waiting') await held.ring();
     try {
-      return this.fast.knownFree.ended(rowIds, await retried());
+      return this.fast.knownFree.ended(rowIds, await this.endRetried(plan, rowIds, status, note));
     } catch (error) {
       this.unended.owe(`rows ${rowIds.join(',')}`, plan);
       throw error;
     }
+  }
+
+  /** The release sent again through transient failures (after `failure`, its first try's, if any). */
+  private endRetried(plan: StatementPlan<number>, rowIds: readonly string[], status: string, note?: string, failure?: unknown): Promise<number> {
+    return this.withRetries('locks', () => this.run(plan, 'locks'), failure).then((count) => endedByThisRelease(this, rowIds, status, note, count));
   }
 
   extend(rowIds: readonly string[], leaseMs: number): Promise<{ storedKey: string; expiresAt: Date }[]> {

@@ -1,17 +1,13 @@
 import type { QueryRunner } from 'typeorm';
-import { deadlines } from '../../core/deadline-watch.js';
-import { LockStatementError } from '../lock-statement.error.js';
+import type { PoolConnection } from 'mysql2';
 import { ANSWER_BOUND_MS } from './lock-connection-pool.js';
 import { cutSession } from './row-lock-session.js';
+import { sendBounded } from './bounded-statement.js';
 
 /** What mysql2 hands back: rows for a read, a result header for a write. */
 export interface ResultHeader {
   readonly affectedRows: number;
   readonly insertId: number | string;
-}
-
-interface CallbackConnection {
-  query(sql: string, callback: (error: unknown, result: unknown) => void): unknown;
 }
 
 /**
@@ -26,27 +22,17 @@ interface CallbackConnection {
  *   whatever it had not committed) and LockStatementError('deadline') thrown, outcome unknown.
  */
 export function sessionQuery<T = unknown>(runner: QueryRunner, sql: string, answerBy = Infinity): Promise<T> {
-  const connection = (runner as unknown as { databaseConnection?: CallbackConnection }).databaseConnection;
+  const connection = (runner as unknown as { databaseConnection?: PoolConnection }).databaseConnection;
   if (runner.isReleased || typeof connection?.query !== 'function') return runner.query(sql) as Promise<T>;
-  return new Promise<T>((resolve, reject) => {
-    let settled = false;
-    const watched =
-      answerBy === Infinity
-        ? undefined
-        : deadlines.watch(answerBy, () => {
-            if (settled) return;
-            settled = true;
-            cutSession(runner);
-            reject(LockStatementError.deadline('The statement did not answer before the deadline'));
-          });
-    connection.query(sql, (error, result) => {
-      watched?.cancel();
-      if (settled) return;
-      settled = true;
-      if (error) reject(error);
-      else resolve(result as T);
-    });
-  });
+  return new Promise<T>((resolve, reject) =>
+    sendBounded(connection, sql, answerBy, (failure, result) => {
+      if (!failure) return resolve(result as T);
+      // The driver's own error, as callers test its errno; past the bound, the runner's bookkeeping too.
+      if (failure.kind !== 'deadline') return reject(failure.driverError);
+      cutSession(runner);
+      reject(failure);
+    }),
+  );
 }
 
 /** The bound on the answer of a statement that ends a business transaction (the fence, COMMIT). */
