@@ -197,9 +197,12 @@ export interface RowLockStore extends SessionTransactions {
   /**
    * Ends the session under running work: its statements fail from now on and the server rolls it
    * back. Never a ROLLBACK: a statement the work sends after it would run in autocommit, outside
-   * any lock.
+   * any lock. Resolves once the server has ended the session (a statement it was running ends
+   * first, its row locks with it), or after a bound; never rejects.
    */
-  cutSession(runner: QueryRunner): void;
+  cutSession(runner: QueryRunner): Promise<void>;
+  /** Resolves once every session cut so far has ended on the server (each within cutSession's bound). */
+  cutSessionsGone(): Promise<void>;
   /** Watches the session's connection; `onClose` when it closes. Returns the unwatch function. */
   watchSession(runner: QueryRunner, onClose: (error?: unknown) => void): () => void;
 }

@@ -15,6 +15,7 @@ import { commitAnswerBy, type ResultHeader, sessionQuery } from './session-query
 import type { MysqlSessionTransactions } from './session-transaction.js';
 import { FENCING_FLOOR_KEY } from '../../core/internal-keys.js';
 import { cutSession, isNoWait } from './row-lock-session.js';
+import { cutConnectionOf, sessionGone } from './session-gone.js';
 
 /**
  * The fence's writes, in the business transaction on the app's DataSource. Rows a commit ended are
@@ -66,6 +67,9 @@ async function written(runner: QueryRunner, statement: { sql: string; parameters
 
 /** Row-lock sessions on MySQL/MariaDB: InnoDB locks on the keys' rows of db_lock (see row-lock.sql.ts). */
 export class MysqlRowLockStore implements RowLockStore {
+  /** Cut sessions the server may still run (see sessionGone). */
+  private readonly leaving = new Set<Promise<void>>();
+
   constructor(
     private readonly log: MysqlLockLog,
     private readonly transactions: MysqlSessionTransactions,
@@ -144,8 +148,16 @@ export class MysqlRowLockStore implements RowLockStore {
     await this.log.withRetries('locks', () => this.log.run({ statements: [sql], parse: () => undefined }, 'locks'));
   }
 
-  cutSession(runner: QueryRunner): void {
+  cutSession(runner: QueryRunner): Promise<void> {
+    const cut = cutConnectionOf((runner as unknown as { databaseConnection?: unknown }).databaseConnection);
     cutSession(runner);
+    const gone = sessionGone(cut, (plan) => this.log.run(plan, 'admin')).finally(() => this.leaving.delete(gone));
+    this.leaving.add(gone);
+    return gone;
+  }
+
+  async cutSessionsGone(): Promise<void> {
+    await Promise.all(this.leaving);
   }
 
   watchSession(runner: QueryRunner, onClose: (error?: unknown) => void): () => void {

@@ -7,7 +7,7 @@ import type { RowLockStore } from '../../store/lock-store.js';
 export interface OpenTransactionHooks {
   /** Its connection closed, or maxHoldMs passed: the lock is lost (and must be given back). */
   lost(lock: HeldLock, error: LockLostError): void;
-  /** The transaction ended (committed, rolled back or abandoned): its connection is free. */
+  /** The transaction ended (committed, rolled back, or abandoned and its server session gone): its connection is free. */
   settled(lock: HeldLock): void;
   /** How to abandon it while its work may still run (the strategy calls it on loss and at shutdown). */
   abandonWith(lock: HeldLock, abandonIt: () => void): void;
@@ -32,17 +32,17 @@ export function keepOpen(lock: HeldLock, runner: QueryRunner, store: RowLockStor
     maxHoldMs: hooks.maxHoldMs,
     closed: 'its database connection closed',
   });
-  const settle = (): boolean => {
+  // `freed`: when the connection no longer holds a server session (a cut one runs on until its statement ends).
+  const settle = (freed?: () => Promise<void>): boolean => {
     if (finished) return false;
     finished = true;
     unwatch();
     lock.transaction = undefined;
-    hooks.settled(lock);
+    if (freed) void freed().then(() => hooks.settled(lock));
+    else hooks.settled(lock);
     return true;
   };
-  hooks.abandonWith(lock, () => {
-    if (settle()) store.cutSession(runner);
-  });
+  hooks.abandonWith(lock, () => settle(() => store.cutSession(runner)));
   lock.transaction = {
     runner,
     isolationLevel: hooks.isolationLevel,
@@ -80,7 +80,7 @@ export function watchJoined(
     },
     maxHoldMs: hooks.maxHoldMs,
     closed: 'the connection of the transaction it was taken in closed',
-    atMaxHold: () => store.cutSession(runner),
+    atMaxHold: () => void store.cutSession(runner),
   });
 }
 

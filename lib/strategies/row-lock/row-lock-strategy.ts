@@ -224,14 +224,14 @@ export class RowLockStrategy implements LockStrategy {
   cancelTries(): void {
     this.shutdown.abort();
     this.slots.cancelWaits();
-    for (const runner of this.taking) this.store.cutSession(runner);
+    for (const runner of this.taking) void this.store.cutSession(runner);
   }
 
-  /** Shutdown: what still holds is abandoned (the server rolls it back); pending audit rows are written. */
+  /** Shutdown: what still holds is abandoned (the server rolls it back, then its session is gone); pending audit rows are written. */
   async close(): Promise<void> {
     for (const lock of [...this.joined.keys()]) this.unwatchJoined(lock);
     for (const abandonIt of [...this.abandoners.values()]) abandonIt();
-    await this.terminal.settle();
+    await Promise.all([this.terminal.settle(), this.store.cutSessionsGone()]);
   }
 
   /** The audit rows of a hold that did not commit, written after its rollback (batched), once. */

@@ -55,7 +55,7 @@ export function takeKeys(deps: TakeDeps, runner: QueryRunner, attempt: GrantAtte
  * closes) and the caller hears LockLostError, which no `onLocked: 'skip'` swallows.
  */
 function rolledBack(deps: TakeDeps, runner: QueryRunner, attempt: GrantAttempt, cause: unknown): LockLostError {
-  deps.store.cutSession(runner);
+  void deps.store.cutSession(runner);
   const reason = 'the database rolled back the transaction it was taken in (a deadlock): that transaction lost its locks and its work';
   return new LockLostError(attempt.targets[0]!.key, 0, reason, { cause });
 }
