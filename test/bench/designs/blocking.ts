@@ -127,6 +127,37 @@ export function rowLockByHandNoAuditDesign(deps: DesignDeps): LockDesign {
   });
 }
 
+/** The audit row as the record-and-commit routine writes it, its token still unknown. */
+const AUDIT_ROW_FIRST =
+  'INSERT INTO db_lock_log (lock_key, mode, owner, holder, strategy, fencing_token, status, lease_ms, acquired_at, expires_at, ended_at, wait_ms, hold_ms) ' +
+  "VALUES (p_key, 'write', UUID(), 'bench:hand', 'row-lock', 0, 'RELEASED', 0, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), 0, 0)";
+
+/**
+ * A design measured, not shipped: the audit row inserted in the transaction BEFORE the locking UPDATE (outside the
+ * key's critical section), its token and times filled in by a primary-key UPDATE of columns no
+ * index covers just before COMMIT; both halves as CALLs of routines, as the library would send them.
+ */
+export function rowLockByHandPreAuditDesign(deps: DesignDeps): LockDesign {
+  const routines = [
+    'CREATE PROCEDURE IF NOT EXISTS bench_pre_take(IN p_key VARBINARY(764)) MODIFIES SQL DATA BEGIN START TRANSACTION; ' +
+      AUDIT_ROW_FIRST +
+      '; SET @bench_audit = LAST_INSERT_ID(); ' +
+      'UPDATE db_lock SET fencing_token = LAST_INSERT_ID(fencing_token + 1), last_granted_at = UTC_TIMESTAMP(6) WHERE lock_key = p_key AND no_lease_holders = 1; ' +
+      'SELECT ROW_COUNT() AS taken, LAST_INSERT_ID() AS token; END',
+    'CREATE PROCEDURE IF NOT EXISTS bench_pre_commit() MODIFIES SQL DATA BEGIN ' +
+      'UPDATE db_lock_log SET fencing_token = LAST_INSERT_ID(), acquired_at = UTC_TIMESTAMP(6), ended_at = UTC_TIMESTAMP(6), hold_ms = 0 WHERE id = @bench_audit; COMMIT; END',
+  ];
+  return transactionDesign(deps, 'row-lock-hand-pre-audit', 2 + 2, {
+    prepare: async (query: Query, key: string) => {
+      // Workers prepare at once: a create that lost the race (1304, already exists) is fine.
+      for (const sql of routines) await query(sql).catch((e: { errno?: number }) => (e.errno === 1304 ? undefined : Promise.reject(e as Error)));
+      await BY_HAND_TAKE.prepare(query, key);
+    },
+    take: { openAndTake: async (query: Query, key: string) => tookTheRow(await query('CALL bench_pre_take(?)', [Buffer.from(key)]), key) },
+    commitWith: (query) => query('CALL bench_pre_commit()'),
+  });
+}
+
 /**
  * The same hold by hand with its critical section through TypeORM, as the row-lock's runs through
  * `handle.manager`: a runner from the DataSource's pool, the lock's own statements straight to

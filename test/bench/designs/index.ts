@@ -1,5 +1,12 @@
 /** Every design by id, built from the same dependencies in the bench's process or in a worker. */
-import { forUpdateDesign, getLockDesign, rowLockByHandDesign, rowLockByHandNoAuditDesign, rowLockByHandOrmDesign } from './blocking.js';
+import {
+  forUpdateDesign,
+  getLockDesign,
+  rowLockByHandDesign,
+  rowLockByHandNoAuditDesign,
+  rowLockByHandOrmDesign,
+  rowLockByHandPreAuditDesign,
+} from './blocking.js';
 import { leaseDecoratedDesign, leaseDesign, rowLockDesign } from './library.js';
 import { leaseByHandDesign } from './lease-by-hand.js';
 import { naiveTableDesign, redlockDesign } from './peers.js';
@@ -24,6 +31,8 @@ export async function createDesign(id: DesignId, deps: DesignDeps): Promise<Lock
       return rowLockByHandOrmDesign(deps);
     case 'row-lock-hand-no-audit':
       return rowLockByHandNoAuditDesign(deps);
+    case 'row-lock-hand-pre-audit':
+      return rowLockByHandPreAuditDesign(deps);
     case 'for-update':
       return forUpdateDesign(deps);
     case 'get-lock':

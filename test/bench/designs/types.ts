@@ -20,6 +20,7 @@ export const DESIGN_IDS = [
   'row-lock-hand',
   'row-lock-hand-orm',
   'row-lock-hand-no-audit',
+  'row-lock-hand-pre-audit',
   'for-update',
   'get-lock',
   'redlock',
@@ -39,6 +40,7 @@ export const DESIGN_LABELS: Record<DesignId, string> = {
     "the same hold by hand with its critical section through TypeORM (a runner from the DataSource's pool; the lock's statements straight to mysql2, the critical section through `runner.manager`, as the row-lock's through `handle.manager`)",
   'row-lock-hand-no-audit':
     'the by-hand hold without its audit row (START and the locking UPDATE in one CALL of the begin-and-take routine; critical section; COMMIT): what the audit row inside the hold costs',
+  'row-lock-hand-pre-audit': 'the by-hand hold with its audit row inserted before the locking UPDATE, its token filled in before COMMIT',
   'for-update': 'bare blocking `SELECT … FOR UPDATE` (critical section in its transaction)',
   'get-lock': 'bare blocking `GET_LOCK`',
   redlock: 'node-redlock (local Redis)',
@@ -53,6 +55,7 @@ export const SHORT_LABELS: Record<DesignId, string> = {
   'row-lock-hand': 'row-lock by hand',
   'row-lock-hand-orm': 'row-lock by hand, TypeORM work',
   'row-lock-hand-no-audit': 'row-lock by hand, no audit row',
+  'row-lock-hand-pre-audit': 'row-lock by hand, audit row first',
   'for-update': 'FOR UPDATE',
   'get-lock': 'GET_LOCK',
   redlock: 'redlock',

@@ -151,6 +151,7 @@ function variantChecks(r: BenchResults, v: ContentionVariant): TargetCheck[] {
   const byHand = d('row-lock-hand');
   const byHandOrm = d('row-lock-hand-orm');
   const noAudit = d('row-lock-hand-no-audit');
+  const auditFirst = d('row-lock-hand-pre-audit');
   const redlock = d('redlock');
   const checks: TargetCheck[] = [
     ratioCheck('Lease', `hot key, wait p99 ≤ 0.25× node-redlock's${name}`, lease?.waitP99, redlock?.waitP99, 0.25, true, 'ms'),
@@ -216,6 +217,9 @@ function variantChecks(r: BenchResults, v: ContentionVariant): TargetCheck[] {
               : '') +
             (noAudit
               ? `; the by-hand hold without its audit row ${fmt(noAudit.throughput.median)} ops/s = ${fmtRatio(noAudit.throughput.median / forUpdate.throughput.median)}`
+              : '') +
+            (auditFirst
+              ? `; with its audit row inserted before the locking UPDATE (outside the key's critical section) ${fmt(auditFirst.throughput.median)} ops/s = ${fmtRatio(auditFirst.throughput.median / forUpdate.throughput.median)}`
               : '')
         : '',
     ),
