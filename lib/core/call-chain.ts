@@ -205,8 +205,11 @@ export class CallChain {
   ): Promise<T> {
     if (resolved.transaction !== 'none') return this.work.runFenced(handle, fn, resolved.isolationLevel, early, budget);
     if (!ownLock(handle)?.transaction) return this.work.runHolding(handle, fn);
-    // A row-lock is its own transaction, but 'none' promises the lock only: its manager stays out of reach.
-    const lockOnly = (lock: LockHandle) => LockContext.run(this.runtime, lock, locksOf(lock), null, () => fn(lock));
+    // A row-lock is its own transaction, but 'none' promises the lock only: its manager stays out of
+    // reach. Nested row-locks still join that transaction (as under withLock): a new connection for
+    // each would wait for slots the chain's own holds keep, a deadlock on the process's own pool.
+    const lockOnly = (lock: LockHandle) =>
+      LockContext.run(this.runtime, lock, locksOf(lock), null, () => fn(lock), LockContext.openCall(this.runtime));
     return this.work.runFenced(handle, lockOnly, resolved.isolationLevel, early);
   }
 
