@@ -10,6 +10,12 @@ export { LockEntity, LockLogEntity, LockProcessEntity, RowLockEntity };
  * For apps that list their entities by hand: `entities: [...mine, ...DB_LOCK_ENTITIES]`, or
  * assigned directly to `DataSourceOptions.entities`. A plain array type (TypeORM's options do not
  * accept readonly arrays), frozen at run time.
+ *
+ * Each entity is `synchronize: false`: the tables come from DB_LOCK_MIGRATIONS only. TypeORM's
+ * schema diff (`synchronize`, `migration:generate`, `schema:log`) leaves them alone, so an app may
+ * use those tools for its own tables beside them. The diff could not read them anyway (the claim
+ * column is generated, and TypeORM looks up generated columns in a metadata table no migration
+ * fills), and a `synchronize` that dropped the claim index could hand a key's token out again.
  */
 export const DB_LOCK_ENTITIES: Function[] = Object.freeze([LockEntity, LockLogEntity, LockProcessEntity, RowLockEntity]) as unknown as Function[];
 

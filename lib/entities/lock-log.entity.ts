@@ -7,7 +7,7 @@ import type { LockStrategyName } from '../strategies/lock-strategy-name.js';
  * process lease and its own lease length) and the row every fence and every takeover writes.
  * Written by both strategies, so a key held by one strategy is seen as held by the other.
  */
-@Entity({ name: LOCK_LOG_TABLE })
+@Entity({ name: LOCK_LOG_TABLE, synchronize: false })
 @Index('idx_db_lock_log_key_status', ['key', 'status', 'expiresAt'])
 @Index('idx_db_lock_log_status_process', ['status', 'processId'])
 export class LockLogEntity {

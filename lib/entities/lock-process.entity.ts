@@ -5,7 +5,7 @@ import { PROCESS_TABLE } from '../store/tables.js';
  * One row per running LockService (a process): its lease. Holders point to it, so one renewal
  * of this row keeps every lock the process holds alive, whatever their number.
  */
-@Entity({ name: PROCESS_TABLE })
+@Entity({ name: PROCESS_TABLE, synchronize: false })
 export class LockProcessEntity {
   /** Row id (the log rows' `process_id`). */
   @PrimaryGeneratedColumn({ type: 'bigint', unsigned: true })

@@ -6,7 +6,7 @@ import { LOCK_TABLE } from '../store/tables.js';
  * Who holds the key lives in the log rows (one per holder, each with its own lease), so a
  * reader's crash expires only that reader. Created on first use, reaped by the janitor when idle.
  */
-@Entity({ name: LOCK_TABLE })
+@Entity({ name: LOCK_TABLE, synchronize: false })
 export class LockEntity {
   /** Namespaced key as UTF-8 bytes. Binary: 'k', 'K' and 'k ' are three keys (no collation folds or pads). */
   @PrimaryColumn({ name: 'lock_key', type: 'varbinary', length: 764 })

@@ -4,7 +4,7 @@ import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { DataSource } from 'typeorm';
 import { TestDatabase, connectionSettings } from '../support/test-database.js';
-import { DB_LOCK_MIGRATIONS } from '../../lib/index.js';
+import { migrationDataSource } from '../support/migration-data-source.js';
 
 /**
  * The README's set-up runs the shipped migrations at every app start (`migrationsRun: true`); several
@@ -16,17 +16,7 @@ import { DB_LOCK_MIGRATIONS } from '../../lib/index.js';
 const WORKER = process.env.DB_LOCK_TEST_MIGRATE_DB;
 
 function dataSource(database: string): DataSource {
-  const s = connectionSettings(database);
-  return new DataSource({
-    type: 'mariadb',
-    host: s.host,
-    port: s.port,
-    username: s.user,
-    password: s.password,
-    database: s.database,
-    migrations: DB_LOCK_MIGRATIONS,
-    logging: false,
-  });
+  return migrationDataSource(connectionSettings(database));
 }
 
 if (WORKER) {

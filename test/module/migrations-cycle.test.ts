@@ -1,7 +1,8 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { DataSource } from 'typeorm';
+import type { DataSource } from 'typeorm';
 import { TestDatabase } from '../support/test-database.js';
+import { migrationDataSource } from '../support/migration-data-source.js';
 import { bootLockApp } from '../support/boot-app.js';
 import { DB_LOCK_MIGRATIONS, DbLockModule } from '../../lib/index.js';
 import { mysqlLogOf } from '../support/lock-internals.js';
@@ -15,17 +16,7 @@ describe('shipped migrations: up, down, up again', () => {
   let ds: DataSource;
   before(async () => {
     db = await TestDatabase.create('dblock', { lockTables: false });
-    const s = db.settings;
-    ds = new DataSource({
-      type: 'mariadb',
-      host: s.host,
-      port: s.port,
-      username: s.user,
-      password: s.password,
-      database: s.database,
-      migrations: DB_LOCK_MIGRATIONS,
-      logging: false,
-    });
+    ds = migrationDataSource(db.settings);
     await ds.initialize();
   });
   after(async () => {

@@ -5,13 +5,14 @@
  *   failing on a lock wait or a duplicate written meanwhile) leaves the column without the index and
  *   no record of the migration in TypeORM's table. Running the migration again must finish the job
  *   ("Only what is missing", "running a migration twice changes nothing").
- * - Tables created by TypeORM's `synchronize` from DB_LOCK_ENTITIES (the migrations say such tables
- *   "already have the new shape"), then the migrations: they run, and the library boots with claims.
+ * - Tables created by TypeORM's `synchronize` from DB_LOCK_ENTITIES, as versions before the entities
+ *   were `synchronize: false` let apps make them (the migrations say such tables "already have the
+ *   new shape"), then the migrations: they run, and the library boots with claims.
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { DataSource } from 'typeorm';
 import { TestDatabase } from '../support/test-database.js';
+import { migrationDataSource } from '../support/migration-data-source.js';
 import { bootLockApp } from '../support/boot-app.js';
 import { AddTokenClaims1798156800000, DB_LOCK_ENTITIES, DB_LOCK_MIGRATIONS, DbLockModule } from '../../lib/index.js';
 import { mysqlLogOf } from '../support/lock-internals.js';
@@ -48,21 +49,14 @@ describe('migrations over half-done and synchronize-made tables', () => {
   it('tables made by synchronize from DB_LOCK_ENTITIES, then the migrations: the library boots with claims and tokens increase', async () => {
     const db = await TestDatabase.create('dblock', { lockTables: false });
     dbs.push(db);
-    const s = db.settings;
-    const ds = new DataSource({
-      type: 'mariadb',
-      host: s.host,
-      port: s.port,
-      username: s.user,
-      password: s.password,
-      database: s.database,
-      entities: DB_LOCK_ENTITIES,
-      migrations: DB_LOCK_MIGRATIONS,
-      synchronize: true,
-      logging: false,
-    });
+    const ds = migrationDataSource(db.settings, { entities: DB_LOCK_ENTITIES });
     await ds.initialize();
     try {
+      // The entities opt out of synchronize now: opted in again here, as older versions were.
+      for (const metadata of ds.entityMetadatas) (metadata as { synchronize: boolean }).synchronize = true;
+      await ds.synchronize();
+      const made = await db.query<{ n: number }[]>(`SELECT COUNT(*) AS n FROM information_schema.TABLES WHERE TABLE_SCHEMA = ?`, [db.name]);
+      assert.equal(Number(made[0]!.n), 4, 'synchronize made the four lock tables');
       await ds.runMigrations();
     } finally {
       await ds.destroy();
