@@ -180,6 +180,12 @@ export interface RowLockStore extends SessionTransactions {
    */
   takeChecked(runner: QueryRunner, targets: readonly LockTarget[], deadline: number, acquisitionId: string): Promise<RowLockTake>;
   /**
+   * `take` inside a transaction the take cannot roll back (a joined one): the rows of keys this
+   * process has not seen yet are created first, outside it (see KeyRowsFirst), so that the take
+   * never locks a gap where a row is missing.
+   */
+  takeJoined(runner: QueryRunner, targets: readonly LockTarget[], deadline: number): Promise<RowLockTake>;
+  /**
    * Creates missing key rows inside `runner`'s transaction, for a take that joined a transaction
    * it cannot roll back (whose locks, a gap lock at REPEATABLE READ among them, would keep a
    * creation on another connection waiting).

@@ -61,20 +61,16 @@ describe('nested row-lock withLock calls beside each other in one process', () =
     assert.deepEqual(outcomes, ['nested ran', 'nested ran'], `nested row-locks on disjoint free keys failed: ${outcomes.join(' | ')}`);
   });
 
-  it(
-    'first use: two chains, each outer withLock + nested withLock on its own never-used key, both run (no deadlock between disjoint keys)',
-    { todo: 'known bug, not fixed yet: key rows created inside joined transactions deadlock on gap locks (see docs/notes/open-defects.md)' },
-    async () => {
-      for (const k of ['new:outer:1', 'new:outer:2']) await locks.withLock(k, async () => undefined);
-      const { outcomes } = await twoChains('new');
-      assert.deepEqual(
-        outcomes,
-        ['nested ran', 'nested ran'],
-        `two call chains on DISJOINT keys (new:outer:1→new:inner:1, new:outer:2→new:inner:2), nobody else holding anything: ${outcomes.join(' | ')}. ` +
-          `The nested takes create their never-used key rows inside the joined transactions; their gap locks deadlock each other and the database rolls one whole transaction back (its outer lock and work lost)`,
-      );
-    },
-  );
+  it('first use: two chains, each outer withLock + nested withLock on its own never-used key, both run (no deadlock between disjoint keys)', async () => {
+    for (const k of ['new:outer:1', 'new:outer:2']) await locks.withLock(k, async () => undefined);
+    const { outcomes } = await twoChains('new');
+    assert.deepEqual(
+      outcomes,
+      ['nested ran', 'nested ran'],
+      `two call chains on DISJOINT keys (new:outer:1→new:inner:1, new:outer:2→new:inner:2), nobody else holding anything: ${outcomes.join(' | ')}. ` +
+        `The nested takes create their never-used key rows inside the joined transactions; their gap locks deadlock each other and the database rolls one whole transaction back (its outer lock and work lost)`,
+    );
+  });
 
   it('one chain on a pool of 2: withLock inside withLock on a free key is granted', async () => {
     const small = await createLockApp(db.settings, { strategy: 'row-lock', janitor: false }, { poolSize: 2 });

@@ -16,6 +16,7 @@ import type { MysqlSessionTransactions } from './session-transaction.js';
 import { FENCING_FLOOR_KEY } from '../../core/internal-keys.js';
 import { cutSession, isNoWait } from './row-lock-session.js';
 import { cutConnectionOf, sessionGone } from './session-gone.js';
+import { KeyRowsFirst } from './key-rows-first.js';
 
 /**
  * The fence's writes, in the business transaction on the app's DataSource. Rows a commit ended are
@@ -69,6 +70,10 @@ async function written(runner: QueryRunner, statement: { sql: string; parameters
 export class MysqlRowLockStore implements RowLockStore {
   /** Cut sessions the server may still run (see sessionGone). */
   private readonly leaving = new Set<Promise<void>>();
+  private readonly keyRowsFirst = new KeyRowsFirst(
+    (plan, deadline) => this.log.run(plan, 'locks', deadline),
+    (keys, deadline) => this.log.createKeyRows(keys, deadline),
+  );
 
   constructor(
     private readonly log: MysqlLockLog,
@@ -103,6 +108,11 @@ export class MysqlRowLockStore implements RowLockStore {
 
   take(runner: QueryRunner, targets: readonly LockTarget[], deadline: number): Promise<RowLockTake> {
     return busyOnWait(() => takeKeys(runner, targets, deadline, this.log.flavor));
+  }
+
+  async takeJoined(runner: QueryRunner, targets: readonly LockTarget[], deadline: number): Promise<RowLockTake> {
+    await this.keyRowsFirst.ensure(targets, deadline);
+    return this.take(runner, targets, deadline);
   }
 
   takeChecked(runner: QueryRunner, targets: readonly LockTarget[], deadline: number, acquisitionId: string): Promise<RowLockTake> {

@@ -30,7 +30,7 @@ export function takeKeys(deps: TakeDeps, runner: QueryRunner, attempt: GrantAtte
   // the work's view begins after the lock.
   const first = ownTransaction
     ? deps.store.beginAndTake(runner, attempt.targets, attempt.deadline, attempt.isolationLevel)
-    : deps.store.take(runner, attempt.targets, attempt.deadline);
+    : deps.store.takeJoined(runner, attempt.targets, attempt.deadline);
   // A handler, not an async frame, for the common answer (taken at once).
   const answer = (result: RowLockTake): AttemptResult => {
     // Lease holders taken over are told through their process lease; the count is not reported here.
