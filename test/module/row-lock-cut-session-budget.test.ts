@@ -3,10 +3,10 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { DataSource } from 'typeorm';
-import { DbLockError } from '../../lib/index.js';
 import { createLockApp } from '../support/lock-app.js';
 import { TestDatabase } from '../support/test-database.js';
 import { mysqlLogOf } from '../support/lock-internals.js';
+import { rowLockLoad } from '../support/row-lock-load.js';
 import { sessionsLeft, type Threads, watchSessions } from '../support/session-count.js';
 
 /**
@@ -37,51 +37,17 @@ describe('row-lock DataSource budget when maxHoldMs cuts a statement in flight',
       );
       const library = mysqlLogOf(locks).pool as unknown as { pool: Threads; reserved: Threads };
       void app.get(DataSource);
-      const raw: string[] = [];
-      const kinds = new Map<string, number>();
-      const note = (e: unknown) => {
-        const k = (e as Error)?.constructor?.name;
-        kinds.set(k, (kinds.get(k) ?? 0) + 1);
-        if (!(e instanceof DbLockError)) raw.push(`${k}: ${(e as Error)?.message}`);
-      };
-      const until = performance.now() + RUN_MS;
-      const workers: Promise<void>[] = [];
-      for (let c = 0; c < 12; c++)
-        workers.push(
-          (async () => {
-            for (let i = 0; performance.now() < until; i++) {
-              await locks
-                .runLocked(
-                  `r:${c % 3}`,
-                  async () => {
-                    await locks.manager.query('SELECT 1');
-                    await locks.manager.query('SELECT SLEEP(0.4)');
-                    await sleep(Math.floor(Math.random() * (c % 5 === 0 ? 100 : 10)));
-                  },
-                  { timeoutMs: c % 3 === 0 ? 0 : 250, mode: c % 6 === 2 ? 'read' : 'write' },
-                )
-                .catch(note);
-              await new Promise(setImmediate);
-            }
-          })(),
-        );
-      workers.push(
-        (async () => {
-          while (performance.now() < until) {
-            await locks.listLocks({ limit: 3 }).catch(note);
-            await locks.inspect('r:0').catch(note);
-            await sleep(10);
-          }
-        })(),
-      );
-      let done = false;
-      const all = Promise.all(workers).finally(() => (done = true));
-      const { mostDs, mostLib, worst } = await watchSessions(db, library, () => done);
-      await all;
+      const load = rowLockLoad(locks, RUN_MS, async (c) => {
+        await locks.manager.query('SELECT 1');
+        await locks.manager.query('SELECT SLEEP(0.4)');
+        await sleep(Math.floor(Math.random() * (c % 5 === 0 ? 100 : 10)));
+      });
+      const { mostDs, mostLib, worst } = await watchSessions(db, library, load.done);
+      await load.finished;
       await app.close();
       const left = await sessionsLeft(db);
-      t.diagnostic(`most DataSource sessions ${mostDs}, most library ${mostLib}; errors ${JSON.stringify([...kinds])}`);
-      assert.deepEqual(raw.slice(0, 5), [], `errors that are not DbLockErrors reached callers (${raw.length})`);
+      t.diagnostic(`most DataSource sessions ${mostDs}, most library ${mostLib}; errors ${JSON.stringify([...load.kinds])}`);
+      assert.deepEqual(load.raw.slice(0, 5), [], `errors that are not DbLockErrors reached callers (${load.raw.length})`);
       assert.ok(mostLib <= poolSize, `${mostLib} library sessions > poolSize ${poolSize}`);
       assert.ok(
         mostDs <= DS_POOL - 1,

@@ -1,10 +1,11 @@
 import { setTimeout as sleep } from 'node:timers/promises';
+import { backoffDelay } from '../../core/backoff.js';
 import { ANSWER_BOUND_MS } from './lock-connection-pool.js';
 import { format } from './sql.js';
 import type { StatementPlan } from './statement-plan.js';
 
-/** How often the server's session list is read while a cut session still runs its statement. */
-const POLL_MS = { first: 5, most: 50 };
+/** How often the server's session list is read while a cut session still runs its statement (backoff bounds, ms). */
+const POLL_MS = { least: 5, most: 50 };
 
 /** A cut connection's server session: its thread id, and the client port the server lists it under. */
 export interface CutConnection {
@@ -46,7 +47,7 @@ export async function sessionGone(cut: CutConnection, read: <T>(plan: StatementP
   const kill: StatementPlan<void> = { statements: [format('KILL ?', [cut.threadId])], parse: () => undefined };
   let killed = false;
   const stop = performance.now() + ANSWER_BOUND_MS;
-  for (let pause = POLL_MS.first; performance.now() < stop; pause = Math.min(pause * 2, POLL_MS.most)) {
+  for (let reads = 0; performance.now() < stop; reads++) {
     const seen = await read(look).catch(() => ({ listed: false, ours: false }));
     if (!seen.listed) return;
     if (seen.ours && !killed) {
@@ -54,6 +55,6 @@ export async function sessionGone(cut: CutConnection, read: <T>(plan: StatementP
       await read(kill).catch(() => undefined);
       continue;
     }
-    await sleep(pause);
+    await sleep(backoffDelay(reads, POLL_MS.least, POLL_MS.most));
   }
 }
