@@ -158,6 +158,38 @@ export function rowLockByHandPreAuditDesign(deps: DesignDeps): LockDesign {
   });
 }
 
+/** The audit row's columns, in a table of its own with no index but its primary key. */
+const LEAN_AUDIT_TABLE =
+  'CREATE TABLE IF NOT EXISTS bench_lean_log (id BIGINT UNSIGNED AUTO_INCREMENT PRIMARY KEY, lock_key VARBINARY(764) NOT NULL, ' +
+  'mode VARCHAR(6) NOT NULL, owner CHAR(36) NOT NULL, holder VARCHAR(255), strategy VARCHAR(16), fencing_token BIGINT UNSIGNED, ' +
+  'status VARCHAR(16), lease_ms INT, acquired_at DATETIME(6), expires_at DATETIME(6), ended_at DATETIME(6), wait_ms INT, hold_ms INT) ENGINE=InnoDB';
+
+/**
+ * A design measured, not shipped: the by-hand hold with its audit row written into a table whose
+ * only index is its primary key, in one CALL with COMMIT as the record-and-commit routine does.
+ * The cheapest durable audit row a hold can write inside its transaction: what is left of the
+ * audit row's cost once `db_lock_log`'s secondary indexes (which the lease's lock paths read) are
+ * not paid.
+ */
+export function rowLockByHandLeanAuditDesign(deps: DesignDeps): LockDesign {
+  const setup = [
+    LEAN_AUDIT_TABLE,
+    'CREATE PROCEDURE IF NOT EXISTS bench_lean_commit(IN p_key VARBINARY(764)) MODIFIES SQL DATA BEGIN ' +
+      'INSERT INTO bench_lean_log (lock_key, mode, owner, holder, strategy, fencing_token, status, lease_ms, acquired_at, expires_at, ended_at, wait_ms, hold_ms) ' +
+      "VALUES (p_key, 'write', UUID(), 'bench:hand', 'row-lock', LAST_INSERT_ID(), 'RELEASED', 0, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), 0, 0); COMMIT; END",
+  ];
+  return transactionDesign(deps, 'row-lock-hand-lean-audit', 2 + 2, {
+    prepare: async (query: Query, key: string) => {
+      // Workers prepare at once: a create that lost the race (1050 table, 1304 routine: already exists) is fine.
+      for (const sql of setup)
+        await query(sql).catch((e: { errno?: number }) => (e.errno === 1050 || e.errno === 1304 ? undefined : Promise.reject(e as Error)));
+      await BY_HAND_TAKE.prepare(query, key);
+    },
+    take: BY_HAND_TAKE.take,
+    commitWith: (query, key) => query('CALL bench_lean_commit(?)', [Buffer.from(key)]),
+  });
+}
+
 /**
  * The same hold by hand with its critical section through TypeORM, as the row-lock's runs through
  * `handle.manager`: a runner from the DataSource's pool, the lock's own statements straight to

@@ -6,6 +6,7 @@ import {
   rowLockByHandNoAuditDesign,
   rowLockByHandOrmDesign,
   rowLockByHandPreAuditDesign,
+  rowLockByHandLeanAuditDesign,
 } from './blocking.js';
 import { leaseDecoratedDesign, leaseDesign, rowLockDesign } from './library.js';
 import { leaseByHandDesign } from './lease-by-hand.js';
@@ -33,6 +34,8 @@ export async function createDesign(id: DesignId, deps: DesignDeps): Promise<Lock
       return rowLockByHandNoAuditDesign(deps);
     case 'row-lock-hand-pre-audit':
       return rowLockByHandPreAuditDesign(deps);
+    case 'row-lock-hand-lean-audit':
+      return rowLockByHandLeanAuditDesign(deps);
     case 'for-update':
       return forUpdateDesign(deps);
     case 'get-lock':

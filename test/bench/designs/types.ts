@@ -21,6 +21,7 @@ export const DESIGN_IDS = [
   'row-lock-hand-orm',
   'row-lock-hand-no-audit',
   'row-lock-hand-pre-audit',
+  'row-lock-hand-lean-audit',
   'for-update',
   'get-lock',
   'redlock',
@@ -41,6 +42,8 @@ export const DESIGN_LABELS: Record<DesignId, string> = {
   'row-lock-hand-no-audit':
     'the by-hand hold without its audit row (START and the locking UPDATE in one CALL of the begin-and-take routine; critical section; COMMIT): what the audit row inside the hold costs',
   'row-lock-hand-pre-audit': 'the by-hand hold with its audit row inserted before the locking UPDATE, its token filled in before COMMIT',
+  'row-lock-hand-lean-audit':
+    "the by-hand hold with its audit row in a table whose only index is its primary key (the same CALLs; the record-and-commit routine's INSERT into that table)",
   'for-update': 'bare blocking `SELECT … FOR UPDATE` (critical section in its transaction)',
   'get-lock': 'bare blocking `GET_LOCK`',
   redlock: 'node-redlock (local Redis)',
@@ -56,6 +59,7 @@ export const SHORT_LABELS: Record<DesignId, string> = {
   'row-lock-hand-orm': 'row-lock by hand, TypeORM work',
   'row-lock-hand-no-audit': 'row-lock by hand, no audit row',
   'row-lock-hand-pre-audit': 'row-lock by hand, audit row first',
+  'row-lock-hand-lean-audit': 'row-lock by hand, lean audit row',
   'for-update': 'FOR UPDATE',
   'get-lock': 'GET_LOCK',
   redlock: 'redlock',

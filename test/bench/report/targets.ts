@@ -152,6 +152,7 @@ function variantChecks(r: BenchResults, v: ContentionVariant): TargetCheck[] {
   const byHandOrm = d('row-lock-hand-orm');
   const noAudit = d('row-lock-hand-no-audit');
   const auditFirst = d('row-lock-hand-pre-audit');
+  const leanAudit = d('row-lock-hand-lean-audit');
   const redlock = d('redlock');
   const checks: TargetCheck[] = [
     ratioCheck('Lease', `hot key, wait p99 ≤ 0.25× node-redlock's${name}`, lease?.waitP99, redlock?.waitP99, 0.25, true, 'ms'),
@@ -220,6 +221,9 @@ function variantChecks(r: BenchResults, v: ContentionVariant): TargetCheck[] {
               : '') +
             (auditFirst
               ? `; with its audit row inserted before the locking UPDATE (outside the key's critical section) ${fmt(auditFirst.throughput.median)} ops/s = ${fmtRatio(auditFirst.throughput.median / forUpdate.throughput.median)}`
+              : '') +
+            (leanAudit
+              ? `; with its audit row in a table indexed by its primary key only (the cheapest durable audit row) ${fmt(leanAudit.throughput.median)} ops/s = ${fmtRatio(leanAudit.throughput.median / forUpdate.throughput.median)}`
               : '')
         : '',
     ),
