@@ -17,7 +17,7 @@ import {
 import { contractSuite } from '../support/contract-targets.js';
 
 /**
- * G9: an invalid key or option is rejected with a typed error before any SQL runs: the
+ * Bad input: an invalid key or option is rejected with a typed error before any SQL runs: the
  * library's round-trip counter does not move and no row is written.
  */
 const NAMESPACE = 'ns'; // keys are stored as 'ns:<key>', so the key itself may have 188 characters
@@ -70,7 +70,7 @@ const BAD_CALL_OPTIONS: [string, unknown, RegExp[]][] = [
   ['every problem at once', { timeoutMs: NaN, leaseMs: -1, mode: 'x', lease: 1 }, [/unknown option 'lease'/, /mode /, /timeoutMs /, /leaseMs /]],
 ];
 
-contractSuite('bad-input', 'G9 bad input is rejected before any SQL', (target) => {
+contractSuite('bad-input', 'bad input is rejected before any SQL', (target) => {
   let db: TestDatabase;
   let app: INestApplicationContext;
   let locks: LockService;
@@ -231,7 +231,7 @@ contractSuite('bad-input', 'G9 bad input is rejected before any SQL', (target) =
   });
 });
 
-describe('G9 bad module options fail at bootstrap with every problem listed', () => {
+describe('bad module options fail at bootstrap with every problem listed', () => {
   let db: TestDatabase;
   before(async () => {
     db = await TestDatabase.create();

@@ -8,7 +8,7 @@ import type { HoldResult } from './scenarios/holders.js';
 import { appliesTo, contractSuite } from '../support/contract-targets.js';
 
 /**
- * G4 one clock: a process whose Date runs an hour ahead (a preload replacing Date/Date.now)
+ * One clock, the server's: a process whose Date runs an hour ahead (a preload replacing Date/Date.now)
  * behaves exactly like the others: exclusion holds, leases run out on the server's schedule (not
  * an hour early or late), and takeovers in both directions mark the old row EXPIRED.
  */
@@ -20,7 +20,7 @@ const SKEW_PRELOAD = new URL('../support/clock-skew.js', import.meta.url).href;
 const COUNTER = new URL('./scenarios/counter.js', import.meta.url).href;
 const HOLDERS = new URL('./scenarios/holders.js', import.meta.url).href;
 
-contractSuite('server-clock', 'G4 a process with its clock shifted by +1 h', (target) => {
+contractSuite('server-clock', 'a process with its clock shifted by +1 h', (target) => {
   let db: TestDatabase;
   let skewed: LockWorker[] = [];
   let normal: LockWorker[] = [];

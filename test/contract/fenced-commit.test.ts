@@ -6,7 +6,7 @@ import { LockWorker } from '../support/worker-host.js';
 import { type ContractTarget, contractSuite } from '../support/contract-targets.js';
 
 /**
- * G2, fenced commit, across processes: a holder stalled (SIGSTOP) between its business writes and
+ * The fenced commit, across processes: a holder stalled (SIGSTOP) between its business writes and
  * its commit, past its lease, while another process takes the key over and commits, must roll back
  * with LockLostError, and none of its writes may exist. Control: a holder stalled past its lease
  * that nobody took over commits normally.

@@ -14,7 +14,7 @@ const READER_ITERATIONS = 400;
 const WRITER_ITERATIONS = 150;
 
 /**
- * G1 for read/write locks across processes: 6 readers and 2 writers in 4 processes on one key.
+ * Mutual exclusion for read/write locks across processes: 6 readers and 2 writers in 4 processes on one key.
  * Two detectors that do not trust the library: a probe row changed inside the critical sections,
  * and the server-clock intervals of the log rows.
  */

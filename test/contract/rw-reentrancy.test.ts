@@ -8,7 +8,7 @@ import { LockUpgradeError, type LockService } from '../../lib/index.js';
 import { callerTrips, countsLockTrips } from '../support/round-trips.js';
 import { contractSuite } from '../support/contract-targets.js';
 
-/** G5 for modes: the reentrancy matrix in one call chain, counted in round trips. */
+/** Reentrancy for modes: the matrix in one call chain, counted in round trips. */
 contractSuite('reentrancy', 'read/write reentrancy matrix in one call chain', (target) => {
   let db: TestDatabase;
   let app: INestApplicationContext;

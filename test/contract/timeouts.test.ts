@@ -10,7 +10,7 @@ import { callerTrips, countsLockTrips } from '../support/round-trips.js';
 import { appliesTo, contractSuite, gapOf } from '../support/contract-targets.js';
 
 /**
- * G7 bounded waiting, under each strategy: against a held key, timeoutMs T ends in
+ * Bounded waiting, under each strategy: against a held key, timeoutMs T ends in
  * LockTimeoutError no earlier than T and within T plus EPSILON_MS (one round trip and timer slack
  * on a loaded 2-core machine; a row-lock waiter also rolls its transaction back); 0 is exactly
  * one try. A caller told "timeout" never ends up holding a lock and left no live row, even when
@@ -22,7 +22,7 @@ import { appliesTo, contractSuite, gapOf } from '../support/contract-targets.js'
  */
 const TIMEOUTS = [0, 50, 150, 300, 1000] as const;
 
-contractSuite('bounded-wait', 'G7 timeouts', (target) => {
+contractSuite('bounded-wait', 'timeouts', (target) => {
   // A lease waiter polls, a row-lock waiter waits in a locking read and rolls back on its deadline.
   const EPSILON_MS = target.capabilities.has('holder-connection') ? 250 : 200;
   const countsTrips = countsLockTrips(target);

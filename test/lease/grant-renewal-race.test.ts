@@ -9,7 +9,7 @@ import { acquisitionIdOf, freeze, processIdOf, stall, thaw } from '../support/lo
 import { contractSuite } from '../support/contract-targets.js';
 
 /**
- * G1 against a late renewal. A holder whose lease ran out but was not reclaimed yet may still
+ * Mutual exclusion against a late renewal. A holder whose lease ran out but was not reclaimed yet may still
  * renew (its row is live; the renewal writes its process's lease row). If that renewal commits
  * while a waiting grant is between "count the live holders" and "mark the expired ones EXPIRED",
  * the grant must not go ahead: otherwise it skips the now-renewed row and two holders own the key.

@@ -13,7 +13,7 @@ import { contractSuite } from '../support/contract-targets.js';
  * process's grant is taking the key over. The grant counts expired holders with a plain
  * (non-locking) read and marks them EXPIRED a few statements later; a renewal committed in
  * between used to push the old holder's expiry into the future, so the EXPIRED update missed it
- * and both processes held the key (G1) and both could pass the fence (G2).
+ * and both processes held the key and both could pass the fence.
  *
  * The window is made deterministic: an admin INSERT ... SELECT into db_lock_log holds the
  * table's AUTO-INC lock (innodb_autoinc_lock_mode 1) so the grant stops right after counting.

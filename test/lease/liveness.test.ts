@@ -7,7 +7,7 @@ import type { HoldResult } from '../contract/scenarios/holders.js';
 import { contractSuite } from '../support/contract-targets.js';
 
 /**
- * G3 liveness: a SIGKILLed holder's lock is free again within its lease plus one poll interval
+ * Liveness: a SIGKILLed holder's lock is free again within its lease plus one poll interval
  * of the waiter, and never before its lease ran out (by the server clock); the dead holder's log
  * row ends EXPIRED, naming the new owner.
  */
@@ -17,7 +17,7 @@ const POLL_MS = 200; // retryMaxDelayMs: the longest pause between two tries of 
 const EPSILON_MS = 400;
 const SCENARIO = new URL('../contract/scenarios/holders.js', import.meta.url).href;
 
-contractSuite('crash-liveness-lease', 'G3 a SIGKILLed holder', (target) => {
+contractSuite('crash-liveness-lease', 'a SIGKILLed holder', (target) => {
   let db: TestDatabase;
   let workers: LockWorker[] = [];
   before(async () => {

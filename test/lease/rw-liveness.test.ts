@@ -20,7 +20,7 @@ const LEASE_MS = 1500;
 const EPSILON_MS = 1000;
 
 /**
- * Writer preference (G1 liveness for writers) and reader crash recovery (G3 for readers), with
+ * Writer preference (liveness for writers) and reader crash recovery (a crashed reader's key frees), with
  * readers in 3 processes and the writer in a 4th, so no local wake-up helps the writer.
  */
 contractSuite('lease-writer-preference', 'read/write liveness: writer preference and crashed readers', (target) => {

@@ -1,5 +1,5 @@
 /**
- * Scenarios for the liveness tests (issue 5), run inside worker processes. They reach a few
+ * Scenarios for the liveness tests, run inside worker processes. They reach a few
  * internals on purpose (the handle's owner token for the fence statement, the store to observe
  * renewals, the janitor to record its runs): tests only, never in lib/.
  */
