@@ -127,10 +127,22 @@ export function rowLockByHandNoAuditDesign(deps: DesignDeps): LockDesign {
   });
 }
 
-/** The audit row as the record-and-commit routine writes it, its token still unknown. */
-const AUDIT_ROW_FIRST =
-  'INSERT INTO db_lock_log (lock_key, mode, owner, holder, strategy, fencing_token, status, lease_ms, acquired_at, expires_at, ended_at, wait_ms, hold_ms) ' +
-  "VALUES (p_key, 'write', UUID(), 'bench:hand', 'row-lock', 0, 'RELEASED', 0, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), 0, 0)";
+/** The audit row as the record-and-commit routine writes it, into `table`, inside a routine taking `p_key`; `token` is SQL. */
+const auditRowInsert = (table: string, token: string): string =>
+  `INSERT INTO ${table} (lock_key, mode, owner, holder, strategy, fencing_token, status, lease_ms, acquired_at, expires_at, ended_at, wait_ms, hold_ms) ` +
+  `VALUES (p_key, 'write', UUID(), 'bench:hand', 'row-lock', ${token}, 'RELEASED', 0, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), 0, 0)`;
+
+/** The audit row into the log, its token still unknown. */
+const AUDIT_ROW_FIRST = auditRowInsert('db_lock_log', '0');
+
+/**
+ * Runs a design's CREATE … IF NOT EXISTS statements. Workers prepare at once: a create that lost
+ * the race (1050 table, 1304 routine: already exists) is fine.
+ */
+async function createOnce(query: Query, statements: readonly string[]): Promise<void> {
+  for (const sql of statements)
+    await query(sql).catch((e: { errno?: number }) => (e.errno === 1050 || e.errno === 1304 ? undefined : Promise.reject(e as Error)));
+}
 
 /**
  * A design measured, not shipped: the audit row inserted in the transaction BEFORE the locking UPDATE (outside the
@@ -149,8 +161,7 @@ export function rowLockByHandPreAuditDesign(deps: DesignDeps): LockDesign {
   ];
   return transactionDesign(deps, 'row-lock-hand-pre-audit', 2 + 2, {
     prepare: async (query: Query, key: string) => {
-      // Workers prepare at once: a create that lost the race (1304, already exists) is fine.
-      for (const sql of routines) await query(sql).catch((e: { errno?: number }) => (e.errno === 1304 ? undefined : Promise.reject(e as Error)));
+      await createOnce(query, routines);
       await BY_HAND_TAKE.prepare(query, key);
     },
     take: { openAndTake: async (query: Query, key: string) => tookTheRow(await query('CALL bench_pre_take(?)', [Buffer.from(key)]), key) },
@@ -174,15 +185,11 @@ const LEAN_AUDIT_TABLE =
 export function rowLockByHandLeanAuditDesign(deps: DesignDeps): LockDesign {
   const setup = [
     LEAN_AUDIT_TABLE,
-    'CREATE PROCEDURE IF NOT EXISTS bench_lean_commit(IN p_key VARBINARY(764)) MODIFIES SQL DATA BEGIN ' +
-      'INSERT INTO bench_lean_log (lock_key, mode, owner, holder, strategy, fencing_token, status, lease_ms, acquired_at, expires_at, ended_at, wait_ms, hold_ms) ' +
-      "VALUES (p_key, 'write', UUID(), 'bench:hand', 'row-lock', LAST_INSERT_ID(), 'RELEASED', 0, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), 0, 0); COMMIT; END",
+    `CREATE PROCEDURE IF NOT EXISTS bench_lean_commit(IN p_key VARBINARY(764)) MODIFIES SQL DATA BEGIN ${auditRowInsert('bench_lean_log', 'LAST_INSERT_ID()')}; COMMIT; END`,
   ];
   return transactionDesign(deps, 'row-lock-hand-lean-audit', 2 + 2, {
     prepare: async (query: Query, key: string) => {
-      // Workers prepare at once: a create that lost the race (1050 table, 1304 routine: already exists) is fine.
-      for (const sql of setup)
-        await query(sql).catch((e: { errno?: number }) => (e.errno === 1050 || e.errno === 1304 ? undefined : Promise.reject(e as Error)));
+      await createOnce(query, setup);
       await BY_HAND_TAKE.prepare(query, key);
     },
     take: BY_HAND_TAKE.take,
