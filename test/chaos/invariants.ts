@@ -1,4 +1,5 @@
 import type { TestDatabase } from '../support/test-database.js';
+import { sessionsLeft } from '../support/session-count.js';
 
 /**
  * The chaos suite's verdict, from the database alone (the audit rows' server timestamps, the
@@ -110,11 +111,9 @@ export async function checkLeftovers(db: TestDatabase): Promise<Leftovers> {
   const one = async (sql: string, params: unknown[] = []): Promise<number> => Number((await db.query<{ n: number }[]>(sql, params))[0]!.n);
   return {
     liveLogRows: await one("SELECT COUNT(*) AS n FROM db_lock_log WHERE status IN ('ACQUIRED', 'COMPLETED')"),
-    connections: await one('SELECT COUNT(*) AS n FROM information_schema.PROCESSLIST WHERE db = ? AND id <> CONNECTION_ID()', [db.name]),
-    openTransactions: await one(
-      'SELECT COUNT(*) AS n FROM information_schema.INNODB_TRX t JOIN information_schema.PROCESSLIST p ON p.id = t.trx_mysql_thread_id WHERE p.db = ? AND p.id <> CONNECTION_ID()',
-      [db.name],
-    ),
+    // Read until none is left, up to 3 s: the server drops a closed connection's thread a moment after the client's QUIT.
+    connections: (await sessionsLeft(db, 3_000)).length,
+    openTransactions: (await db.openTransactions()).length,
     lockRows: await one('SELECT COUNT(*) AS n FROM db_lock'),
     processRows: await one('SELECT COUNT(*) AS n FROM db_lock_process'),
     logRows: await one('SELECT COUNT(*) AS n FROM db_lock_log'),

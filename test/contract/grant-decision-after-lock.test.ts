@@ -11,11 +11,19 @@ import { contractSuite } from '../support/contract-targets.js';
  * for live log rows. That read must happen after the row lock is taken: a grant that waited for
  * another grant's transaction must see the log row that transaction committed, never a view
  * taken before the wait. The other grant is played by hand (key row locked, live log row
- * inserted, not committed); the library's grant is seen waiting on it in INNODB_TRX; then the
+ * inserted, not committed); the library's grant is seen waiting on it in InnoDB's transaction list; then the
  * other one commits, and the library's grant must be refused.
  */
 async function untilLockWait(db: TestDatabase): Promise<void> {
-  if ((await db.ownTransactionsUntil(`t.trx_state = 'LOCK WAIT'`, (rows) => rows.length > 0, 5_000)).length === 0)
+  if (
+    (
+      await db.transactionsUntil(
+        (t) => t.lockWait,
+        (them) => them.length > 0,
+        5_000,
+      )
+    ).length === 0
+  )
     throw new Error('Timed out waiting for the grant to wait on the key row');
 }
 

@@ -7,22 +7,14 @@ import { ReconciliationService } from '../../sample-app/lending/reconciliation.s
 import { eventually } from '../support/lock-app.js';
 import { logRows, moneySnapshot, type SampleApp, startSampleApp } from '../support/sample-app.js';
 
-/**
- * Polls until a transaction of this test's database waits for a row lock (other test files share
- * the server). Every 200 ms: MariaDB refreshes INNODB_TRX only when it was not read for 100 ms.
- */
+/** Waits until a transaction of this test's database waits for a row lock (other test files share the server). */
 async function waitForRowLockWait(s: SampleApp): Promise<void> {
-  const deadline = performance.now() + 10_000;
-  while (performance.now() < deadline) {
-    await new Promise((resolve) => setTimeout(resolve, 200));
-    const [waiting] = await s.db.query<{ n: number }[]>(
-      `SELECT COUNT(*) AS n FROM information_schema.INNODB_TRX t JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id
-        WHERE t.trx_state = 'LOCK WAIT' AND p.DB = ?`,
-      [s.db.name],
-    );
-    if (Number(waiting!.n) > 0) return;
-  }
-  throw new Error('the repayment never waited for the loan row');
+  const waiting = await s.db.transactionsUntil(
+    (t) => t.lockWait,
+    (them) => them.length > 0,
+    10_000,
+  );
+  if (waiting.length === 0) throw new Error('the repayment never waited for the loan row');
 }
 
 /**
@@ -56,7 +48,10 @@ describe('sample app: busy and lost locks', () => {
     assert.ok(waited >= 290, `waited ${waited} ms`);
     assert.deepEqual(await moneySnapshot(s.db), before);
     // Only the test's own hold: a caller that timed out left no row.
-    assert.deepEqual((await logRows(s.db, 'p2p:loan:2')).map((r) => r.status), ['RELEASED']);
+    assert.deepEqual(
+      (await logRows(s.db, 'p2p:loan:2')).map((r) => r.status),
+      ['RELEASED'],
+    );
 
     const retry = await request(s.server).post('/loans/2/repay').send({ cents: 700 });
     assert.equal(retry.status, 201);
@@ -93,7 +88,10 @@ describe('sample app: busy and lost locks', () => {
     try {
       await other.query('START TRANSACTION');
       await other.query('SELECT id FROM p2p_loan WHERE id = 1 FOR UPDATE');
-      const pending = request(s.server).post('/loans/1/repay').send({ cents: 900 }).then((r) => r);
+      const pending = request(s.server)
+        .post('/loans/1/repay')
+        .send({ cents: 900 })
+        .then((r) => r);
       await waitForRowLockWait(s);
       // An operator (or a takeover after the lease ran out) ends the stalled holder's lock.
       const evicted = await s.locks.forceRelease('loan:1', 'test: stalled repayment');
@@ -126,7 +124,11 @@ describe('sample app: busy and lost locks', () => {
     }
     const [{ n }] = await s.db.query<[{ n: number }]>('SELECT COUNT(*) AS n FROM p2p_reconciliation');
     assert.equal(Number(n), 0, 'skipped runs did nothing');
-    assert.deepEqual((await logRows(s.db, 'p2p:reconciliation')).map((r) => r.status), ['RELEASED'], 'skips leave no row');
+    assert.deepEqual(
+      (await logRows(s.db, 'p2p:reconciliation')).map((r) => r.status),
+      ['RELEASED'],
+      'skips leave no row',
+    );
 
     const result = await reconciliation.reconcile();
     assert.ok(result, 'runs once the lock is free');
@@ -135,7 +137,13 @@ describe('sample app: busy and lost locks', () => {
     assert.equal(result.repaidCents, Number(repaid));
     assert.ok(result.repaidCents > 0);
     const runs = await s.db.query<Record<string, unknown>[]>('SELECT balanced, repaid_cents FROM p2p_reconciliation');
-    assert.deepEqual(runs.map((r) => [Number(r.balanced), Number(r.repaid_cents)]), [[1, result.repaidCents]]);
-    assert.deepEqual((await logRows(s.db, 'p2p:reconciliation')).map((r) => `${r.mode} ${r.status}`), ['write RELEASED', 'write RELEASED']);
+    assert.deepEqual(
+      runs.map((r) => [Number(r.balanced), Number(r.repaid_cents)]),
+      [[1, result.repaidCents]],
+    );
+    assert.deepEqual(
+      (await logRows(s.db, 'p2p:reconciliation')).map((r) => `${r.mode} ${r.status}`),
+      ['write RELEASED', 'write RELEASED'],
+    );
   });
 });

@@ -24,9 +24,12 @@ contractSuite('lease-mechanics', 'the fast single-key grant', (target) => {
       "SELECT fencing_token, status, DATE_FORMAT(expires_at, '%Y-%m-%dT%H:%i:%s.%fZ') AS expires_at FROM db_lock_log WHERE lock_key = ? ORDER BY id",
       [Buffer.from(key)],
     );
-  // No transaction of the apps' connections left open (read until none, see innodbTrxUntil).
+  // No transaction of the apps' connections left open (read until none).
   const noOpenTransaction = async (what: string) => {
-    const open = await db.ownTransactionsUntil('p.ID <> CONNECTION_ID()', (rows) => rows.length === 0);
+    const open = await db.transactionsUntil(
+      () => true,
+      (them) => them.length === 0,
+    );
     assert.equal(open.length, 0, what);
   };
 

@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import type { INestApplicationContext } from '@nestjs/common';
 import mysql from 'mysql2/promise';
 import { TestDatabase } from '../support/test-database.js';
+import type { OpenTransaction } from '../support/open-transactions.js';
 import { createLockApp, eventually } from '../support/lock-app.js';
 import { type LockHandle, LockLostError, type LockService } from '../../lib/index.js';
 import { freeze, thaw } from '../support/lock-internals.js';
@@ -19,11 +20,14 @@ import { contractSuite } from '../support/contract-targets.js';
  * table's AUTO-INC lock (innodb_autoinc_lock_mode 1) so the grant stops right after counting.
  */
 
-/** Waits until a transaction of this database matching `where` is listed in INNODB_TRX (see TestDatabase.ownTransactionsUntil). */
-async function untilTrx(db: TestDatabase, where: string, what: string): Promise<void> {
-  const rows = await db.ownTransactionsUntil(where, (r) => r.length > 0, 5_000);
-  if (rows.length === 0) throw new Error(`Timed out waiting for ${what}`);
+/** Waits until an open transaction of this database passes `filter` (see TestDatabase.transactionsUntil). */
+async function untilTrx(db: TestDatabase, filter: (t: OpenTransaction) => boolean, what: string): Promise<void> {
+  const them = await db.transactionsUntil(filter, (found) => found.length > 0, 5_000);
+  if (them.length === 0) throw new Error(`Timed out waiting for ${what}`);
 }
+
+/** The blocker's INSERT … SELECT has written a row: it holds the AUTO-INC lock until it ends. */
+const blockerWriting = (t: OpenTransaction) => t.rowsModified > 0 && t.text.includes('blocker');
 
 contractSuite('lease-takeover', "grants paused on db_lock_log's AUTO-INC lock", (target) => {
   let db: TestDatabase;
@@ -63,10 +67,10 @@ contractSuite('lease-takeover', "grants paused on db_lock_log's AUTO-INC lock", 
             `SELECT 'blocker', 'write', '00000000-0000-0000-0000-000000000000', 'test', rows3.n + FLOOR(UNIX_TIMESTAMP(NOW(6)) * 1000) * 10, 'RELEASED', 0, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) ` +
             `FROM (SELECT 1 AS n UNION ALL SELECT 2 UNION ALL SELECT 3) rows3 WHERE SLEEP(0.35) = 0`,
         );
-        await untilTrx(db, `t.trx_rows_modified > 0 AND t.trx_query LIKE '%blocker%'`, 'the blocker to hold the AUTO-INC lock');
+        await untilTrx(db, blockerWriting, 'the blocker to hold the AUTO-INC lock');
 
         const taking = newLocks.acquire(key, { timeoutMs: 10_000, leaseMs: 30_000 });
-        await untilTrx(db, `t.trx_state = 'LOCK WAIT'`, 'the takeover grant to wait on the AUTO-INC lock');
+        await untilTrx(db, (t) => t.lockWait, 'the takeover grant to wait on the AUTO-INC lock');
 
         // The old holder, its lease long gone, renews while the grant is paused between its count
         // of live holders and its EXPIRED update.
@@ -114,7 +118,7 @@ contractSuite('lease-takeover', "grants paused on db_lock_log's AUTO-INC lock", 
           `SELECT 'blocker', 'write', '00000000-0000-0000-0000-000000000000', 'test', rows3.n + FLOOR(UNIX_TIMESTAMP(NOW(6)) * 1000) * 10, 'RELEASED', 0, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) ` +
           `FROM (SELECT 1 AS n UNION ALL SELECT 2 UNION ALL SELECT 3) rows3 WHERE SLEEP(1) = 0`,
       );
-      await untilTrx(db, `t.trx_rows_modified > 0 AND t.trx_query LIKE '%blocker%'`, 'the blocker to hold the AUTO-INC lock');
+      await untilTrx(db, blockerWriting, 'the blocker to hold the AUTO-INC lock');
       const lock = await newLocks.acquire('autoinc', { timeoutMs: 10_000 });
       assert.equal(lock.fencingToken, 1);
       await lock.release();

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import 'reflect-metadata';
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -35,11 +36,19 @@ for (const strategy of ['lease', 'row-lock'] as LockStrategyName[]) {
     async function levelInside(): Promise<string> {
       const manager = locks.manager;
       await manager.query('UPDATE account SET balance = balance WHERE id = 1');
-      await new Promise((r) => setTimeout(r, 150)); // INNODB_TRX's cache refreshes when unread for 100 ms
-      const rows = (await manager.query(
-        'SELECT trx_isolation_level AS level FROM information_schema.INNODB_TRX WHERE trx_mysql_thread_id = CONNECTION_ID()',
-      )) as { level: string }[];
-      return rows[0]?.level ?? 'none';
+      // INNODB_TRX comes from a server-wide cache, refreshed only when nobody read it for 100 ms
+      // (other test files read it too): a row is trusted only if it shows this very read as the
+      // transaction's running statement, which a refresh during this read does.
+      const marker = `level-probe-${randomUUID()}`;
+      for (let tries = 0; tries < 40; tries++) {
+        await new Promise((r) => setTimeout(r, 150));
+        const rows = (await manager.query(
+          `SELECT /* ${marker} */ trx_isolation_level AS level FROM information_schema.INNODB_TRX WHERE trx_mysql_thread_id = CONNECTION_ID() AND trx_query LIKE ?`,
+          [`%${marker}%`],
+        )) as { level: string }[];
+        if (rows.length > 0) return rows[0]!.level;
+      }
+      return 'none';
     }
 
     class Probe {

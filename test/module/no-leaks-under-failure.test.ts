@@ -5,6 +5,7 @@ import type { INestApplicationContext } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 import { DbLockError, type DbLockModuleOptions, type LockService, LockTimeoutError } from '../../lib/index.js';
 import { TestDatabase } from '../support/test-database.js';
+import type { OpenTransaction } from '../support/open-transactions.js';
 import { createLockApp, eventually } from '../support/lock-app.js';
 import { mysqlLogOf } from '../support/lock-internals.js';
 import { contractSuite } from '../support/contract-targets.js';
@@ -32,29 +33,22 @@ function busy(dataSource: DataSource, locks: LockService): Record<string, number
   };
 }
 
-async function openTrx(db: TestDatabase): Promise<number> {
-  const rows = await db.query<{ n: number }[]>(
-    'SELECT COUNT(*) AS n FROM information_schema.INNODB_TRX t JOIN information_schema.PROCESSLIST p ON p.id = t.trx_mysql_thread_id WHERE p.db = ?',
-    [db.name],
-  );
-  return Number(rows[0]!.n);
-}
-
 async function assertIdle(db: TestDatabase, dataSource: DataSource, locks: LockService, what: string): Promise<void> {
   let last: unknown;
+  let open: OpenTransaction[] = [];
   try {
     await eventually(
       async () => {
         const b = busy(dataSource, locks);
-        const trx = await openTrx(db);
-        last = { ...b, trx };
-        return b.appBusy === 0 && b.appQueued === 0 && b.libBusy === 0 && trx === 0;
+        open = await db.openTransactions();
+        last = { ...b, trx: open.length };
+        return b.appBusy === 0 && b.appQueued === 0 && b.libBusy === 0 && open.length === 0;
       },
       3_000,
       what,
     );
   } catch {
-    assert.fail(`${what}: not back to idle: ${JSON.stringify(last)}`);
+    assert.fail(`${what}: not back to idle: ${JSON.stringify(last)}${open.map((t) => `\n${t.text}`).join('')}`);
   }
 }
 

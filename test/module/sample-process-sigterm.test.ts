@@ -105,15 +105,11 @@ describe('SIGTERM of a sample instance with requests in flight', () => {
       await blocker.query('START TRANSACTION');
       await blocker.query('SELECT id FROM p2p_loan WHERE id = 1 FOR UPDATE');
       const pending = post(inst.baseUrl, '/loans/1/repay', { cents: 250 });
-      const deadline = performance.now() + 10_000;
-      while (performance.now() < deadline) {
-        await new Promise((r) => setTimeout(r, 200));
-        const [{ n }] = await db.query<[{ n: number }]>(
-          `SELECT COUNT(*) AS n FROM information_schema.INNODB_TRX t JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id WHERE t.trx_state = 'LOCK WAIT' AND p.DB = ?`,
-          [db.name],
-        );
-        if (Number(n) > 0) break;
-      }
+      await db.transactionsUntil(
+        (t) => t.lockWait,
+        (waiting) => waiting.length > 0,
+        10_000,
+      );
       inst.child.kill('SIGTERM');
       await new Promise((r) => setTimeout(r, 800));
       await blocker.query('ROLLBACK');

@@ -215,21 +215,20 @@ contractSuite('row-lock-statements', 'row-lock: statements per hold', () => {
       // The CALL's START ran, its UPDATE waited and gave up: no transaction may still be open on a
       // connection of the DataSource's pool. (The library's own pool may briefly write the
       // acquisition's terminal row meanwhile: not a leak, so not counted.)
-      // Read until no pooled connection shows one (see innodbTrxUntil): a leaked one stays listed.
+      // Read until no pooled connection shows one: a leaked one stays listed.
       const pooled = dataSourceThreadIds(app.get(DataSource));
       assert.ok(pooled.size > 0, 'the DataSource pool has connections to look at');
-      const open = await db.innodbTrxUntil<{ id: string }>(
-        'SELECT trx_mysql_thread_id AS id FROM information_schema.INNODB_TRX',
-        [],
-        (rows) => !rows.some((r) => pooled.has(Number(r.id))),
+      const open = await db.transactionsUntil(
+        () => true,
+        (them) => !them.some((t) => pooled.has(t.threadId)),
       );
       assert.deepEqual(
-        open.map((r) => Number(r.id)).filter((id) => pooled.has(id)),
+        open.map((t) => t.threadId).filter((id) => pooled.has(id)),
         [],
         'a transaction of the timed-out caller was left open on a pooled connection',
       );
       assert.ok(
-        open.some((r) => Number(r.id) === holder.threadId),
+        open.some((t) => t.threadId === holder.threadId),
         "the holder's transaction is seen (else the check looks at nothing)",
       );
     } finally {

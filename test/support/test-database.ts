@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import mysql from 'mysql2/promise';
 import { DB_LOCK_MIGRATIONS } from '../../lib/index.js';
+import { type OpenTransaction, openTransactions } from './open-transactions.js';
 
 /** Server to test against: DB_LOCK_TEST_URL (mysql://user:pass@host:port), else root@127.0.0.1:3306. */
 export function serverUrl(): URL {
@@ -107,35 +108,27 @@ export class TestDatabase {
     return Number(row!.n);
   }
 
-  /**
-   * Reads `sql`, a query on information_schema.INNODB_TRX, until `done(rows)` or `timeoutMs`
-   * passes, 150 ms apart, and returns the last rows. InnoDB refreshes that table's cache only when
-   * it was not read for 100 ms: a faster poll never sees a change, and a single read (right after
-   * another test file's) may still list a transaction that just ended.
-   */
-  async innodbTrxUntil<T>(sql: string, values: unknown[], done: (rows: T[]) => boolean, timeoutMs = 2_000): Promise<T[]> {
-    const deadline = performance.now() + timeoutMs;
-    let rows = await this.query<T[]>(sql, values);
-    while (!done(rows) && performance.now() < deadline) {
-      await new Promise((resolve) => setTimeout(resolve, 150));
-      rows = await this.query<T[]>(sql, values);
-    }
-    return rows;
+  /** This database's open transactions, fresh at each call (see openTransactions). */
+  openTransactions(): Promise<OpenTransaction[]> {
+    return openTransactions(this.admin, this.name);
   }
 
   /**
-   * This database's transactions (INNODB_TRX `t`, joined to its session `p`), read as
-   * innodbTrxUntil reads until `done(rows)`. Transactions of other databases are left out: test
-   * files run side by side on the shared server, and another file's lock wait is not this one's.
-   * `where`: a further condition, e.g. `t.trx_state = 'LOCK WAIT'`.
+   * This database's open transactions that pass `filter`, read until `done(them)` or `timeoutMs`
+   * passes, 50 ms apart; the last reading is returned.
    */
-  ownTransactionsUntil(where: string, done: (rows: Record<string, unknown>[]) => boolean, timeoutMs?: number): Promise<Record<string, unknown>[]> {
-    return this.innodbTrxUntil(
-      `SELECT t.* FROM information_schema.INNODB_TRX t JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id WHERE p.DB = ? AND (${where})`,
-      [this.name],
-      done,
-      timeoutMs,
-    );
+  async transactionsUntil(
+    filter: (t: OpenTransaction) => boolean,
+    done: (them: OpenTransaction[]) => boolean,
+    timeoutMs = 2_000,
+  ): Promise<OpenTransaction[]> {
+    const deadline = performance.now() + timeoutMs;
+    let them = (await this.openTransactions()).filter(filter);
+    while (!done(them) && performance.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      them = (await this.openTransactions()).filter(filter);
+    }
+    return them;
   }
 
   /** When a process last renewed its lease (server clock), by process lease id. */
