@@ -15,16 +15,7 @@ import { contractSuite } from '../support/contract-targets.js';
  * other one commits, and the library's grant must be refused.
  */
 async function untilLockWait(db: TestDatabase): Promise<void> {
-  if (
-    (
-      await db.transactionsUntil(
-        (t) => t.lockWait,
-        (them) => them.length > 0,
-        5_000,
-      )
-    ).length === 0
-  )
-    throw new Error('Timed out waiting for the grant to wait on the key row');
+  if (!(await db.transactionSeen((t) => t.lockWait, 5_000))) throw new Error('Timed out waiting for the grant to wait on the key row');
 }
 
 contractSuite('lease-grant-after-row-lock', 'single-key grant decided after the key row lock', () => {

@@ -9,12 +9,7 @@ import { logRows, moneySnapshot, type SampleApp, startSampleApp } from '../suppo
 
 /** Waits until a transaction of this test's database waits for a row lock (other test files share the server). */
 async function waitForRowLockWait(s: SampleApp): Promise<void> {
-  const waiting = await s.db.transactionsUntil(
-    (t) => t.lockWait,
-    (them) => them.length > 0,
-    10_000,
-  );
-  if (waiting.length === 0) throw new Error('the repayment never waited for the loan row');
+  if (!(await s.db.transactionSeen((t) => t.lockWait, 10_000))) throw new Error('the repayment never waited for the loan row');
 }
 
 /**

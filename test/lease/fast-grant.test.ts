@@ -26,10 +26,7 @@ contractSuite('lease-mechanics', 'the fast single-key grant', (target) => {
     );
   // No transaction of the apps' connections left open (read until none).
   const noOpenTransaction = async (what: string) => {
-    const open = await db.transactionsUntil(
-      () => true,
-      (them) => them.length === 0,
-    );
+    const open = await db.transactionsUntil((them) => them.length === 0);
     assert.equal(open.length, 0, what);
   };
 

@@ -20,10 +20,9 @@ import { contractSuite } from '../support/contract-targets.js';
  * table's AUTO-INC lock (innodb_autoinc_lock_mode 1) so the grant stops right after counting.
  */
 
-/** Waits until an open transaction of this database passes `filter` (see TestDatabase.transactionsUntil). */
+/** Waits until an open transaction of this database passes `filter` (see TestDatabase.transactionSeen). */
 async function untilTrx(db: TestDatabase, filter: (t: OpenTransaction) => boolean, what: string): Promise<void> {
-  const them = await db.transactionsUntil(filter, (found) => found.length > 0, 5_000);
-  if (them.length === 0) throw new Error(`Timed out waiting for ${what}`);
+  if (!(await db.transactionSeen(filter, 5_000))) throw new Error(`Timed out waiting for ${what}`);
 }
 
 /** The blocker's INSERT … SELECT has written a row: it holds the AUTO-INC lock until it ends. */

@@ -150,10 +150,7 @@ it("'error': an escaped write in the method's own dataSource.transaction() is re
   try {
     await assert.rejects(bank.escapeInOwnTransaction(4), (e: unknown) => e instanceof EscapedWriteError && e.reason === 'escaped');
     assert.equal(await balanceOf(db, 4), 100);
-    const open = await db.transactionsUntil(
-      () => true,
-      (them) => them.length === 0,
-    );
+    const open = await db.transactionsUntil((them) => them.length === 0);
     assert.equal(open.length, 0, `transactions left open: ${open.map((t) => t.text).join('\n')}`);
     const next = await locks.tryAcquire('acct:4');
     assert.ok(next, 'the key is free');

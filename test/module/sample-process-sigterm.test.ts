@@ -105,11 +105,7 @@ describe('SIGTERM of a sample instance with requests in flight', () => {
       await blocker.query('START TRANSACTION');
       await blocker.query('SELECT id FROM p2p_loan WHERE id = 1 FOR UPDATE');
       const pending = post(inst.baseUrl, '/loans/1/repay', { cents: 250 });
-      await db.transactionsUntil(
-        (t) => t.lockWait,
-        (waiting) => waiting.length > 0,
-        10_000,
-      );
+      await db.transactionSeen((t) => t.lockWait, 10_000);
       inst.child.kill('SIGTERM');
       await new Promise((r) => setTimeout(r, 800));
       await blocker.query('ROLLBACK');

@@ -218,10 +218,7 @@ contractSuite('row-lock-statements', 'row-lock: statements per hold', () => {
       // Read until no pooled connection shows one: a leaked one stays listed.
       const pooled = dataSourceThreadIds(app.get(DataSource));
       assert.ok(pooled.size > 0, 'the DataSource pool has connections to look at');
-      const open = await db.transactionsUntil(
-        () => true,
-        (them) => !them.some((t) => pooled.has(t.threadId)),
-      );
+      const open = await db.transactionsUntil((them) => !them.some((t) => pooled.has(t.threadId)));
       assert.deepEqual(
         open.map((t) => t.threadId).filter((id) => pooled.has(id)),
         [],

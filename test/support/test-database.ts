@@ -113,22 +113,20 @@ export class TestDatabase {
     return openTransactions(this.admin, this.name);
   }
 
-  /**
-   * This database's open transactions that pass `filter`, read until `done(them)` or `timeoutMs`
-   * passes, 50 ms apart; the last reading is returned.
-   */
-  async transactionsUntil(
-    filter: (t: OpenTransaction) => boolean,
-    done: (them: OpenTransaction[]) => boolean,
-    timeoutMs = 2_000,
-  ): Promise<OpenTransaction[]> {
+  /** This database's open transactions, read until `done(them)` or `timeoutMs` passes, 50 ms apart; the last reading is returned. */
+  async transactionsUntil(done: (them: OpenTransaction[]) => boolean, timeoutMs = 2_000): Promise<OpenTransaction[]> {
     const deadline = performance.now() + timeoutMs;
-    let them = (await this.openTransactions()).filter(filter);
+    let them = await this.openTransactions();
     while (!done(them) && performance.now() < deadline) {
       await new Promise((resolve) => setTimeout(resolve, 50));
-      them = (await this.openTransactions()).filter(filter);
+      them = await this.openTransactions();
     }
     return them;
+  }
+
+  /** Waits up to `timeoutMs` for an open transaction of this database that passes `filter`; false if none came. */
+  async transactionSeen(filter: (t: OpenTransaction) => boolean, timeoutMs: number): Promise<boolean> {
+    return (await this.transactionsUntil((them) => them.some(filter), timeoutMs)).some(filter);
   }
 
   /** When a process last renewed its lease (server clock), by process lease id. */
