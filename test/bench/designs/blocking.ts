@@ -246,6 +246,45 @@ export function rowLockByHandOrmDesign(deps: DesignDeps): LockDesign {
   };
 }
 
+/**
+ * The bare `FOR UPDATE` lock as a TypeORM app writes it by hand: `dataSource.transaction`, the
+ * locking read and the critical section through its EntityManager. The same work code as the
+ * row-lock's (through `handle.manager`), so the two differ by the lock only.
+ */
+export function forUpdateOrmDesign(deps: DesignDeps): LockDesign {
+  const counter = { sent: 0 };
+  return {
+    id: 'for-update-orm',
+    // START TRANSACTION, SELECT … FOR UPDATE, COMMIT + critical section
+    usefulStatements: 3 + 2,
+    usefulRedisCommands: 0,
+    handoffRoundTrips: 0,
+    gaveUp: 0,
+    async prepare(key) {
+      await deps.dataSource.query('INSERT IGNORE INTO bench_row_lock (k) VALUES (?)', [key]);
+    },
+    async hold(key, _slot, body) {
+      const times = { acquiredAt: 0, releasingAt: 0 };
+      await deps.dataSource.transaction(async (manager) => {
+        counter.sent += 2;
+        const rows = (await manager.query('SELECT k FROM bench_row_lock WHERE k = ? FOR UPDATE', [key])) as unknown[];
+        if (rows.length !== 1) throw new Error(`bench_row_lock has no row '${key}'`);
+        times.acquiredAt = hostNow();
+        await body(async (sql, params) => {
+          counter.sent++;
+          return (await manager.query(sql, params)) as Record<string, unknown>[];
+        });
+        times.releasingAt = hostNow();
+        counter.sent++;
+      });
+      return times;
+    },
+    roundTrips: () => counter.sent,
+    redisCommands: () => 0,
+    async close() {},
+  };
+}
+
 export function getLockDesign(deps: DesignDeps): LockDesign {
   const counter = { sent: 0 };
   return {

@@ -5,6 +5,7 @@ import {
   rowLockByHandDesign,
   rowLockByHandNoAuditDesign,
   rowLockByHandOrmDesign,
+  forUpdateOrmDesign,
   rowLockByHandPreAuditDesign,
   rowLockByHandLeanAuditDesign,
 } from './blocking.js';
@@ -38,6 +39,8 @@ export async function createDesign(id: DesignId, deps: DesignDeps): Promise<Lock
       return rowLockByHandLeanAuditDesign(deps);
     case 'for-update':
       return forUpdateDesign(deps);
+    case 'for-update-orm':
+      return forUpdateOrmDesign(deps);
     case 'get-lock':
       return getLockDesign(deps);
     case 'redlock':

@@ -23,6 +23,7 @@ export const DESIGN_IDS = [
   'row-lock-hand-pre-audit',
   'row-lock-hand-lean-audit',
   'for-update',
+  'for-update-orm',
   'get-lock',
   'redlock',
   'naive-table',
@@ -45,6 +46,8 @@ export const DESIGN_LABELS: Record<DesignId, string> = {
   'row-lock-hand-lean-audit':
     "the by-hand hold with its audit row in a table whose only index is its primary key (the same CALLs; the record-and-commit routine's INSERT into that table)",
   'for-update': 'bare blocking `SELECT … FOR UPDATE` (critical section in its transaction)',
+  'for-update-orm':
+    'bare blocking `SELECT … FOR UPDATE` as a TypeORM app writes it (`dataSource.transaction`, the lock and the critical section through its EntityManager)',
   'get-lock': 'bare blocking `GET_LOCK`',
   redlock: 'node-redlock (local Redis)',
   'naive-table': 'naive table lock (INSERT/DELETE, 50 ms retry)',
@@ -61,6 +64,7 @@ export const SHORT_LABELS: Record<DesignId, string> = {
   'row-lock-hand-pre-audit': 'row-lock by hand, audit row first',
   'row-lock-hand-lean-audit': 'row-lock by hand, lean audit row',
   'for-update': 'FOR UPDATE',
+  'for-update-orm': 'FOR UPDATE, TypeORM',
   'get-lock': 'GET_LOCK',
   redlock: 'redlock',
   'naive-table': 'naive table',

@@ -150,6 +150,7 @@ function variantChecks(r: BenchResults, v: ContentionVariant): TargetCheck[] {
   const forUpdate = d('for-update');
   const byHand = d('row-lock-hand');
   const byHandOrm = d('row-lock-hand-orm');
+  const forUpdateOrm = d('for-update-orm');
   // What the audit row inside a hold costs: the by-hand hold without it, and with it written otherwise.
   const auditFloors = [
     [d('row-lock-hand-no-audit'), 'the by-hand hold without its audit row'],
@@ -218,6 +219,9 @@ function variantChecks(r: BenchResults, v: ContentionVariant): TargetCheck[] {
         ? `; floor (the hold's statements by hand) ${fmt(byHand.throughput.median)} ops/s = ${fmtRatio(byHand.throughput.median / forUpdate.throughput.median)}, row-lock = ${fmtRatio(rowLock!.throughput.median / byHand.throughput.median)} of it` +
             (byHandOrm
               ? `; with the critical section through TypeORM by hand ${fmt(byHandOrm.throughput.median)} ops/s = ${fmtRatio(byHandOrm.throughput.median / forUpdate.throughput.median)}, row-lock = ${fmtRatio(rowLock!.throughput.median / byHandOrm.throughput.median)} of it`
+              : '') +
+            (forUpdateOrm
+              ? `; a \`FOR UPDATE\` lock as a TypeORM app writes it (\`dataSource.transaction\`, the same work code as the row-lock's) ${fmt(forUpdateOrm.throughput.median)} ops/s = ${fmtRatio(forUpdateOrm.throughput.median / forUpdate.throughput.median)}, row-lock = ${fmtRatio(rowLock!.throughput.median / forUpdateOrm.throughput.median)} of it`
               : '') +
             auditFloors
               .filter(([floor]) => floor)
