@@ -16,6 +16,12 @@ export { LockEntity, LockLogEntity, LockProcessEntity, RowLockEntity };
  * use those tools for its own tables beside them. The diff could not read them anyway (the claim
  * column is generated, and TypeORM looks up generated columns in a metadata table no migration
  * fills), and a `synchronize` that dropped the claim index could hand a key's token out again.
+ *
+ * Their column types are ones TypeORM's metadata check accepts on MySQL and on PostgreSQL alike (it
+ * checks them against the DataSource's driver at start-up, `synchronize: false` or not): keys are
+ * declared `varchar` and times `Date`, while the migrations create the real columns (VARBINARY and
+ * DATETIME(6) on MySQL, bytea and timestamptz on PostgreSQL). A repository read gets what the
+ * driver returns: Buffer keys and Date times.
  */
 export const DB_LOCK_ENTITIES: Function[] = Object.freeze([LockEntity, LockLogEntity, LockProcessEntity, RowLockEntity]) as unknown as Function[];
 

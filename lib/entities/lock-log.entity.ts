@@ -16,7 +16,7 @@ export class LockLogEntity {
   id!: string;
 
   /** The stored key (namespace included), as bytes. */
-  @Column({ name: 'lock_key', type: 'varbinary', length: 764 })
+  @Column({ name: 'lock_key', type: 'varchar', length: 764 })
   key!: Buffer;
 
   /** 'read' or 'write' for a lock, 'permit' for a semaphore's permit. */
@@ -44,15 +44,15 @@ export class LockLogEntity {
   leaseMs!: number;
 
   /** When it was granted (server clock, UTC). */
-  @Column({ name: 'acquired_at', type: 'datetime', precision: 6 })
+  @Column({ name: 'acquired_at', type: Date, precision: 6 })
   acquiredAt!: Date;
 
   /** End of the lease counted from the grant (or the latest extend()), server UTC; process renewals push it further. */
-  @Column({ name: 'expires_at', type: 'datetime', precision: 6 })
+  @Column({ name: 'expires_at', type: Date, precision: 6 })
   expiresAt!: Date;
 
   /** When it ended (server clock, UTC); null while live. */
-  @Column({ name: 'ended_at', type: 'datetime', precision: 6, nullable: true })
+  @Column({ name: 'ended_at', type: Date, precision: 6, nullable: true })
   endedAt!: Date | null;
 
   /** How long the caller waited before the grant, in ms. */

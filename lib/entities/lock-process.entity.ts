@@ -16,11 +16,11 @@ export class LockProcessEntity {
   holder!: string;
 
   /** When the LockService started (server clock, UTC). */
-  @Column({ name: 'started_at', type: 'datetime', precision: 6 })
+  @Column({ name: 'started_at', type: Date, precision: 6 })
   startedAt!: Date;
 
   /** Server UTC time of the latest renewal: each holder's lease runs from here (or from its grant). */
-  @Column({ name: 'renewed_at', type: 'datetime', precision: 6 })
+  @Column({ name: 'renewed_at', type: Date, precision: 6 })
   renewedAt!: Date;
 
   /** Grows whenever another session ends one of this process's live holders: tells the renewal to look. */

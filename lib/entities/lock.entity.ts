@@ -9,7 +9,7 @@ import { LOCK_TABLE } from '../store/tables.js';
 @Entity({ name: LOCK_TABLE, synchronize: false })
 export class LockEntity {
   /** Namespaced key as UTF-8 bytes. Binary: 'k', 'K' and 'k ' are three keys (no collation folds or pads). */
-  @PrimaryColumn({ name: 'lock_key', type: 'varbinary', length: 764 })
+  @PrimaryColumn({ name: 'lock_key', type: 'varchar', length: 764 })
   key!: Buffer;
 
   /** Grows by one on every grant of this key, in the granting transaction; never reset. */
@@ -17,11 +17,11 @@ export class LockEntity {
   fencingToken!: string;
 
   /** While in the future, a writer is waiting and new readers are held back (server UTC). */
-  @Column({ name: 'writer_waiting_until', type: 'datetime', precision: 6, nullable: true })
+  @Column({ name: 'writer_waiting_until', type: Date, precision: 6, nullable: true })
   writerWaitingUntil!: Date | null;
 
   /** Server UTC time of the last grant; the janitor reaps rows idle for long. */
-  @Column({ name: 'last_granted_at', type: 'datetime', precision: 6, nullable: true })
+  @Column({ name: 'last_granted_at', type: Date, precision: 6, nullable: true })
   lastGrantedAt!: Date | null;
 
   /** The limit this key's semaphore permits are in use with (set by each permit's grant); null for a key only ever locked. */
@@ -29,6 +29,6 @@ export class LockEntity {
   semaphoreLimit!: number | null;
 
   /** 1 while the key's latest grant was a row-lock writer's: no lease holder can be live (row-lock's one-UPDATE path). */
-  @Column({ name: 'no_lease_holders', type: 'tinyint', default: 0 })
+  @Column({ name: 'no_lease_holders', type: 'smallint', default: 0 })
   noLeaseHolders!: number;
 }

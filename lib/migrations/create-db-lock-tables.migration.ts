@@ -1,10 +1,13 @@
 import type { QueryRunner } from 'typeorm';
 import { SerializedMigration } from './serialized-migration.js';
 import { LOCK_LOG_TABLE, LOCK_TABLE } from '../store/tables.js';
+import { DROP_POSTGRES_TABLES, POSTGRES_TABLES } from '../store/postgres/schema.sql.js';
 
 /**
  * Creates the first two lock tables (the second migration adds the rest). Add it to your DataSource's `migrations` (the DB_LOCK_MIGRATIONS
- * list) and run migrations as usual. Plain SQL that MySQL 8+ and MariaDB 10.6+ both accept.
+ * list) and run migrations as usual. Plain SQL that MySQL 8+ and MariaDB 10.6+ both accept. On
+ * PostgreSQL it creates every lock table in today's shape at once (POSTGRES_TABLES), and the later
+ * migrations change nothing there.
  */
 export class CreateDbLockTables1763769600000 extends SerializedMigration {
   name = 'CreateDbLockTables1763769600000';
@@ -40,6 +43,14 @@ export class CreateDbLockTables1763769600000 extends SerializedMigration {
         INDEX \`idx_db_lock_log_owner_status\` (\`owner\`, \`status\`),
         INDEX \`idx_db_lock_log_ended\` (\`ended_at\`)
       ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`);
+  }
+
+  protected override async applyPostgres(queryRunner: QueryRunner): Promise<void> {
+    for (const statement of POSTGRES_TABLES) await queryRunner.query(statement);
+  }
+
+  protected override async revertPostgres(queryRunner: QueryRunner): Promise<void> {
+    for (const statement of DROP_POSTGRES_TABLES) await queryRunner.query(statement);
   }
 
   protected async revert(queryRunner: QueryRunner): Promise<void> {
