@@ -20,6 +20,8 @@ export default defineConfig(
     rules: {
       '@typescript-eslint/no-floating-promises': 'error',
       '@typescript-eslint/no-misused-promises': 'error',
+      // The browser-era globals: a module that forgot to import the SQL escape would call these silently.
+      'no-restricted-globals': ['error', 'escape', 'unescape'],
     },
   },
 );

@@ -1,6 +1,6 @@
 import type { QueryRunner } from 'typeorm';
 import { SerializedMigration } from './serialized-migration.js';
-import { COMMIT_ROUTINES } from '../store/mysql/session-routines.sql.js';
+import { COMMIT_ROUTINES } from '../store/mysql/session-routines.ddl.js';
 import { dropRoutines, installOptionalRoutines } from './optional-routines.js';
 
 /**

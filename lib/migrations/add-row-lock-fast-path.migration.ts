@@ -1,6 +1,6 @@
 import type { QueryRunner } from 'typeorm';
 import { SerializedMigration } from './serialized-migration.js';
-import { LOCK_TABLE } from '../store/mysql/sql.js';
+import { LOCK_TABLE } from '../store/mysql/sql-text.js';
 
 /**
  * Fourth schema version (runs after AddSemaphores1795996800000; a shipped migration never changes

@@ -1,6 +1,6 @@
 import type { QueryRunner } from 'typeorm';
 import { SerializedMigration } from './serialized-migration.js';
-import { LOCK_LOG_TABLE, LOCK_TABLE } from '../store/mysql/sql.js';
+import { LOCK_LOG_TABLE, LOCK_TABLE } from '../store/mysql/sql-text.js';
 
 /** Names of a table's columns in the current database. */
 async function columnsOf(queryRunner: QueryRunner, table: string): Promise<Map<string, string>> {

@@ -1,6 +1,6 @@
 import type { QueryRunner } from 'typeorm';
 import { SerializedMigration } from './serialized-migration.js';
-import { CLAIM_INDEX, LOCK_LOG_TABLE, LOCK_TABLE, TOKEN_CLAIM_EXPRESSION } from '../store/mysql/sql.js';
+import { CLAIM_INDEX, LOCK_LOG_TABLE, LOCK_TABLE, TOKEN_CLAIM_EXPRESSION } from '../store/mysql/sql-text.js';
 
 /**
  * Seventh schema version (runs after AddBeginAndTakeRoutine1797552000000; a shipped migration never

@@ -1,6 +1,6 @@
 import type { QueryRunner } from 'typeorm';
 import { SerializedMigration } from './serialized-migration.js';
-import { LOCK_LOG_TABLE } from '../store/mysql/sql.js';
+import { LOCK_LOG_TABLE } from '../store/mysql/sql-text.js';
 
 const GRANT_TIME_INDEX = 'idx_db_lock_log_acquired';
 

@@ -1,6 +1,6 @@
 import type { QueryRunner } from 'typeorm';
 import { classify } from '../store/mysql/errno.js';
-import { createRoutineStatement, ROUTINES_PRESENT, type SessionRoutine } from '../store/mysql/session-routines.sql.js';
+import { createRoutineStatement, ROUTINES_PRESENT, type SessionRoutine } from '../store/mysql/session-routines.ddl.js';
 
 /**
  * Creates those of `routines` the database does not have yet (running a migration twice changes

@@ -1,7 +1,6 @@
 import type { DataSource } from 'typeorm';
 import { DbLockOptionsError } from '../errors/db-lock-options.error.js';
 import type { LockStore } from './lock-store.js';
-import { openMysqlStore } from './mysql/mysql-lock-store.js';
 
 /** What every store is opened with. */
 export interface StoreSettings {
@@ -10,9 +9,16 @@ export interface StoreSettings {
   readonly doorbellIdleMs: number;
 }
 
-/** The stores by the TypeORM DataSource types they serve: a new database adds its folder and one line here. */
+/**
+ * The stores by the TypeORM DataSource types they serve: a new database adds its folder and one line
+ * here. Each is loaded when a DataSource of its type opens one, so an app loads only its database's
+ * store and driver (a PostgreSQL app needs no mysql2).
+ */
 const STORES: readonly { readonly types: readonly string[]; open(dataSource: DataSource, settings: StoreSettings): Promise<LockStore> }[] = [
-  { types: ['mysql', 'mariadb'], open: openMysqlStore },
+  {
+    types: ['mysql', 'mariadb'],
+    open: async (dataSource, settings) => (await import('./mysql/mysql-lock-store.js')).openMysqlStore(dataSource, settings),
+  },
 ];
 
 /** Opens the store for the DataSource's database. */

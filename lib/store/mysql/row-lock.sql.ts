@@ -2,6 +2,7 @@ import type { LockTarget } from '../../core/lock-key.js';
 import type { RowLockAuditRow } from '../lock-store.js';
 import { conflictingHolders } from './grant-statements.sql.js';
 import type { ServerFlavor } from './server-flavor.js';
+import { takeWriteKeysWhere } from './take-write-keys.sql.js';
 import {
   EFFECTIVE_EXPIRY,
   format,
@@ -44,15 +45,6 @@ export type WaitBound = number;
  */
 export function takeWriteKeys(keys: readonly Buffer[], checked = false): string {
   return takeWriteKeysWhere(format('lock_key IN (?)', [keys]), keys.length === 1, checked);
-}
-
-/** takeWriteKeys for the rows `where` selects; `single`: one row, its token in LAST_INSERT_ID (also the begin-and-take routine's body). */
-export function takeWriteKeysWhere(where: string, single: boolean, checked = false): string {
-  const bump = single ? 'LAST_INSERT_ID(fencing_token + 1)' : 'fencing_token + 1';
-  return (
-    `UPDATE ${LOCK_TABLE} SET fencing_token = ${bump}, last_granted_at = ${NOW}${checked ? ', no_lease_holders = 1' : ''} ` +
-    `WHERE ${where}${checked ? '' : ' AND no_lease_holders = 1'}`
-  );
 }
 
 /**
