@@ -6,8 +6,6 @@
  * contention figures are compared with.
  */
 import { BEGIN_AND_TAKE, RECORD_AND_COMMIT } from '../../../lib/store/mysql/session-routines.sql.js';
-import { sessionQuery } from '../../../lib/store/mysql/session-query.js';
-import { format } from '../../../lib/store/mysql/sql.js';
 import { hostNow } from '../stats.js';
 import { countedQuery, type DesignDeps, type DesignId, type LockDesign, type Query, timedHold } from './types.js';
 
@@ -29,17 +27,11 @@ function transactionDesign(
     commitWith?(query: Query, key: string): Promise<unknown>;
   },
 ): LockDesign {
-  const counter = { sent: 0 };
-  return {
+  return countedDesign(
     id,
     usefulStatements,
-    usefulRedisCommands: 0,
-    handoffRoundTrips: 0,
-    gaveUp: 0,
-    async prepare(key) {
-      await design.prepare(countedQuery(await deps.slots.get(0), { sent: 0 }), key);
-    },
-    async hold(key, slot, body) {
+    async (key) => design.prepare(countedQuery(await deps.slots.get(0), { sent: 0 }), key),
+    async (key, body, counter, slot) => {
       const query = countedQuery(await deps.slots.get(slot), counter);
       const take = design.take;
       if ('inTransaction' in take) await query('START TRANSACTION');
@@ -59,6 +51,32 @@ function transactionDesign(
         throw error;
       }
     },
+  );
+}
+
+/** A design that counts the round trips its holds send (`counter`, given to each hold). */
+export function countedDesign(
+  id: DesignId,
+  usefulStatements: number,
+  prepare: (key: string) => Promise<unknown>,
+  hold: (
+    key: string,
+    body: (query: Query) => Promise<void>,
+    counter: { sent: number },
+    slot: number,
+  ) => Promise<{ acquiredAt: number; releasingAt: number }>,
+): LockDesign {
+  const counter = { sent: 0 };
+  return {
+    id,
+    usefulStatements,
+    usefulRedisCommands: 0,
+    handoffRoundTrips: 0,
+    gaveUp: 0,
+    async prepare(key) {
+      await prepare(key);
+    },
+    hold: (key, slot, body) => hold(key, body, counter, slot),
     roundTrips: () => counter.sent,
     redisCommands: () => 0,
     async close() {},
@@ -79,16 +97,16 @@ export function forUpdateDesign(deps: DesignDeps): LockDesign {
 }
 
 /** START and the locking UPDATE (the key's row of db_lock locked, its token bumped) in one CALL, as the library sends them where the routine is installed. */
-const OPEN_AND_TAKE = `CALL \`${BEGIN_AND_TAKE}\`(?)`;
+export const OPEN_AND_TAKE = `CALL \`${BEGIN_AND_TAKE}\`(?)`;
 /**
  * The key row with its lease marker set, as a row-lock writer leaves it: the routine's UPDATE then
  * matches it. A row it does not match is not taken (at READ COMMITTED not even locked), which the
  * library answers with its rare path and a hand-written hold must not ignore.
  */
-const PREPARE_KEY_ROW = 'INSERT INTO db_lock (lock_key, no_lease_holders) VALUES (?, 1) ON DUPLICATE KEY UPDATE no_lease_holders = 1';
+export const PREPARE_KEY_ROW = 'INSERT INTO db_lock (lock_key, no_lease_holders) VALUES (?, 1) ON DUPLICATE KEY UPDATE no_lease_holders = 1';
 
 /** The routine's answer says it took the row; anything else is a broken floor, not a slower one. */
-function tookTheRow(answer: unknown, key: string): void {
+export function tookTheRow(answer: unknown, key: string): void {
   const row = (answer as Record<string, unknown>[][])[0]?.[0];
   if (Number(row?.taken) !== 1) throw new Error(`the begin-and-take routine did not take the row of '${key}'`);
 }
@@ -195,94 +213,6 @@ export function rowLockByHandLeanAuditDesign(deps: DesignDeps): LockDesign {
     take: BY_HAND_TAKE.take,
     commitWith: (query, key) => query('CALL bench_lean_commit(?)', [Buffer.from(key)]),
   });
-}
-
-/**
- * The same hold by hand with its critical section through TypeORM, as the row-lock's runs through
- * `handle.manager`: a runner from the DataSource's pool, the lock's own statements straight to
- * mysql2 on its connection (as the library sends them), the critical section through
- * `runner.manager`. The floor for callers whose work goes through TypeORM: the by-hand floor
- * above sends the critical section on a plain connection, which TypeORM users do not.
- */
-export function rowLockByHandOrmDesign(deps: DesignDeps): LockDesign {
-  const counter = { sent: 0 };
-  return {
-    id: 'row-lock-hand-orm',
-    usefulStatements: 2 + 2,
-    usefulRedisCommands: 0,
-    handoffRoundTrips: 0,
-    gaveUp: 0,
-    async prepare(key) {
-      await deps.dataSource.query(PREPARE_KEY_ROW, [Buffer.from(key)]);
-    },
-    async hold(key, _slot, body) {
-      const runner = deps.dataSource.createQueryRunner();
-      await runner.connect();
-      // The lock's own statements as the library sends them: straight to mysql2, past TypeORM's wrapper.
-      const raw = (sql: string, params: unknown[] = []): Promise<unknown> => {
-        counter.sent++;
-        return sessionQuery(runner, format(sql, params));
-      };
-      try {
-        tookTheRow(await raw(OPEN_AND_TAKE, [Buffer.from(key)]), key);
-        const acquiredAt = hostNow();
-        await body(async (sql, params) => {
-          counter.sent++;
-          return (await runner.manager.query(sql, params)) as Record<string, unknown>[];
-        });
-        const releasingAt = hostNow();
-        await raw(`CALL \`${RECORD_AND_COMMIT}\`(?, 'write', UUID(), 'bench:hand', LAST_INSERT_ID(), 0, 0, 0)`, [Buffer.from(key)]);
-        return { acquiredAt, releasingAt };
-      } catch (error) {
-        await raw('ROLLBACK').catch(() => undefined);
-        throw error;
-      } finally {
-        await runner.release();
-      }
-    },
-    roundTrips: () => counter.sent,
-    redisCommands: () => 0,
-    async close() {},
-  };
-}
-
-/**
- * The bare `FOR UPDATE` lock as a TypeORM app writes it by hand: `dataSource.transaction`, the
- * locking read and the critical section through its EntityManager. The same work code as the
- * row-lock's (through `handle.manager`), so the two differ by the lock only.
- */
-export function forUpdateOrmDesign(deps: DesignDeps): LockDesign {
-  const counter = { sent: 0 };
-  return {
-    id: 'for-update-orm',
-    // START TRANSACTION, SELECT … FOR UPDATE, COMMIT + critical section
-    usefulStatements: 3 + 2,
-    usefulRedisCommands: 0,
-    handoffRoundTrips: 0,
-    gaveUp: 0,
-    async prepare(key) {
-      await deps.dataSource.query('INSERT IGNORE INTO bench_row_lock (k) VALUES (?)', [key]);
-    },
-    async hold(key, _slot, body) {
-      const times = { acquiredAt: 0, releasingAt: 0 };
-      await deps.dataSource.transaction(async (manager) => {
-        counter.sent += 2;
-        const rows = (await manager.query('SELECT k FROM bench_row_lock WHERE k = ? FOR UPDATE', [key])) as unknown[];
-        if (rows.length !== 1) throw new Error(`bench_row_lock has no row '${key}'`);
-        times.acquiredAt = hostNow();
-        await body(async (sql, params) => {
-          counter.sent++;
-          return (await manager.query(sql, params)) as Record<string, unknown>[];
-        });
-        times.releasingAt = hostNow();
-        counter.sent++;
-      });
-      return times;
-    },
-    roundTrips: () => counter.sent,
-    redisCommands: () => 0,
-    async close() {},
-  };
 }
 
 export function getLockDesign(deps: DesignDeps): LockDesign {

@@ -9,8 +9,11 @@ import { hostNow } from '../stats.js';
 import type { Body, HoldTimes, Query } from './types.js';
 
 /** A Query on an EntityManager (counted by the DataSource's query counter, not here). */
-export function managerQuery(manager: EntityManager): Query {
-  return async (sql, params) => (await manager.query(sql, params)) as Record<string, unknown>[];
+export function managerQuery(manager: EntityManager, counter?: { sent: number }): Query {
+  return async (sql, params) => {
+    if (counter) counter.sent++;
+    return (await manager.query(sql, params)) as Record<string, unknown>[];
+  };
 }
 
 export class DecoratedWork {

@@ -4,12 +4,11 @@ import {
   getLockDesign,
   rowLockByHandDesign,
   rowLockByHandNoAuditDesign,
-  rowLockByHandOrmDesign,
-  forUpdateOrmDesign,
   rowLockByHandPreAuditDesign,
   rowLockByHandLeanAuditDesign,
 } from './blocking.js';
 import { leaseDecoratedDesign, leaseDesign, rowLockDesign } from './library.js';
+import { forUpdateOrmDesign, rowLockByHandOrmDesign } from './typeorm-work.js';
 import { leaseByHandDesign } from './lease-by-hand.js';
 import { naiveTableDesign, redlockDesign } from './peers.js';
 import type { DesignDeps, DesignId, LockDesign } from './types.js';
