@@ -17,6 +17,7 @@ import { startIntegrations, stopIntegrations } from './integrations/fence-integr
 import type { LockBackendFactory } from './lock-service.backend.js';
 import type { LockService } from './lock.service.js';
 import { toTypedError } from './errors/to-typed-error.js';
+import { DbLockOptionsError } from './errors/db-lock-options.error.js';
 
 function typed<T>(call: Promise<T>, context: string): Promise<T> {
   return call.catch((error: unknown) => {
@@ -83,6 +84,10 @@ export async function assembleLockService(
 ): Promise<LockServiceParts> {
   const store = await openStore(dataSource, { poolSize: options.poolSize, doorbellIdleMs: 2 * options.retryMaxDelayMs + 500 });
   try {
+    if (!store.strategies.has(options.strategy))
+      throw new DbLockOptionsError([
+        `strategy '${options.strategy}' is not available on this database ('${String(dataSource.options.type)}'): use ${[...store.strategies].map((s) => `'${s}'`).join(' or ')}`,
+      ]);
     const observer = new LockObserver(logger, options, await LockMetrics.load());
     // The watchdog reports losses to the runtime, which it keeps: wired through a late binding.
     let runtime: LockRuntime | undefined;
@@ -105,7 +110,17 @@ export async function assembleLockService(
     };
     runtime = new LockRuntime(createStrategies({ host, store, dataSource, options, logger }), observer, watchdog, logger);
     const chain = new CallChain(runtime, options, observer, new DataSourceTransactions(dataSource, store.fence, observer), logger, fenceScope);
-    const janitor = new LockJanitor(runtime, store.janitor, observer, options.janitor || DB_LOCK_DEFAULTS.janitor, options.leaseMs, logger);
+    // One janitor at a time takes a lease lock; where the store serves no lease, a row-lock (held by an open transaction meanwhile).
+    const janitorStrategy = store.strategies.has('lease') ? 'lease' : 'row-lock';
+    const janitor = new LockJanitor(
+      runtime,
+      store.janitor,
+      observer,
+      options.janitor || DB_LOCK_DEFAULTS.janitor,
+      options.leaseMs,
+      logger,
+      janitorStrategy,
+    );
     return { store, observer, watchdog, runtime, chain, janitor };
   } catch (error) {
     await store.close();

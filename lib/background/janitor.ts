@@ -6,6 +6,7 @@ import type { LockRuntime } from '../core/lock-runtime.js';
 import { LockTimeoutError } from '../errors/lock-timeout.error.js';
 import { JANITOR_LOCK_TARGET } from '../core/internal-keys.js';
 import type { JanitorStore } from '../store/lock-store.js';
+import type { LockStrategyName } from '../strategies/lock-strategy-name.js';
 import { toTypedError } from '../errors/to-typed-error.js';
 
 /** What one janitor run did. */
@@ -57,6 +58,8 @@ export class LockJanitor {
     private readonly settings: Readonly<Required<DbLockJanitorOptions>>,
     private readonly leaseMs: number,
     private readonly logger: Logger,
+    /** How the one-at-a-time lock is taken: a lease where the store serves it. */
+    private readonly lockStrategy: LockStrategyName = 'lease',
   ) {}
 
   /** Starts the periodic runs (first one after about one interval). */
@@ -110,7 +113,7 @@ export class LockJanitor {
       lock = await this.runtime.acquire({
         targets: [JANITOR_LOCK_TARGET],
         mode: 'write',
-        strategy: 'lease',
+        strategy: this.lockStrategy,
         timeoutMs: 0,
         maxAttempts: 1,
         leaseMs: this.leaseMs,

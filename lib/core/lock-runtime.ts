@@ -54,7 +54,7 @@ export class LockRuntime implements HeldLockHost {
 
   strategy(name: LockStrategyName): LockStrategy {
     const strategy = this.strategies.get(name);
-    if (!strategy) throw new DbLockError(`Unknown lock strategy '${name}'`);
+    if (!strategy) throw new DbLockError(`Lock strategy '${name}' is not served here (only ${[...this.strategies.keys()].join(', ')})`);
     return strategy;
   }
 

@@ -14,6 +14,8 @@ import type { Bell, BellWait, DoorbellStore } from './doorbell-store.js';
  * Split by who calls it, so each caller sees only what it needs.
  */
 export interface LockStore {
+  /** The strategies this store serves (the module refuses the others at start, and calls naming them). */
+  readonly strategies: ReadonlySet<LockStrategyName>;
   readonly log: LockLogStore;
   readonly processLease: ProcessLeaseStore;
   readonly fence: FenceStore;

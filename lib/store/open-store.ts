@@ -19,6 +19,10 @@ const STORES: readonly { readonly types: readonly string[]; open(dataSource: Dat
     types: ['mysql', 'mariadb'],
     open: async (dataSource, settings) => (await import('./mysql/mysql-lock-store.js')).openMysqlStore(dataSource, settings),
   },
+  {
+    types: ['postgres'],
+    open: async (dataSource, settings) => (await import('./postgres/open-postgres-store.js')).openPostgresStore(dataSource, settings),
+  },
 ];
 
 /** Opens the store for the DataSource's database. */

@@ -44,6 +44,7 @@ const STRATEGIES: Readonly<Record<LockStrategyName, (context: StrategyContext) =
   },
 };
 
+/** The strategies the store serves, each built once. */
 export function createStrategies(context: StrategyContext): Map<LockStrategyName, LockStrategy> {
-  return new Map(LOCK_STRATEGY_NAMES.map((name) => [name, STRATEGIES[name](context)]));
+  return new Map(LOCK_STRATEGY_NAMES.filter((name) => context.store.strategies.has(name)).map((name) => [name, STRATEGIES[name](context)]));
 }

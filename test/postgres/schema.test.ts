@@ -10,8 +10,7 @@ import { PgTestDatabase, pgTestsRun } from '../support/pg-test-database.js';
 /**
  * The lock tables on PostgreSQL: the shipped migrations create them (the first one all at once,
  * the later MySQL steps change nothing there), in parallel instances too, and revert them; the
- * entities pass TypeORM's metadata check on a PostgreSQL DataSource. The PostgreSQL store that uses
- * the tables is not in this version: the module says so with a typed error.
+ * entities pass TypeORM's metadata check on a PostgreSQL DataSource.
  */
 describe('PostgreSQL schema', { skip: (await pgTestsRun()) ? false : 'no PostgreSQL server answers and DB_LOCK_TEST_PG_URL is unset' }, () => {
   let db: PgTestDatabase;
@@ -103,7 +102,7 @@ describe('PostgreSQL schema', { skip: (await pgTestsRun()) ? false : 'no Postgre
     await dataSource.query('DELETE FROM db_lock');
   });
 
-  it('DbLockModule on a PostgreSQL DataSource fails at start with a typed error naming the type', async () => {
+  it("DbLockModule with the default strategy on PostgreSQL fails at start with a typed error (the lease is MySQL's only, for now)", async () => {
     @Module({ imports: [TypeOrmModule.forRoot({ ...db.options(), autoLoadEntities: true }), DbLockModule.forRoot()] })
     class PgApp {}
     // createApplicationContext runs the module's init, where the store is opened.

@@ -49,6 +49,11 @@ export class PgTestDatabase {
     return new PgTestDatabase(name, admin);
   }
 
+  /** postgres:// URL of this database. */
+  get url(): string {
+    return urlFor(this.name);
+  }
+
   /** TypeORM options for this database, with the library's entities and migrations. */
   options(extra: Partial<DataSourceOptions> = {}): DataSourceOptions {
     return {

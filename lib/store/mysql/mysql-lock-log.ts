@@ -1,4 +1,4 @@
-import { sendWithRetries } from './send-with-retries.js';
+import { sendWithRetries } from '../send-with-retries.js';
 import { signalMarginMs } from '../../core/held-lock.js';
 import { ANSWER_BOUND_MS, type LockConnectionPool, type RoundTripPurpose } from './lock-connection-pool.js';
 import type { DedicatedConnection } from './dedicated-connection.js';

@@ -1,6 +1,7 @@
 import { hostname } from 'node:os';
 import type { DataSource } from 'typeorm';
 import type { LockStore, RoundTripPurpose } from '../lock-store.js';
+import { LOCK_STRATEGY_NAMES } from '../../strategies/lock-strategy-name.js';
 import { mysqlAdmin } from './admin.sql.js';
 import { businessPoolSize } from './business-pool.js';
 import { Doorbells } from './doorbells.js';
@@ -44,6 +45,7 @@ export async function openMysqlStore(dataSource: DataSource, settings: MysqlStor
     // On a multi-primary cluster the end and COMMIT stay apart (see docs/clusters.md).
     const routines = new SessionRoutineCalls(log.clustered ? new Set() : log.schema.routines, transactions);
     return {
+      strategies: new Set(LOCK_STRATEGY_NAMES),
       log,
       processLease: log,
       fence: mysqlFence(transactions, knownFree, routines),

@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { LockStatementError } from '../lock-statement.error.js';
+import { LockStatementError } from './lock-statement.error.js';
 
 /**
  * Sends again after transient failures (deadlocks, lock-wait timeouts, killed statements) and

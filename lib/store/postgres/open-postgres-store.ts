@@ -1,0 +1,72 @@
+import { hostname } from 'node:os';
+import type { DataSource, QueryRunner } from 'typeorm';
+import type { FenceStore, LockStore, RoundTripPurpose } from '../lock-store.js';
+import type { StoreSettings } from '../open-store.js';
+import { DbLockError } from '../../errors/db-lock.error.js';
+import { pgAdmin } from './pg-admin.js';
+import { PgJanitorStore } from './pg-janitor.js';
+import { PgLockLog } from './pg-lock-log.js';
+import { pgPoolConfig, PgLockPool } from './pg-pool.js';
+import { PgRowLockStore } from './pg-row-locks.js';
+import { cutSession, PgSessionTransactions } from './pg-session.js';
+
+/** pg's pool size when nothing sets `max`. */
+const PG_DEFAULT_POOL_SIZE = 10;
+
+/**
+ * Opens the PostgreSQL store: the library's pool from the DataSource's settings, the schema check
+ * and this process's process-lease row. This version serves the row-lock strategy; the lease (and
+ * what is built on it: semaphores, doorbells, the janitor's one-at-a-time lock) is not there yet.
+ * Closes what it opened if a step fails.
+ */
+export async function openPostgresStore(dataSource: DataSource, settings: StoreSettings): Promise<LockStore> {
+  const pool = new PgLockPool(pgPoolConfig(dataSource, Math.max(1, settings.poolSize)));
+  try {
+    const log = new PgLockLog(pool, `${hostname()}:${process.pid}`);
+    await log.start();
+    const transactions = new PgSessionTransactions(dataSource);
+    return {
+      strategies: new Set(['row-lock']),
+      log,
+      processLease: log,
+      fence: pgFence(transactions),
+      rowLocks: new PgRowLockStore(log, transactions),
+      doorbells: undefined,
+      janitor: new PgJanitorStore(log),
+      admin: pgAdmin(log),
+      get roundTrips(): Readonly<Record<RoundTripPurpose, number>> {
+        return pool.roundTrips;
+      },
+      dataSourcePoolSize: () => appPoolSize(dataSource),
+      async close() {
+        await log.stop();
+        await pool.close();
+      },
+    };
+  } catch (error) {
+    await pool.close();
+    throw error;
+  }
+}
+
+/** The fence's transactions; its writes end lease rows, which this store does not grant. */
+function pgFence(transactions: PgSessionTransactions): FenceStore {
+  const leaseOnly = (): Promise<never> => Promise.reject(new DbLockError('The lease strategy is not available on PostgreSQL in this version.'));
+  return {
+    begin: (runner, isolationLevel) => transactions.begin(runner, isolationLevel),
+    commit: (runner) => transactions.commit(runner),
+    endInCommit: leaseOnly,
+    endAndCommit: leaseOnly,
+    fenceKept: leaseOnly,
+    // A failed statement leaves PostgreSQL's transaction aborted, not rolled back: later statements fail, none runs outside it.
+    rollsBackTransaction: () => false,
+    cutSession: (runner: QueryRunner) => void cutSession(runner),
+  };
+}
+
+/** Size of the app's DataSource pool: `extra.max` wins over `poolSize`, as in TypeORM's PostgresDriver, else pg's default. */
+function appPoolSize(dataSource: DataSource): number {
+  const options = dataSource.options as { poolSize?: unknown; extra?: { max?: unknown } };
+  const configured = options.extra?.max ?? options.poolSize;
+  return typeof configured === 'number' && configured > 0 ? configured : PG_DEFAULT_POOL_SIZE;
+}

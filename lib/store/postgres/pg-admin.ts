@@ -1,0 +1,121 @@
+import { INTERNAL_KEY_BYTE } from '../../core/internal-keys.js';
+import type { LockHolderInfo, LockInfo } from '../../core/lock-handle.js';
+import type { LockMode } from '../../core/lock-mode.js';
+import type { LockStrategyName } from '../../strategies/lock-strategy-name.js';
+import type { ForcedReleaseHolder, LockList } from '../admin.js';
+import type { AdminStore } from '../lock-store.js';
+import type { PgLockLog } from './pg-lock-log.js';
+import {
+  EFFECTIVE_EXPIRY,
+  keyLiteral,
+  keyText,
+  LIVE_STATUSES_SQL,
+  LOCK_LOG_TABLE,
+  LOCK_TABLE,
+  LockStatus,
+  msSince,
+  NOW,
+  parseDate,
+  PROCESS_TABLE,
+  rowIdLiteral,
+  sqlInteger,
+  textLiteral,
+} from './pg-sql.js';
+
+type Row = Record<string, unknown>;
+
+/** The admin reads on PostgreSQL (see AdminStore and the MySQL store's admin.sql.ts): plain statements on the library's pool. */
+export function pgAdmin(log: PgLockLog): AdminStore {
+  const send = (sql: string) => log.withRetries(() => log.pool.query(sql, 'admin'));
+  return {
+    /** Live (unexpired) holders of one key, the server's clock and the key's fencing counter. */
+    async inspect(key: string, storedKey: Buffer): Promise<LockInfo> {
+      const k = keyLiteral(storedKey);
+      const [found, meta] = await send(
+        `SELECT g.mode, g.owner, g.holder, g.strategy, g.fencing_token, g.acquired_at, ${EFFECTIVE_EXPIRY} AS expires_at ` +
+          `FROM ${LOCK_LOG_TABLE} g LEFT JOIN ${PROCESS_TABLE} p ON p.id = g.process_id ` +
+          `WHERE g.lock_key = ${k} AND g.status IN ${LIVE_STATUSES_SQL} AND ${EFFECTIVE_EXPIRY} > ${NOW} ORDER BY g.id;\n` +
+          // A key row the janitor reaped (an idle key): the key's newest token in the log, while its rows are kept.
+          `SELECT ${NOW} AS now_at, COALESCE((SELECT fencing_token FROM ${LOCK_TABLE} WHERE lock_key = ${k}), ` +
+          `(SELECT max(fencing_token) FROM ${LOCK_LOG_TABLE} WHERE lock_key = ${k})) AS fencing_token`,
+      );
+      const holders: LockHolderInfo[] = (found!.rows as Row[]).map((row) => ({
+        mode: row.mode as LockMode,
+        owner: String(row.owner),
+        holder: String(row.holder),
+        strategy: row.strategy as LockStrategyName,
+        fencingToken: Number(row.fencing_token),
+        acquiredAt: parseDate(row.acquired_at),
+        expiresAt: parseDate(row.expires_at),
+      }));
+      const info = (meta!.rows[0] ?? {}) as Row;
+      return {
+        key,
+        mode: holders.length === 0 ? null : holders.some((h) => h.mode === 'write') ? 'write' : 'read',
+        holders,
+        expiresAt: holders.length ? new Date(Math.max(...holders.map((h) => h.expiresAt.getTime()))) : null,
+        fencingToken: Number(info.fencing_token ?? 0),
+        serverTime: parseDate(info.now_at),
+      };
+    },
+
+    /** Live (unexpired) holders of user keys under `namespace`, by log row id, one page. */
+    async listLocks(namespace: string, limit: number, after: string): Promise<LockList> {
+      const prefix = namespace ? Buffer.from(`${namespace}:`, 'utf8') : Buffer.alloc(0);
+      const [found, clock] = await send(
+        `SELECT g.id, g.lock_key, g.mode, g.owner, g.holder, g.strategy, g.fencing_token, g.status, g.lease_ms, g.acquired_at, ` +
+          `${EFFECTIVE_EXPIRY} AS expires_at, ${msSince('g.acquired_at')} AS held_ms, ` +
+          `floor(extract(epoch FROM (${EFFECTIVE_EXPIRY} - ${NOW})) * 1000)::bigint AS remaining_ms ` +
+          `FROM ${LOCK_LOG_TABLE} g LEFT JOIN ${PROCESS_TABLE} p ON p.id = g.process_id ` +
+          `WHERE g.status IN ${LIVE_STATUSES_SQL} AND ${EFFECTIVE_EXPIRY} > ${NOW} AND g.lock_key < ${keyLiteral(Buffer.from([INTERNAL_KEY_BYTE]))} ` +
+          (prefix.length > 0 ? `AND substring(g.lock_key FROM 1 FOR ${prefix.length}) = ${keyLiteral(prefix)} ` : '') +
+          `AND g.id > ${rowIdLiteral(after)} ORDER BY g.id LIMIT ${sqlInteger(limit + 1)};\n` +
+          `SELECT ${NOW} AS now_at`,
+      );
+      const rows = found!.rows as Row[];
+      const page = rows.slice(0, limit);
+      return {
+        locks: page.map((row) => ({
+          key: keyText(row.lock_key).slice(namespace ? namespace.length + 1 : 0),
+          mode: row.mode as LockMode,
+          owner: String(row.owner),
+          holder: String(row.holder),
+          strategy: row.strategy as LockStrategyName,
+          fencingToken: Number(row.fencing_token),
+          status: String(row.status),
+          leaseMs: Number(row.lease_ms),
+          acquiredAt: parseDate(row.acquired_at),
+          expiresAt: parseDate(row.expires_at),
+          heldMs: Number(row.held_ms),
+          remainingMs: Number(row.remaining_ms),
+        })),
+        serverTime: parseDate((clock!.rows[0] as Row | undefined)?.now_at),
+        next: rows.length > limit ? String(page[page.length - 1]!.id) : null,
+      };
+    },
+
+    /**
+     * Ends every live (unexpired) log row of every acquisition holding `key` as RELEASED with the
+     * reason, and tells the holders' processes: in one statement, the holders' rows locked first,
+     * so a concurrent forced release waits and finds nothing left (each eviction reported once).
+     * A row-lock holder's row lock stays with its transaction until it ends.
+     */
+    async forceRelease(key: Buffer, fullNote: string): Promise<ForcedReleaseHolder[]> {
+      const note = textLiteral(fullNote.slice(0, 255));
+      const [evicted] = await send(
+        `WITH holders AS (SELECT DISTINCT g.owner FROM ${LOCK_LOG_TABLE} g LEFT JOIN ${PROCESS_TABLE} p ON p.id = g.process_id ` +
+          `WHERE g.lock_key = ${keyLiteral(key)} AND g.status IN ${LIVE_STATUSES_SQL} AND ${EFFECTIVE_EXPIRY} > ${NOW}), ` +
+          `ended AS (UPDATE ${LOCK_LOG_TABLE} g SET status = '${LockStatus.RELEASED}', ended_at = ${NOW}, hold_ms = ${msSince('g.acquired_at')}, note = ${note} ` +
+          `FROM holders WHERE g.owner = holders.owner AND g.status IN ${LIVE_STATUSES_SQL} RETURNING g.lock_key, g.owner, g.holder, g.mode, g.fencing_token, g.process_id), ` +
+          `told AS (UPDATE ${PROCESS_TABLE} p SET ended_count = p.ended_count + n.c FROM (SELECT process_id, count(*) AS c FROM ended GROUP BY process_id) n WHERE p.id = n.process_id) ` +
+          `SELECT owner, holder, mode, fencing_token FROM ended WHERE lock_key = ${keyLiteral(key)}`,
+      );
+      return (evicted!.rows as Row[]).map((h) => ({
+        owner: String(h.owner),
+        holder: String(h.holder),
+        mode: h.mode as LockMode,
+        fencingToken: Number(h.fencing_token),
+      }));
+    },
+  };
+}

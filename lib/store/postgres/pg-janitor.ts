@@ -1,0 +1,126 @@
+import { FENCING_FLOOR_KEY, INTERNAL_KEY_BYTE } from '../../core/internal-keys.js';
+import { LockStatementError } from '../lock-statement.error.js';
+import type { JanitorStore } from '../lock-store.js';
+import { LOCK_NOT_AVAILABLE, sqlStateOf } from './pg-failures.js';
+import type { PgLockLog } from './pg-lock-log.js';
+import {
+  EFFECTIVE_EXPIRY,
+  keyList,
+  keyLiteral,
+  keyText,
+  LIVE_STATUSES_SQL,
+  LOCK_LOG_TABLE,
+  LOCK_TABLE,
+  LockStatus,
+  msInterval,
+  msSince,
+  NOW,
+  PROCESS_TABLE,
+  rowIdLiteral,
+  sqlInteger,
+  textLiteral,
+} from './pg-sql.js';
+
+/** Note written on log rows the janitor expires. */
+const JANITOR_RECLAIM_NOTE = 'reclaimed by janitor';
+
+/** User keys only: internal keys start with a byte UTF-8 never has, and sort after every user key. */
+const USER_KEYS_ONLY = `l.lock_key < ${keyLiteral(Buffer.from([INTERNAL_KEY_BYTE]))}`;
+
+/**
+ * The janitor's batches on PostgreSQL (the same work as on MySQL, see janitor.sql.ts there), each
+ * touching at most `batchSize` rows, in primary-key order, comparing times on the server clock,
+ * never waiting on a holder (SKIP LOCKED, NOWAIT), and retried through transient failures.
+ */
+export class PgJanitorStore implements JanitorStore {
+  constructor(private readonly log: PgLockLog) {}
+
+  async reclaimExpired(batchSize: number, afterId = '0') {
+    const [found] = await this.send(
+      `SELECT g.id FROM ${LOCK_LOG_TABLE} g LEFT JOIN ${PROCESS_TABLE} p ON p.id = g.process_id ` +
+        `WHERE g.id > ${rowIdLiteral(afterId)} AND g.status IN ${LIVE_STATUSES_SQL} AND ${EFFECTIVE_EXPIRY} <= ${NOW} ORDER BY g.id LIMIT ${sqlInteger(batchSize)}`,
+    );
+    const candidates = found!.rows.map((row: Record<string, unknown>) => String(row.id));
+    if (candidates.length === 0) return { candidates: 0, count: 0, keys: [] };
+    // Ended by id with the expiry checked again under the row locks (a renewal in between wins); rows
+    // someone keeps locked right now (a holder between its fence and its COMMIT) are skipped, not waited for.
+    const [ended] = await this.send(
+      `WITH due AS (SELECT g.id FROM ${LOCK_LOG_TABLE} g LEFT JOIN ${PROCESS_TABLE} p ON p.id = g.process_id ` +
+        `WHERE g.id IN (${candidates.map(rowIdLiteral).join(', ')}) AND g.status IN ${LIVE_STATUSES_SQL} AND ${EFFECTIVE_EXPIRY} <= ${NOW} ` +
+        `FOR UPDATE OF g SKIP LOCKED), ` +
+        `ended AS (UPDATE ${LOCK_LOG_TABLE} g SET status = '${LockStatus.EXPIRED}', ended_at = ${NOW}, hold_ms = ${msSince('g.acquired_at')}, ` +
+        `note = ${textLiteral(JANITOR_RECLAIM_NOTE)} FROM due WHERE g.id = due.id RETURNING g.lock_key, g.process_id), ` +
+        `told AS (UPDATE ${PROCESS_TABLE} p SET ended_count = p.ended_count + n.c FROM (SELECT process_id, count(*) AS c FROM ended GROUP BY process_id) n WHERE p.id = n.process_id) ` +
+        `SELECT lock_key FROM ended`,
+    );
+    const keys = ended!.rows.map((row: Record<string, unknown>) => keyText(row.lock_key));
+    return {
+      candidates: candidates.length,
+      count: keys.length,
+      keys: [...new Set(keys)],
+      lastId: candidates[candidates.length - 1],
+      skipped: candidates.length - keys.length,
+    };
+  }
+
+  /** Terminal rows that ended more than `retentionMs` ago, oldest first. */
+  async prune(retentionMs: number, batchSize: number): Promise<number> {
+    const old = `${NOW} - ${msInterval(sqlInteger(retentionMs))}`;
+    const [deleted] = await this.send(
+      `DELETE FROM ${LOCK_LOG_TABLE} WHERE id IN (SELECT id FROM ${LOCK_LOG_TABLE} WHERE acquired_at < ${old} AND ended_at < ${old} ` +
+        `AND status NOT IN ${LIVE_STATUSES_SQL} ORDER BY id LIMIT ${sqlInteger(batchSize)})`,
+    );
+    return deleted!.rowCount ?? 0;
+  }
+
+  /**
+   * Idle key rows (no live log row, no recent grant, no waiting writer), in one transaction: the
+   * fencing floor taken exclusively (key rows are created reading it with a shared lock, so no key
+   * comes back below a reaped token) NOWAIT, the idle rows locked SKIP LOCKED (a row locked now is
+   * in use), the floor raised to their highest token, and they are deleted.
+   */
+  async reapIdleKeys(idleMs: number, batchSize: number): Promise<{ candidates: number; reaped: number; floorBusy?: boolean }> {
+    const idle =
+      `${USER_KEYS_ONLY} AND (l.last_granted_at IS NULL OR l.last_granted_at < ${NOW} - ${msInterval(sqlInteger(idleMs))}) ` +
+      `AND (l.writer_waiting_until IS NULL OR l.writer_waiting_until < ${NOW}) ` +
+      `AND NOT EXISTS (SELECT 1 FROM ${LOCK_LOG_TABLE} g WHERE g.lock_key = l.lock_key AND g.status IN ${LIVE_STATUSES_SQL})`;
+    const [found] = await this.send(`SELECT l.lock_key FROM ${LOCK_TABLE} l WHERE ${idle} ORDER BY l.lock_key LIMIT ${sqlInteger(batchSize)}`);
+    const candidates = found!.rows.map((row: Record<string, unknown>) => row.lock_key as Buffer);
+    if (candidates.length === 0) return { candidates: 0, reaped: 0 };
+    const floor = keyLiteral(FENCING_FLOOR_KEY);
+    const reap =
+      `BEGIN;\n` +
+      `INSERT INTO ${LOCK_TABLE} (lock_key, fencing_token) VALUES (${floor}, 0) ON CONFLICT (lock_key) DO NOTHING;\n` +
+      `SELECT fencing_token FROM ${LOCK_TABLE} WHERE lock_key = ${floor} FOR UPDATE NOWAIT;\n` +
+      `WITH idle AS (SELECT l.lock_key, l.fencing_token FROM ${LOCK_TABLE} l WHERE l.lock_key IN (${keyList(candidates)}) AND ${idle} ` +
+      `ORDER BY l.lock_key FOR UPDATE SKIP LOCKED), ` +
+      `raised AS (UPDATE ${LOCK_TABLE} SET fencing_token = GREATEST(fencing_token, (SELECT COALESCE(max(fencing_token), 0) FROM idle)) WHERE lock_key = ${floor}), ` +
+      `gone AS (DELETE FROM ${LOCK_TABLE} d USING idle WHERE d.lock_key = idle.lock_key RETURNING d.lock_key) ` +
+      `SELECT count(*)::int AS reaped FROM gone;\n` +
+      `COMMIT`;
+    const reaped = await this.log.withRetries(() =>
+      this.log.pool.query(reap, 'janitor').then(
+        (results) => Number((results[3]!.rows[0] as { reaped: number }).reaped),
+        (error: unknown) => {
+          // The floor is in use (a key row being created right now): reaped on a later run, not waited for.
+          if (sqlStateOf(LockStatementError.from(error).driverError) === LOCK_NOT_AVAILABLE) return undefined;
+          throw error;
+        },
+      ),
+    );
+    if (reaped === undefined) return { candidates: candidates.length, reaped: 0, floorBusy: true };
+    return { candidates: candidates.length, reaped };
+  }
+
+  /** Process lease rows of processes gone for longer than `idleMs` with nothing live pointing to them. */
+  async reapProcesses(idleMs: number, batchSize: number): Promise<void> {
+    await this.send(
+      `DELETE FROM ${PROCESS_TABLE} WHERE id IN (SELECT p.id FROM ${PROCESS_TABLE} p WHERE p.renewed_at < ${NOW} - ${msInterval(sqlInteger(idleMs))} ` +
+        `AND NOT EXISTS (SELECT 1 FROM ${LOCK_LOG_TABLE} g WHERE g.status IN ${LIVE_STATUSES_SQL} AND g.process_id = p.id) ORDER BY p.id LIMIT ${sqlInteger(batchSize)})`,
+    );
+  }
+
+  private send(sql: string) {
+    return this.log.withRetries(() => this.log.pool.query(sql, 'janitor'));
+  }
+}

@@ -1,0 +1,109 @@
+import pg from 'pg';
+import type { DataSource } from 'typeorm';
+import { LockStatementError } from '../lock-statement.error.js';
+import type { RoundTripPurpose } from '../lock-store.js';
+import './pg-failures.js';
+
+/**
+ * Bound on a round trip of the library's own pool, ms: its statements wait at most a second on a
+ * row lock (the sessions' lock_timeout); past this the answer is taken as lost, the client
+ * destroyed, and the caller gets a typed error, not a hang.
+ */
+export const ANSWER_BOUND_MS = 15_000;
+
+/** The library's sessions: READ COMMITTED (a fresh read per statement), a one-second row-lock wait. */
+const SESSION_SETUP = "SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL READ COMMITTED; SET lock_timeout = '1s'";
+
+/** pg's settings for the library's pool, from the DataSource's (as TypeORM builds its own), nothing configured twice. */
+export function pgPoolConfig(dataSource: DataSource, max: number): pg.PoolConfig {
+  const options = dataSource.options as {
+    url?: string;
+    host?: string;
+    port?: number;
+    username?: string;
+    password?: string | (() => string | Promise<string>);
+    database?: string;
+    ssl?: pg.PoolConfig['ssl'];
+    connectTimeoutMS?: number;
+    extra?: Record<string, unknown>;
+    replication?: { master: Record<string, unknown> };
+  };
+  const credentials = { ...options, ...(options.replication?.master ?? {}) } as typeof options;
+  return {
+    connectionString: credentials.url,
+    host: credentials.host,
+    port: credentials.port,
+    user: credentials.username,
+    password: credentials.password,
+    database: credentials.database,
+    ssl: credentials.ssl,
+    connectionTimeoutMillis: options.connectTimeoutMS,
+    ...(options.extra ?? {}),
+    application_name: 'nestjs-db-lock',
+    max,
+  };
+}
+
+/**
+ * The library's own PostgreSQL connections, never shared with business code: the process lease,
+ * first uses of keys, the audit rows of holds that did not commit, the janitor and the admin
+ * reads. Every round trip is bounded (ANSWER_BOUND_MS) and counted by purpose.
+ */
+export class PgLockPool {
+  private readonly pool: pg.Pool;
+  private closed = false;
+  readonly roundTrips: Record<RoundTripPurpose, number> = { locks: 0, renewals: 0, janitor: 0, admin: 0 };
+
+  constructor(config: pg.PoolConfig) {
+    this.pool = new pg.Pool(config);
+    // An idle client's failure (a restart, a network cut): the pool drops it; the next query says so.
+    this.pool.on('error', () => undefined);
+    this.pool.on('connect', (client) => {
+      client.query(SESSION_SETUP).catch(() => undefined);
+    });
+  }
+
+  get isClosed(): boolean {
+    return this.closed;
+  }
+
+  /**
+   * One round trip (one or more statements, one result each). A failed batch that opened a
+   * transaction is rolled back before its client goes back to the pool; a client whose answer did
+   * not come in time, or whose connection broke, is destroyed, never reused.
+   * @throws LockStatementError, whatever went wrong.
+   */
+  async query(sql: string, purpose: RoundTripPurpose, answerWithinMs = ANSWER_BOUND_MS): Promise<pg.QueryResult[]> {
+    if (this.closed) throw new LockStatementError('unreachable', new Error('the lock pool is closed'));
+    let client: pg.PoolClient;
+    try {
+      client = await this.pool.connect();
+    } catch (error) {
+      const failure = LockStatementError.from(error);
+      failure.sent = false;
+      throw failure;
+    }
+    this.roundTrips[purpose]++;
+    try {
+      const answer = (await client.query({ text: sql, query_timeout: Math.max(1, Math.ceil(answerWithinMs)) } as pg.QueryConfig)) as
+        pg.QueryResult | pg.QueryResult[];
+      client.release();
+      return Array.isArray(answer) ? answer : [answer];
+    } catch (error) {
+      const failure = LockStatementError.from(error);
+      if (failure.kind === 'connection-lost' || failure.kind === 'other') client.release(failure);
+      else
+        await client.query('ROLLBACK').then(
+          () => client.release(),
+          (rollbackError: Error) => client.release(rollbackError),
+        );
+      throw failure;
+    }
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await this.pool.end().catch(() => undefined);
+  }
+}

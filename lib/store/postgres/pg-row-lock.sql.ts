@@ -1,0 +1,94 @@
+import type pg from 'pg';
+import type { LockTarget } from '../../core/lock-key.js';
+import { keyList, keyLiteral, keyText, LOCK_TABLE, NOW } from './pg-sql.js';
+
+/**
+ * The row-lock's statements on PostgreSQL, sent on the business transaction's own connection. The
+ * lock is the key's row of db_lock: writers update it (bumping its token, which RETURNING answers),
+ * readers lock it FOR SHARE. A key whose row says a lease holder may be live, or that has no row
+ * yet, is not taken here: the caller goes on to the rare path.
+ */
+
+/** Same-mode keys, in the one global key order (targets come sorted): one locking statement each. */
+export interface KeyGroup {
+  readonly mode: LockTarget['mode'];
+  readonly keys: Buffer[];
+  readonly stored: string[];
+}
+
+export function groupsOf(targets: readonly LockTarget[]): KeyGroup[] {
+  const out: KeyGroup[] = [];
+  for (const target of targets) {
+    const last = out[out.length - 1];
+    if (last && last.mode === target.mode) {
+      last.keys.push(target.bytes);
+      last.stored.push(target.storedKey);
+    } else out.push({ mode: target.mode, keys: [target.bytes], stored: [target.storedKey] });
+  }
+  return out;
+}
+
+/** A custom setting holding the session's lock_timeout while a take runs under its own. */
+const SAVED_LOCK_TIMEOUT = 'nestjs_db_lock.saved_lock_timeout';
+
+/**
+ * Statements bounded by what is left of the caller's budget: `lock_timeout` (milliseconds, so
+ * sub-second budgets hold) for them only, the transaction's own value saved and put back after,
+ * so the work inside the hold keeps the app's. A single try (no budget) uses NOWAIT instead (see
+ * lockRows); Infinity the session's own setting.
+ */
+export function bounded(statements: string[], waitMs: number): { sql: string; offset: number } {
+  if (waitMs === Infinity || waitMs <= 0) return { sql: statements.join(';\n'), offset: 0 };
+  const ms = Math.max(1, Math.ceil(waitMs));
+  return {
+    sql: [
+      `SELECT set_config('${SAVED_LOCK_TIMEOUT}', current_setting('lock_timeout'), true), set_config('lock_timeout', '${ms}ms', true)`,
+      ...statements,
+      `SELECT set_config('lock_timeout', current_setting('${SAVED_LOCK_TIMEOUT}'), true)`,
+    ].join(';\n'),
+    offset: 1,
+  };
+}
+
+/** The rows' locks in key order (rows are locked in output order): FOR UPDATE / FOR SHARE, NOWAIT for a single try. */
+export function lockRowsStatement(group: KeyGroup, waitMs: number): string {
+  const clause = group.mode === 'write' ? 'FOR UPDATE' : 'FOR SHARE';
+  return (
+    `SELECT lock_key, fencing_token, no_lease_holders FROM ${LOCK_TABLE} WHERE lock_key IN (${keyList(group.keys)}) ` +
+    `ORDER BY lock_key ${clause}${waitMs <= 0 ? ' NOWAIT' : ''}`
+  );
+}
+
+/** The writers' UPDATE: each token bumped and the grant stamped; `checked`: the log was read, the rows are taken whatever they say. */
+export function bumpStatement(keys: readonly Buffer[], checked = false): string {
+  const where = keys.length === 1 ? `lock_key = ${keyLiteral(keys[0]!)}` : `lock_key IN (${keyList(keys)})`;
+  return (
+    `UPDATE ${LOCK_TABLE} SET fencing_token = fencing_token + 1, last_granted_at = ${NOW}${checked ? ', no_lease_holders = 1' : ''} ` +
+    `WHERE ${where}${checked ? '' : ' AND no_lease_holders = 1'} RETURNING lock_key, fencing_token`
+  );
+}
+
+/**
+ * One group's take as one round trip: writers lock first where an UPDATE alone would not lock in
+ * key order (several keys) or could not refuse at once (a single try), then update; readers lock
+ * FOR SHARE. `result` picks the answer that says what was taken.
+ */
+export function takeGroupStatement(group: KeyGroup, waitMs: number): { sql: string; result: (results: pg.QueryResult[]) => pg.QueryResult } {
+  const statements =
+    group.mode === 'read'
+      ? [lockRowsStatement(group, waitMs)]
+      : group.keys.length === 1 && waitMs > 0
+        ? [bumpStatement(group.keys)]
+        : [lockRowsStatement(group, waitMs), bumpStatement(group.keys)];
+  const { sql, offset } = bounded(statements, waitMs);
+  const at = offset + statements.length - 1;
+  return { sql, result: (results) => results[at]! };
+}
+
+/** Tokens a group's answer took: all its keys, or undefined (a row missing, or a lease holder possibly live). */
+export function tokensTaken(group: KeyGroup, result: pg.QueryResult): Map<string, number> | undefined {
+  const rows = result.rows as { lock_key: Buffer; fencing_token: string; no_lease_holders?: number }[];
+  if (rows.length < group.keys.length) return undefined;
+  if (group.mode === 'read' && rows.some((row) => Number(row.no_lease_holders) !== 1)) return undefined;
+  return new Map(rows.map((row) => [keyText(row.lock_key), Number(row.fencing_token)]));
+}

@@ -1,0 +1,177 @@
+import type { QueryRunner } from 'typeorm';
+import type { LockTarget } from '../../core/lock-key.js';
+import type { RowLockAuditRow, RowLockStore, RowLockTake } from '../lock-store.js';
+import { LockStatementError } from '../lock-statement.error.js';
+import { DEADLOCK_DETECTED, sqlStateOf } from './pg-failures.js';
+import { createKeyRowsStatement, insertAuditRows, type PgLockLog } from './pg-lock-log.js';
+import { beginStatement, cutSession, type PgSessionTransactions, sessionGone, sessionQuery, watchSession } from './pg-session.js';
+import { bounded, bumpStatement, groupsOf, lockRowsStatement, takeGroupStatement, tokensTaken } from './pg-row-lock.sql.js';
+import { keyList, keyText, LIVE_STATUSES_SQL, LOCK_LOG_TABLE } from './pg-sql.js';
+
+/** The savepoint a take inside a joined transaction runs under: a refused take must not end the caller's transaction. */
+const TAKE_SAVEPOINT = 'nestjs_db_lock_take';
+
+const waitLeft = (deadline: number): number => (deadline === Infinity ? Infinity : deadline - performance.now());
+
+/**
+ * Row-lock sessions on PostgreSQL: row locks on the keys' rows of db_lock, in the business
+ * transaction itself. PostgreSQL ends a transaction on any failed statement (InnoDB keeps it after
+ * a lock wait timeout), so a take inside a transaction it joined runs under a savepoint.
+ */
+export class PgRowLockStore implements RowLockStore {
+  /** Cut sessions the server may still run (see sessionGone). */
+  private readonly leaving = new Set<Promise<void>>();
+
+  constructor(
+    private readonly log: PgLockLog,
+    private readonly transactions: PgSessionTransactions,
+  ) {}
+
+  begin(runner: QueryRunner, isolationLevel?: string): Promise<void> {
+    return this.transactions.begin(runner, isolationLevel);
+  }
+
+  commit(runner: QueryRunner): Promise<void> {
+    return this.transactions.commit(runner);
+  }
+
+  /** BEGIN and the take in one round trip for one group of keys (the common case: one key). */
+  beginAndTake(runner: QueryRunner, targets: readonly LockTarget[], deadline: number, isolationLevel?: string): Promise<RowLockTake> {
+    const groups = groupsOf(targets);
+    const take = groups.length === 1 ? takeGroupStatement(groups[0]!, waitLeft(deadline)) : undefined;
+    const sent = take && this.transactions.beginVia(runner, `${beginStatement(isolationLevel)};\n${take.sql}`);
+    if (!sent) return this.beginThenTake(runner, targets, deadline, isolationLevel);
+    return sent.then((results) => {
+      const tokens = tokensTaken(groups[0]!, take.result(results.slice(1)));
+      return tokens ? { taken: true as const, tokens } : { taken: false as const, why: 'check-log' as const };
+    }, busyOrThrow);
+  }
+
+  private async beginThenTake(runner: QueryRunner, targets: readonly LockTarget[], deadline: number, isolationLevel?: string): Promise<RowLockTake> {
+    await this.transactions.begin(runner, isolationLevel);
+    return this.take(runner, targets, deadline);
+  }
+
+  /** Group by group in key order, each bounded by what is left of the budget. */
+  async take(runner: QueryRunner, targets: readonly LockTarget[], deadline: number): Promise<RowLockTake> {
+    try {
+      const tokens = new Map<string, number>();
+      for (const group of groupsOf(targets)) {
+        const take = takeGroupStatement(group, waitLeft(deadline));
+        const taken = tokensTaken(group, take.result(await sessionQuery(runner, take.sql)));
+        if (!taken) return { taken: false, why: 'check-log' };
+        for (const [key, token] of taken) tokens.set(key, token);
+      }
+      return { taken: true, tokens };
+    } catch (error) {
+      return busyOrThrow(error);
+    }
+  }
+
+  /** Under a savepoint: a refusal rolls back to it, and the caller's transaction goes on. */
+  takeJoined(runner: QueryRunner, targets: readonly LockTarget[], deadline: number): Promise<RowLockTake> {
+    return this.underSavepoint(runner, () => this.take(runner, targets, deadline));
+  }
+
+  /**
+   * Rare path: the rows locked first (missing ones answered), then the log read fresh on the
+   * library's pool for live lease holders of the keys (none can be granted meanwhile: a grant needs
+   * these rows), and only then the keys taken, writers reopening the one-statement path.
+   */
+  async takeChecked(runner: QueryRunner, targets: readonly LockTarget[], deadline: number): Promise<RowLockTake> {
+    try {
+      const current = new Map<string, number>();
+      for (const group of groupsOf(targets)) {
+        const lock = bounded([lockRowsStatement(group, waitLeft(deadline))], waitLeft(deadline));
+        const locked = (await sessionQuery(runner, lock.sql))[lock.offset];
+        for (const row of locked!.rows as { lock_key: Buffer; fencing_token: string }[])
+          current.set(keyText(row.lock_key), Number(row.fencing_token));
+      }
+      if (current.size < targets.length) return { taken: false, why: 'missing-key-rows' };
+      if ((await this.liveLeaseHolders(targets)) > 0) return { taken: false, why: 'lease-holder' };
+      const tokens = new Map<string, number>();
+      for (const group of groupsOf(targets)) {
+        if (group.mode === 'read') for (const stored of group.stored) tokens.set(stored, current.get(stored)!);
+        else {
+          const [bumped] = await sessionQuery(runner, bumpStatement(group.keys, true));
+          for (const row of bumped!.rows as { lock_key: Buffer; fencing_token: string }[])
+            tokens.set(keyText(row.lock_key), Number(row.fencing_token));
+        }
+      }
+      return { taken: true, tokens };
+    } catch (error) {
+      return busyOrThrow(error);
+    }
+  }
+
+  /** Live lease rows of the keys (lease grants are not served on PostgreSQL yet: normally none). */
+  private async liveLeaseHolders(targets: readonly LockTarget[]): Promise<number> {
+    const [result] = await this.log.withRetries(() =>
+      this.log.pool.query(
+        `SELECT count(*)::int AS live FROM ${LOCK_LOG_TABLE} WHERE lock_key IN (${keyList(targets.map((t) => t.bytes))}) ` +
+          `AND strategy = 'lease' AND status IN ${LIVE_STATUSES_SQL}`,
+        'locks',
+      ),
+    );
+    return Number((result!.rows[0] as { live: number }).live);
+  }
+
+  /** In the joined transaction (no gap locks on PostgreSQL: nothing to create apart), under a savepoint. */
+  createKeyRowsIn(runner: QueryRunner, keys: readonly Buffer[], deadline: number): Promise<RowLockTake | undefined> {
+    return this.underSavepoint(runner, async () => {
+      await sessionQuery(runner, bounded([createKeyRowsStatement(keys)], Math.max(1, waitLeft(deadline))).sql);
+      return undefined;
+    });
+  }
+
+  async recordInCommit(runner: QueryRunner, rows: readonly RowLockAuditRow[]): Promise<void> {
+    await sessionQuery(runner, insertAuditRows(rows, this.log.holder));
+  }
+
+  /** The audit rows and COMMIT in one round trip: a failed INSERT stops the batch before COMMIT. */
+  async recordAndCommit(runner: QueryRunner, rows: readonly RowLockAuditRow[]): Promise<void> {
+    const sent = this.transactions.commitVia(runner, `${insertAuditRows(rows, this.log.holder)};\nCOMMIT`);
+    if (sent) return sent;
+    await this.recordInCommit(runner, rows);
+    await this.transactions.commit(runner);
+  }
+
+  recordEnded(rows: readonly RowLockAuditRow[]): Promise<void> {
+    return this.log.recordEnded(rows);
+  }
+
+  cutSession(runner: QueryRunner): Promise<void> {
+    const gone = sessionGone(cutSession(runner), this.log.pool).finally(() => this.leaving.delete(gone));
+    this.leaving.add(gone);
+    return gone;
+  }
+
+  async cutSessionsGone(): Promise<void> {
+    await Promise.all(this.leaving);
+  }
+
+  watchSession(runner: QueryRunner, onClose: (error?: unknown) => void): () => void {
+    return watchSession(runner, onClose);
+  }
+
+  /** Runs `work` under a savepoint; a failed take rolls back to it, leaving the caller's transaction as it was. */
+  private async underSavepoint<T extends RowLockTake | undefined>(runner: QueryRunner, work: () => Promise<T>): Promise<T | RowLockTake> {
+    await sessionQuery(runner, `SAVEPOINT ${TAKE_SAVEPOINT}`);
+    const result = await work();
+    const refused = result !== undefined && !result.taken;
+    // 'rolled-back' is the take's own: under a savepoint a deadlock ends only the savepoint's work.
+    await sessionQuery(
+      runner,
+      refused ? `ROLLBACK TO SAVEPOINT ${TAKE_SAVEPOINT}; RELEASE SAVEPOINT ${TAKE_SAVEPOINT}` : `RELEASE SAVEPOINT ${TAKE_SAVEPOINT}`,
+    );
+    return refused && result.why === 'rolled-back' ? { taken: false, why: 'busy', cause: result.cause } : result;
+  }
+}
+
+/** A deadlock: the transaction is gone (the caller asks again). A lock wait cut short or a serialization failure: busy. */
+function busyOrThrow(error: unknown): RowLockTake {
+  if (sqlStateOf(error) === DEADLOCK_DETECTED) return { taken: false, why: 'rolled-back', cause: error };
+  const kind = LockStatementError.from(error).kind;
+  if (kind === 'retry' || kind === 'interrupted') return { taken: false, why: 'busy', cause: error };
+  throw error;
+}

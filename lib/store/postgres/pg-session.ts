@@ -1,0 +1,162 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import type pg from 'pg';
+import type { DataSource, QueryRunner } from 'typeorm';
+import { backoffDelay } from '../../core/backoff.js';
+import type { SessionTransactions } from '../lock-store.js';
+import { ANSWER_BOUND_MS, type PgLockPool } from './pg-pool.js';
+
+/** The subscriber hooks TypeORM calls around a transaction: while any is there, transactions go through TypeORM. */
+const TRANSACTION_EVENTS = [
+  'beforeTransactionStart',
+  'afterTransactionStart',
+  'beforeTransactionCommit',
+  'afterTransactionCommit',
+  'beforeTransactionRollback',
+  'afterTransactionRollback',
+] as const;
+
+/** TypeORM's bookkeeping of a runner's transaction (BaseQueryRunner). */
+interface RunnerState {
+  isTransactionActive: boolean;
+  transactionDepth?: number;
+  isReleased: boolean;
+  databaseConnection?: pg.PoolClient & { processID?: number; connection?: { stream?: { localPort?: number; destroy(): void; destroyed?: boolean } } };
+  releasePostgresConnection?: (error?: Error) => Promise<void>;
+}
+
+const stateOf = (runner: QueryRunner): RunnerState => runner as unknown as RunnerState;
+
+/**
+ * The library's statements on a business transaction's connection (the row-lock's take and audit
+ * rows, BEGIN and COMMIT), sent to the pg client under TypeORM's runner in one simple-query round
+ * trip, one result per statement. A released runner refuses as TypeORM does.
+ */
+export async function sessionQuery(runner: QueryRunner, sql: string): Promise<pg.QueryResult[]> {
+  if (runner.isReleased) {
+    await runner.query(sql); // refuses, as TypeORM does
+    return [];
+  }
+  const client = stateOf(runner).databaseConnection ?? ((await runner.connect()) as RunnerState['databaseConnection'])!;
+  const answer = (await client.query(sql)) as pg.QueryResult | pg.QueryResult[];
+  return Array.isArray(answer) ? answer : [answer];
+}
+
+/**
+ * Opens and commits the library's own transactions on the app's DataSource as TypeORM's
+ * startTransaction() and commitTransaction() do (the runner marked alike, so a ROLLBACK through
+ * TypeORM finds it in the same state), straight on the client while nobody listens to TypeORM's
+ * transaction events.
+ */
+export class PgSessionTransactions implements SessionTransactions {
+  constructor(private readonly dataSource: DataSource) {}
+
+  async begin(runner: QueryRunner, isolationLevel?: string): Promise<void> {
+    const sent = this.beginVia(runner, beginStatement(isolationLevel));
+    if (sent === undefined) await runner.startTransaction(isolationLevel as Parameters<QueryRunner['startTransaction']>[0]);
+    else await sent;
+  }
+
+  /**
+   * Sends `sql`, which opens the transaction (BEGIN and what follows it in the same round trip),
+   * with the runner marked in a transaction first, so that a failure part-way is rolled back by the
+   * caller's usual ROLLBACK; undefined (nothing sent) where it must open through TypeORM.
+   */
+  beginVia(runner: QueryRunner, sql: string): Promise<pg.QueryResult[]> | undefined {
+    const state = stateOf(runner);
+    if (this.observed() || state.isTransactionActive || state.transactionDepth !== 0) return undefined;
+    state.isTransactionActive = true;
+    state.transactionDepth = 1;
+    return sessionQuery(runner, sql);
+  }
+
+  commit(runner: QueryRunner): Promise<void> {
+    return this.commitVia(runner, 'COMMIT') ?? runner.commitTransaction();
+  }
+
+  /** Commits by sending `sql` (ending in COMMIT); the runner is marked committed only if it succeeded. */
+  commitVia(runner: QueryRunner, sql: string): Promise<void> | undefined {
+    const state = stateOf(runner);
+    if (this.observed() || !state.isTransactionActive || state.transactionDepth !== 1) return undefined;
+    return sessionQuery(runner, sql).then(() => {
+      state.isTransactionActive = false;
+      state.transactionDepth = 0;
+    });
+  }
+
+  private observed(): boolean {
+    return this.dataSource.subscribers.some((subscriber) =>
+      TRANSACTION_EVENTS.some((event) => typeof (subscriber as Record<string, unknown>)[event] === 'function'),
+    );
+  }
+}
+
+/** BEGIN at an isolation level (one of TypeORM's, checked by the caller), else the session's. */
+export function beginStatement(isolationLevel?: string): string {
+  return isolationLevel ? `BEGIN ISOLATION LEVEL ${isolationLevel}` : 'BEGIN';
+}
+
+/** What identifies a cut session on the server: its backend pid, and the client port it lists it under. */
+export interface CutSession {
+  readonly pid?: number;
+  readonly localPort?: number;
+}
+
+/**
+ * Ends the session under running work (RowLockStore.cutSession): the client's socket is destroyed,
+ * so a statement in flight fails at once and the server rolls back; TypeORM's runner releases the
+ * client with an error, so the pool drops it and the runner refuses further statements. Never a
+ * ROLLBACK: a statement the work sends after it would run outside any lock.
+ */
+export function cutSession(runner: QueryRunner): CutSession {
+  const state = stateOf(runner);
+  const client = state.databaseConnection;
+  const stream = client?.connection?.stream;
+  const cut = { pid: client?.processID, localPort: stream?.localPort };
+  if (stream && !stream.destroyed) stream.destroy();
+  void state.releasePostgresConnection?.(new Error('nestjs-db-lock: the session was cut under running work'));
+  state.isReleased = true;
+  return cut;
+}
+
+/** Watches the session's connection; `onClose` when it breaks or ends. Returns the unwatch function. */
+export function watchSession(runner: QueryRunner, onClose: (error?: unknown) => void): () => void {
+  const client = stateOf(runner).databaseConnection;
+  client?.once('error', onClose);
+  client?.once('end', onClose);
+  return () => {
+    client?.off('error', onClose);
+    client?.off('end', onClose);
+  };
+}
+
+/** How often the session list is read while a cut session still runs its statement (backoff bounds, ms). */
+const POLL_MS = { least: 5, most: 50 };
+
+/**
+ * Resolves once the server no longer lists the cut session, or after ANSWER_BOUND_MS; never
+ * rejects. A backend blocked in a lock wait notices its closed client only when it next writes to
+ * it, and it may be granted the row meanwhile: it is terminated, once, but only when the server
+ * lists it under our client port (behind a pooler its pid is the pooler's session, maybe another
+ * client's).
+ */
+export async function sessionGone(cut: CutSession, pool: PgLockPool): Promise<void> {
+  if (typeof cut.pid !== 'number') return;
+  const pid = Math.trunc(cut.pid);
+  const port = cut.localPort === undefined ? 'NULL' : String(Math.trunc(cut.localPort));
+  const look = `SELECT count(*)::int AS listed, count(*) FILTER (WHERE client_port = ${port})::int AS ours FROM pg_stat_activity WHERE pid = ${pid}`;
+  let terminated = false;
+  const stop = performance.now() + ANSWER_BOUND_MS;
+  for (let reads = 0; performance.now() < stop; reads++) {
+    const row = await pool.query(look, 'admin').then(
+      ([result]) => result?.rows[0] as { listed: number; ours: number } | undefined,
+      () => undefined,
+    );
+    if (!row || row.listed === 0) return;
+    if (row.ours > 0 && !terminated) {
+      terminated = true;
+      await pool.query(`SELECT pg_terminate_backend(${pid})`, 'admin').catch(() => undefined);
+      continue;
+    }
+    await sleep(backoffDelay(reads, POLL_MS.least, POLL_MS.most));
+  }
+}
