@@ -78,7 +78,12 @@ export class PgRowLockStore implements RowLockStore {
    * library's pool for live lease holders of the keys (none can be granted meanwhile: a grant needs
    * these rows), and only then the keys taken, writers reopening the one-statement path.
    */
-  async takeChecked(runner: QueryRunner, targets: readonly LockTarget[], deadline: number): Promise<RowLockTake> {
+  takeChecked(runner: QueryRunner, targets: readonly LockTarget[], deadline: number): Promise<RowLockTake> {
+    // Under a savepoint: the rare path runs in joined transactions too, and a refusal must not end them.
+    return this.underSavepoint(runner, () => this.takeCheckedNow(runner, targets, deadline));
+  }
+
+  private async takeCheckedNow(runner: QueryRunner, targets: readonly LockTarget[], deadline: number): Promise<RowLockTake> {
     try {
       const current = new Map<string, number>();
       for (const group of groupsOf(targets)) {
