@@ -1,12 +1,11 @@
-import type { LockHolderInfo, LockInfo } from '../../core/lock-handle.js';
+import type { LockInfo } from '../../core/lock-handle.js';
+import { lockInfoOf, lockListOf } from '../admin-rows.js';
 import type { LockMode } from '../../core/lock-mode.js';
-import type { LockStrategyName } from '../../strategies/lock-strategy-name.js';
 import type { ForcedReleaseHolder, LockList } from '../admin.js';
 import type { AdminStore } from '../lock-store.js';
 import {
   EFFECTIVE_EXPIRY,
   format,
-  keyText,
   LIVE_STATUSES_SQL,
   LOCK_LOG_TABLE,
   LOCK_TABLE,
@@ -54,24 +53,8 @@ async function inspect(log: MysqlLockLog, key: string, storedKey: Buffer): Promi
     },
     'admin',
   );
-  const holders: LockHolderInfo[] = rowsOf(results[0]).map((row) => ({
-    mode: row.mode as LockMode,
-    owner: String(row.owner),
-    holder: String(row.holder),
-    strategy: row.strategy as LockStrategyName,
-    fencingToken: Number(row.fencing_token),
-    acquiredAt: parseDate(row.acquired_at),
-    expiresAt: parseDate(row.expires_at),
-  }));
   const meta = rowsOf(results[1])[0] ?? {};
-  return {
-    key,
-    mode: holders.length === 0 ? null : holders.some((h) => h.mode === 'write') ? 'write' : 'read',
-    holders,
-    expiresAt: holders.length ? new Date(Math.max(...holders.map((h) => h.expiresAt.getTime()))) : null,
-    fencingToken: Number(meta.fencing_token ?? 0),
-    serverTime: parseDate(meta.now_at),
-  };
+  return lockInfoOf(key, rowsOf(results[0]), meta.fencing_token, parseDate(meta.now_at), parseDate);
 }
 
 /** Live (unexpired) holders of user keys under `namespace`, by log row id, one page. */
@@ -95,26 +78,7 @@ async function listLocks(log: MysqlLockLog, namespace: string, limit: number, af
     },
     'admin',
   );
-  const rows = rowsOf(results[0]);
-  const page = rows.slice(0, limit);
-  return {
-    locks: page.map((row) => ({
-      key: keyText(row.lock_key).slice(namespace ? namespace.length + 1 : 0),
-      mode: row.mode as LockMode,
-      owner: String(row.owner),
-      holder: String(row.holder),
-      strategy: row.strategy as LockStrategyName,
-      fencingToken: Number(row.fencing_token),
-      status: String(row.status),
-      leaseMs: Number(row.lease_ms),
-      acquiredAt: parseDate(row.acquired_at),
-      expiresAt: parseDate(row.expires_at),
-      heldMs: Number(row.held_ms),
-      remainingMs: Number(row.remaining_ms),
-    })),
-    serverTime: parseDate(rowsOf(results[1])[0]?.now_at),
-    next: rows.length > limit ? String(page[page.length - 1]!.id) : null,
-  };
+  return lockListOf(rowsOf(results[0]), limit, namespace, parseDate(rowsOf(results[1])[0]?.now_at), parseDate);
 }
 
 /**

@@ -2,29 +2,11 @@ import type { QueryRunner } from 'typeorm';
 import type { LockTarget } from '../../core/lock-key.js';
 import type { RowLockTake as TakeResult } from '../lock-store.js';
 import type { ServerFlavor } from './server-flavor.js';
+import { groupsOf, type KeyGroup } from '../key-groups.js';
 import { keyText, rowsOf } from './sql.js';
 import { boundedInStatement, lockKeyRowsBounded, readTokens, takeClaimedWriteKeys, takeWriteKeys, takeWriteKeysBounded } from './row-lock.sql.js';
 import { callBeginAndTake } from './session-routines.sql.js';
 import { type ResultHeader, sessionQuery } from './session-query.js';
-
-interface KeyGroup {
-  readonly mode: LockTarget['mode'];
-  readonly keys: Buffer[];
-  readonly stored: string[];
-}
-
-/** Runs of same-mode keys, in the one global key order (targets come sorted), each one statement. */
-function groups(targets: readonly LockTarget[]): KeyGroup[] {
-  const out: KeyGroup[] = [];
-  for (const target of targets) {
-    const last = out[out.length - 1];
-    if (last && last.mode === target.mode) {
-      last.keys.push(target.bytes);
-      last.stored.push(target.storedKey);
-    } else out.push({ mode: target.mode, keys: [target.bytes], stored: [target.storedKey] });
-  }
-  return out;
-}
 
 function waitLeft(deadline: number): number {
   return deadline === Infinity ? Infinity : deadline - performance.now();
@@ -56,7 +38,7 @@ async function bumped(runner: QueryRunner, group: KeyGroup, result: ResultHeader
  */
 export async function takeKeys(runner: QueryRunner, targets: readonly LockTarget[], deadline: number, flavor: ServerFlavor): Promise<TakeResult> {
   const tokens = new Map<string, number>();
-  for (const group of groups(targets)) {
+  for (const group of groupsOf(targets)) {
     if (group.mode === 'write') {
       const { lockFirst, update } = takeWriteKeysBounded(group.keys, flavor, waitLeft(deadline));
       // MySQL: the bounded read already says whether the UPDATE can take the rows.
@@ -105,13 +87,13 @@ export async function takeKeysChecked(
   leaseHolders: () => Promise<{ live: number; claimed?: ReadonlyMap<string, number> }>,
 ): Promise<TakeResult> {
   const current = new Map<string, number>();
-  for (const group of groups(targets))
+  for (const group of groupsOf(targets))
     for (const row of await lockRows(runner, group, deadline, flavor)) current.set(keyText(row.lock_key), Number(row.fencing_token));
   if (current.size < targets.length) return { taken: false, why: 'missing-key-rows' };
   const { live, claimed } = await leaseHolders();
   if (live > 0) return { taken: false, why: 'lease-holder' };
   const tokens = new Map<string, number>();
-  for (const group of groups(targets)) {
+  for (const group of groupsOf(targets)) {
     // Where tokens are claimed a reader's token is its claim's: the key row may lag behind the lease writers it reads after.
     if (group.mode === 'read') for (const stored of group.stored) tokens.set(stored, claimed?.get(stored) ?? current.get(stored)!);
     else {

@@ -1,22 +1,7 @@
 import type { DataSource, QueryRunner } from 'typeorm';
 import type { SessionTransactions } from '../lock-store.js';
 import { commitAnswerBy, sessionQuery } from './session-query.js';
-
-/** The subscriber hooks TypeORM calls around a transaction. */
-const TRANSACTION_EVENTS = [
-  'beforeTransactionStart',
-  'afterTransactionStart',
-  'beforeTransactionCommit',
-  'afterTransactionCommit',
-  'beforeTransactionRollback',
-  'afterTransactionRollback',
-] as const;
-
-/** TypeORM's own bookkeeping of a runner's transaction (BaseQueryRunner). */
-interface RunnerState {
-  isTransactionActive: boolean;
-  transactionDepth?: number;
-}
+import { markClosed, markOpened, mayCommitStraight, mayOpenStraight, transactionEventsObserved } from '../session-state.js';
 
 /**
  * Opens and commits the library's own transactions on the app's DataSource (a row-lock hold, a
@@ -31,16 +16,14 @@ export class MysqlSessionTransactions implements SessionTransactions {
   constructor(private readonly dataSource: DataSource) {}
 
   async begin(runner: QueryRunner, isolationLevel?: string): Promise<void> {
-    const state = runner as unknown as RunnerState;
-    if (this.observed() || state.isTransactionActive || state.transactionDepth !== 0) {
+    if (this.observed() || !mayOpenStraight(runner)) {
       await runner.startTransaction(isolationLevel as Parameters<QueryRunner['startTransaction']>[0]);
       return;
     }
     const level = isolationLevel ?? (this.dataSource.options as { isolationLevel?: string }).isolationLevel;
     if (level) await sessionQuery(runner, `SET TRANSACTION ISOLATION LEVEL ${level}`);
     await sessionQuery(runner, 'START TRANSACTION');
-    state.isTransactionActive = true;
-    state.transactionDepth = 1;
+    markOpened(runner);
   }
 
   /**
@@ -54,18 +37,14 @@ export class MysqlSessionTransactions implements SessionTransactions {
    * are on every row-lock hold's path, where each async layer costs a frame and microtask hops.
    */
   beginVia<T>(runner: QueryRunner, statement: string): Promise<T> | undefined {
-    const state = runner as unknown as RunnerState;
-    if (this.observed() || state.isTransactionActive || state.transactionDepth !== 0) return undefined;
-    state.isTransactionActive = true;
-    state.transactionDepth = 1;
+    if (this.observed() || !mayOpenStraight(runner)) return undefined;
+    markOpened(runner);
     return sessionQuery<T>(runner, statement);
   }
 
   /** The statement beginVia sent was refused before it ran: no transaction was opened. */
   notBegun(runner: QueryRunner): void {
-    const state = runner as unknown as RunnerState;
-    state.isTransactionActive = false;
-    state.transactionDepth = 0;
+    markClosed(runner);
   }
 
   commit(runner: QueryRunner): Promise<void> {
@@ -78,17 +57,11 @@ export class MysqlSessionTransactions implements SessionTransactions {
    * if the statement succeeded.
    */
   commitVia(runner: QueryRunner, statement: string): Promise<void> | undefined {
-    const state = runner as unknown as RunnerState;
-    if (this.observed() || !state.isTransactionActive || state.transactionDepth !== 1) return undefined;
-    return sessionQuery(runner, statement, commitAnswerBy()).then(() => {
-      state.isTransactionActive = false;
-      state.transactionDepth = 0;
-    });
+    if (this.observed() || !mayCommitStraight(runner)) return undefined;
+    return sessionQuery(runner, statement, commitAnswerBy()).then(() => markClosed(runner));
   }
 
   private observed(): boolean {
-    return this.dataSource.subscribers.some((subscriber) =>
-      TRANSACTION_EVENTS.some((event) => typeof (subscriber as Record<string, unknown>)[event] === 'function'),
-    );
+    return transactionEventsObserved(this.dataSource);
   }
 }

@@ -1,14 +1,13 @@
 import { INTERNAL_KEY_BYTE } from '../../core/internal-keys.js';
-import type { LockHolderInfo, LockInfo } from '../../core/lock-handle.js';
+import type { LockInfo } from '../../core/lock-handle.js';
+import { lockInfoOf, lockListOf } from '../admin-rows.js';
 import type { LockMode } from '../../core/lock-mode.js';
-import type { LockStrategyName } from '../../strategies/lock-strategy-name.js';
 import type { ForcedReleaseHolder, LockList } from '../admin.js';
 import type { AdminStore } from '../lock-store.js';
 import type { PgLockLog } from './pg-lock-log.js';
 import {
   EFFECTIVE_EXPIRY,
   keyLiteral,
-  keyText,
   LIVE_STATUSES_SQL,
   LOCK_LOG_TABLE,
   LOCK_TABLE,
@@ -39,24 +38,8 @@ export function pgAdmin(log: PgLockLog): AdminStore {
           `SELECT ${NOW} AS now_at, COALESCE((SELECT fencing_token FROM ${LOCK_TABLE} WHERE lock_key = ${k}), ` +
           `(SELECT max(fencing_token) FROM ${LOCK_LOG_TABLE} WHERE lock_key = ${k})) AS fencing_token`,
       );
-      const holders: LockHolderInfo[] = (found!.rows as Row[]).map((row) => ({
-        mode: row.mode as LockMode,
-        owner: String(row.owner),
-        holder: String(row.holder),
-        strategy: row.strategy as LockStrategyName,
-        fencingToken: Number(row.fencing_token),
-        acquiredAt: parseDate(row.acquired_at),
-        expiresAt: parseDate(row.expires_at),
-      }));
       const info = (meta!.rows[0] ?? {}) as Row;
-      return {
-        key,
-        mode: holders.length === 0 ? null : holders.some((h) => h.mode === 'write') ? 'write' : 'read',
-        holders,
-        expiresAt: holders.length ? new Date(Math.max(...holders.map((h) => h.expiresAt.getTime()))) : null,
-        fencingToken: Number(info.fencing_token ?? 0),
-        serverTime: parseDate(info.now_at),
-      };
+      return lockInfoOf(key, found!.rows as Row[], info.fencing_token, parseDate(info.now_at), parseDate);
     },
 
     /** Live (unexpired) holders of user keys under `namespace`, by log row id, one page. */
@@ -72,26 +55,7 @@ export function pgAdmin(log: PgLockLog): AdminStore {
           `AND g.id > ${rowIdLiteral(after)} ORDER BY g.id LIMIT ${sqlInteger(limit + 1)};\n` +
           `SELECT ${NOW} AS now_at`,
       );
-      const rows = found!.rows as Row[];
-      const page = rows.slice(0, limit);
-      return {
-        locks: page.map((row) => ({
-          key: keyText(row.lock_key).slice(namespace ? namespace.length + 1 : 0),
-          mode: row.mode as LockMode,
-          owner: String(row.owner),
-          holder: String(row.holder),
-          strategy: row.strategy as LockStrategyName,
-          fencingToken: Number(row.fencing_token),
-          status: String(row.status),
-          leaseMs: Number(row.lease_ms),
-          acquiredAt: parseDate(row.acquired_at),
-          expiresAt: parseDate(row.expires_at),
-          heldMs: Number(row.held_ms),
-          remainingMs: Number(row.remaining_ms),
-        })),
-        serverTime: parseDate((clock!.rows[0] as Row | undefined)?.now_at),
-        next: rows.length > limit ? String(page[page.length - 1]!.id) : null,
-      };
+      return lockListOf(found!.rows as Row[], limit, namespace, parseDate((clock!.rows[0] as Row | undefined)?.now_at), parseDate);
     },
 
     /**

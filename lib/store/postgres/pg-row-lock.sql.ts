@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import type { LockTarget } from '../../core/lock-key.js';
+import type { KeyGroup } from '../key-groups.js';
 import { keyList, keyLiteral, keyText, LOCK_TABLE, NOW } from './pg-sql.js';
 
 /**
@@ -8,25 +8,6 @@ import { keyList, keyLiteral, keyText, LOCK_TABLE, NOW } from './pg-sql.js';
  * readers lock it FOR SHARE. A key whose row says a lease holder may be live, or that has no row
  * yet, is not taken here: the caller goes on to the rare path.
  */
-
-/** Same-mode keys, in the one global key order (targets come sorted): one locking statement each. */
-export interface KeyGroup {
-  readonly mode: LockTarget['mode'];
-  readonly keys: Buffer[];
-  readonly stored: string[];
-}
-
-export function groupsOf(targets: readonly LockTarget[]): KeyGroup[] {
-  const out: KeyGroup[] = [];
-  for (const target of targets) {
-    const last = out[out.length - 1];
-    if (last && last.mode === target.mode) {
-      last.keys.push(target.bytes);
-      last.stored.push(target.storedKey);
-    } else out.push({ mode: target.mode, keys: [target.bytes], stored: [target.storedKey] });
-  }
-  return out;
-}
 
 /** A custom setting holding the session's lock_timeout while a take runs under its own. */
 const SAVED_LOCK_TIMEOUT = 'nestjs_db_lock.saved_lock_timeout';

@@ -5,7 +5,8 @@ import { LockStatementError } from '../lock-statement.error.js';
 import { DEADLOCK_DETECTED, sqlStateOf } from './pg-failures.js';
 import { createKeyRowsStatement, insertAuditRows, type PgLockLog } from './pg-lock-log.js';
 import { beginStatement, cutSession, type PgSessionTransactions, sessionGone, sessionQuery, watchSession } from './pg-session.js';
-import { bounded, bumpStatement, groupsOf, lockRowsStatement, takeGroupStatement, tokensTaken } from './pg-row-lock.sql.js';
+import { bounded, bumpStatement, lockRowsStatement, takeGroupStatement, tokensTaken } from './pg-row-lock.sql.js';
+import { groupsOf } from '../key-groups.js';
 import { keyList, keyText, LIVE_STATUSES_SQL, LOCK_LOG_TABLE } from './pg-sql.js';
 
 /** The savepoint a take inside a joined transaction runs under: a refused take must not end the caller's transaction. */

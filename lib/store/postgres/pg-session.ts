@@ -4,21 +4,10 @@ import type { DataSource, QueryRunner } from 'typeorm';
 import { backoffDelay } from '../../core/backoff.js';
 import type { SessionTransactions } from '../lock-store.js';
 import { ANSWER_BOUND_MS, type PgLockPool } from './pg-pool.js';
+import { markClosed, markOpened, mayCommitStraight, mayOpenStraight, transactionEventsObserved } from '../session-state.js';
 
-/** The subscriber hooks TypeORM calls around a transaction: while any is there, transactions go through TypeORM. */
-const TRANSACTION_EVENTS = [
-  'beforeTransactionStart',
-  'afterTransactionStart',
-  'beforeTransactionCommit',
-  'afterTransactionCommit',
-  'beforeTransactionRollback',
-  'afterTransactionRollback',
-] as const;
-
-/** TypeORM's bookkeeping of a runner's transaction (BaseQueryRunner). */
+/** What the store reaches under TypeORM's PostgreSQL runner: its pg client and its release. */
 interface RunnerState {
-  isTransactionActive: boolean;
-  transactionDepth?: number;
   isReleased: boolean;
   databaseConnection?: pg.PoolClient & { processID?: number; connection?: { stream?: { localPort?: number; destroy(): void; destroyed?: boolean } } };
   releasePostgresConnection?: (error?: Error) => Promise<void>;
@@ -41,12 +30,7 @@ export async function sessionQuery(runner: QueryRunner, sql: string): Promise<pg
   return Array.isArray(answer) ? answer : [answer];
 }
 
-/**
- * Opens and commits the library's own transactions on the app's DataSource as TypeORM's
- * startTransaction() and commitTransaction() do (the runner marked alike, so a ROLLBACK through
- * TypeORM finds it in the same state), straight on the client while nobody listens to TypeORM's
- * transaction events.
- */
+/** The library's own transactions on the app's DataSource, straight on the pg client where it may (see session-state.ts). */
 export class PgSessionTransactions implements SessionTransactions {
   constructor(private readonly dataSource: DataSource) {}
 
@@ -62,10 +46,8 @@ export class PgSessionTransactions implements SessionTransactions {
    * caller's usual ROLLBACK; undefined (nothing sent) where it must open through TypeORM.
    */
   beginVia(runner: QueryRunner, sql: string): Promise<pg.QueryResult[]> | undefined {
-    const state = stateOf(runner);
-    if (this.observed() || state.isTransactionActive || state.transactionDepth !== 0) return undefined;
-    state.isTransactionActive = true;
-    state.transactionDepth = 1;
+    if (transactionEventsObserved(this.dataSource) || !mayOpenStraight(runner)) return undefined;
+    markOpened(runner);
     return sessionQuery(runner, sql);
   }
 
@@ -75,18 +57,8 @@ export class PgSessionTransactions implements SessionTransactions {
 
   /** Commits by sending `sql` (ending in COMMIT); the runner is marked committed only if it succeeded. */
   commitVia(runner: QueryRunner, sql: string): Promise<void> | undefined {
-    const state = stateOf(runner);
-    if (this.observed() || !state.isTransactionActive || state.transactionDepth !== 1) return undefined;
-    return sessionQuery(runner, sql).then(() => {
-      state.isTransactionActive = false;
-      state.transactionDepth = 0;
-    });
-  }
-
-  private observed(): boolean {
-    return this.dataSource.subscribers.some((subscriber) =>
-      TRANSACTION_EVENTS.some((event) => typeof (subscriber as Record<string, unknown>)[event] === 'function'),
-    );
+    if (transactionEventsObserved(this.dataSource) || !mayCommitStraight(runner)) return undefined;
+    return sessionQuery(runner, sql).then(() => markClosed(runner));
   }
 }
 
