@@ -19,9 +19,10 @@ export { LockEntity, LockLogEntity, LockProcessEntity, RowLockEntity };
  *
  * Their column types are ones TypeORM's metadata check accepts on MySQL and on PostgreSQL alike (it
  * checks them against the DataSource's driver at start-up, `synchronize: false` or not): keys are
- * declared `varchar` and times `Date`, while the migrations create the real columns (VARBINARY and
- * DATETIME(6) on MySQL, bytea and timestamptz on PostgreSQL). A repository read gets what the
- * driver returns: Buffer keys and Date times.
+ * declared `varchar` in the binary character set (on MySQL that is VARBINARY, so a schema made
+ * from the entities by an older version's synchronize is still right) and times `Date`; the
+ * migrations create the real columns (VARBINARY and DATETIME(6) on MySQL, bytea and timestamptz
+ * on PostgreSQL). A repository read gets what the driver returns: Buffer keys and Date times.
  */
 export const DB_LOCK_ENTITIES: Function[] = Object.freeze([LockEntity, LockLogEntity, LockProcessEntity, RowLockEntity]) as unknown as Function[];
 

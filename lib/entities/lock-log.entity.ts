@@ -16,7 +16,7 @@ export class LockLogEntity {
   id!: string;
 
   /** The stored key (namespace included), as bytes. */
-  @Column({ name: 'lock_key', type: 'varchar', length: 764 })
+  @Column({ name: 'lock_key', type: 'varchar', length: 764, charset: 'binary' })
   key!: Buffer;
 
   /** 'read' or 'write' for a lock, 'permit' for a semaphore's permit. */

@@ -9,7 +9,7 @@ import { LOCK_TABLE } from '../store/tables.js';
 @Entity({ name: LOCK_TABLE, synchronize: false })
 export class LockEntity {
   /** Namespaced key as UTF-8 bytes. Binary: 'k', 'K' and 'k ' are three keys (no collation folds or pads). */
-  @PrimaryColumn({ name: 'lock_key', type: 'varchar', length: 764 })
+  @PrimaryColumn({ name: 'lock_key', type: 'varchar', length: 764, charset: 'binary' })
   key!: Buffer;
 
   /** Grows by one on every grant of this key, in the granting transaction; never reset. */

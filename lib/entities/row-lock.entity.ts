@@ -9,6 +9,6 @@ import { ROW_LOCK_TABLE } from '../store/tables.js';
 @Entity({ name: ROW_LOCK_TABLE, synchronize: false })
 export class RowLockEntity {
   /** The stored key (namespace included), as bytes. */
-  @PrimaryColumn({ name: 'lock_key', type: 'varchar', length: 764 })
+  @PrimaryColumn({ name: 'lock_key', type: 'varchar', length: 764, charset: 'binary' })
   key!: Buffer;
 }
