@@ -2,6 +2,7 @@ import type { LockHolderInfo, LockInfo } from '../core/lock-handle.js';
 import type { LockMode } from '../core/lock-mode.js';
 import type { LockStrategyName } from '../strategies/lock-strategy-name.js';
 import type { LockList, LockListEntry } from './admin.js';
+import { keyText } from './key-text.js';
 
 /**
  * The admin reads' rows as every store answers them (the log's column names, times parsed by the
@@ -9,9 +10,6 @@ import type { LockList, LockListEntry } from './admin.js';
  */
 type Row = Record<string, unknown>;
 type ParseDate = (value: unknown) => Date;
-
-/** A key's bytes as read back, as the text callers wrote. */
-const keyText = (value: unknown): string => (Buffer.isBuffer(value) ? value.toString('utf8') : String(value));
 
 function holderOf(row: Row, date: ParseDate): LockHolderInfo {
   return {

@@ -7,6 +7,7 @@ import { NestFactory } from '@nestjs/core';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import type { EntityManager } from 'typeorm';
 import { DbLockModule, type LockKeys, type LockOptions, LockService, LockTimeoutError } from '../../lib/index.js';
+import { holdUntilReleased } from '../support/held-lock.js';
 import { PgTestDatabase, pgTestsRun } from '../support/pg-test-database.js';
 
 /**
@@ -40,22 +41,7 @@ describe('row-lock on PostgreSQL: modes, several keys, nested takes', { skip: (a
     await db.drop();
   });
 
-  /** Holds `keys` until released; resolves once held. */
-  async function hold(keys: LockKeys, options: LockOptions = {}): Promise<{ release: () => void; done: Promise<unknown> }> {
-    let release!: () => void;
-    let held!: () => void;
-    const heldNow = new Promise<void>((resolve) => (held = resolve));
-    const done = locks.withLock(
-      keys,
-      async () => {
-        held();
-        await new Promise<void>((resolve) => (release = resolve));
-      },
-      options,
-    );
-    await heldNow;
-    return { release: () => release(), done };
-  }
+  const hold = (keys: LockKeys, options: LockOptions = {}) => holdUntilReleased(locks, keys, options);
   const oneTry = (keys: LockKeys, options: LockOptions = {}) =>
     locks
       .withLock(keys, async () => 'in', { ...options, timeoutMs: 0 })
@@ -74,6 +60,12 @@ describe('row-lock on PostgreSQL: modes, several keys, nested takes', { skip: (a
     assert.equal(await oneTry('rw', { mode: 'read' }), 'refused');
     await finish(writer);
     assert.equal(await oneTry('rw'), 'in');
+    // A key's later takes, a reader's too, are one statement on the business connection: nothing on the library's pool
+    // (counted under 'locks'; the process lease and the janitor count apart).
+    const before = locks.stats().roundTripsBy.locks;
+    assert.equal(await oneTry('rw', { mode: 'read' }), 'in');
+    assert.equal(await oneTry('rw'), 'in');
+    assert.equal(locks.stats().roundTripsBy.locks - before, 0);
   });
 
   it('several keys are taken all or none: a refused multi-key take leaves its free keys free', async () => {

@@ -1,7 +1,9 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, it } from 'node:test';
+import { eventually } from '../support/lock-app.js';
 import { PgTestDatabase, pgTestsRun } from '../support/pg-test-database.js';
 
 const CHILD = fileURLToPath(new URL('./pg-worker.child.js', import.meta.url));
@@ -38,7 +40,7 @@ describe('row-lock on PostgreSQL, several processes', { skip: (await pgTestsRun(
     return {
       child,
       output: () => out,
-      line: (text: string, timeoutMs = 20_000) => waitFor(() => out.includes(text), timeoutMs, `'${text}' from the child`),
+      line: (text: string, timeoutMs = 20_000) => eventually(() => out.includes(text), timeoutMs, `'${text}' from the child`),
       exited: new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code))),
     };
   };
@@ -106,13 +108,3 @@ describe('row-lock on PostgreSQL, several processes', { skip: (await pgTestsRun(
     );
   });
 });
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-async function waitFor(check: () => boolean, timeoutMs: number, what: string): Promise<void> {
-  const deadline = performance.now() + timeoutMs;
-  while (!check()) {
-    if (performance.now() > deadline) throw new Error(`Timed out after ${timeoutMs} ms waiting for ${what}`);
-    await sleep(10);
-  }
-}

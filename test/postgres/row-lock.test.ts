@@ -16,6 +16,7 @@ import {
   MAX_KEY_LENGTH,
   WriteLock,
 } from '../../lib/index.js';
+import { holdUntilReleased } from '../support/held-lock.js';
 import { PgTestDatabase, pgTestsRun } from '../support/pg-test-database.js';
 
 @Injectable()
@@ -58,18 +59,14 @@ describe('row-lock on PostgreSQL', { skip: (await pgTestsRun()) ? false : 'no Po
     await db.drop();
   });
 
-  /** Holds `key` until the returned release is called; resolves once it is held. */
-  async function hold(key: string): Promise<{ release: () => void; done: Promise<unknown>; pid: number }> {
-    let release!: () => void;
-    let held!: (pid: number) => void;
-    const heldNow = new Promise<number>((resolve) => (held = resolve));
-    const done = locks.withLock(key, async (handle) => {
-      const rows = (await handle.manager!.query('SELECT pg_backend_pid() AS pid')) as { pid: number }[];
-      held(rows[0]!.pid);
-      await new Promise<void>((resolve) => (release = resolve));
-    });
-    return { release: () => release(), done, pid: await heldNow };
-  }
+  /** Holds `key` until released; `value` is the holder's backend pid. */
+  const hold = (key: string) =>
+    holdUntilReleased(
+      locks,
+      key,
+      {},
+      async (handle) => ((await handle.manager!.query('SELECT pg_backend_pid() AS pid')) as { pid: number }[])[0]!.pid,
+    );
 
   it('a sub-second budget holds (lock_timeout); a single try answers at once', async () => {
     const holder = await hold('busy');
@@ -91,7 +88,7 @@ describe('row-lock on PostgreSQL', { skip: (await pgTestsRun()) ? false : 'no Po
   it("a killed connection ends the hold at once: the holder's work fails with LockLostError, a waiter gets in", async () => {
     const holder = await hold('killed');
     const waiter = locks.withLock('killed', async (handle) => handle.fencingToken, { timeoutMs: 5_000 });
-    await db.query('SELECT pg_terminate_backend($1)', [holder.pid]);
+    await db.query('SELECT pg_terminate_backend($1)', [holder.value]);
     const token = await waiter;
     assert.ok(token > 0);
     holder.release();

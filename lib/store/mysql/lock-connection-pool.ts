@@ -7,14 +7,14 @@ import type { RoundTripPurpose } from '../lock-store.js';
 import { DedicatedConnection } from './dedicated-connection.js';
 import { closeUnderWork } from './close-under-work.js';
 import { recoverConnection, sendBounded, type StatementDone } from './bounded-statement.js';
+import { ANSWER_BOUND_MS } from '../answer-bound.js';
 
 export type { RoundTripPurpose };
 
 /** The lock sessions' innodb_lock_wait_timeout, in ms: no statement of theirs waits longer on one row lock. */
 export const SESSION_LOCK_WAIT_MS = 1_000;
 
-/** Bound on a round trip with no deadline of its own (release, extend, reads, start-up and shutdown statements): lock statements wait 1 s at most on the server and a cluster holds commits for seconds when a node dies; past this the answer is lost, and the caller gets a typed error, not a hang. */
-export const ANSWER_BOUND_MS = 15_000;
+export { ANSWER_BOUND_MS } from '../answer-bound.js';
 
 export interface QueryOptions {
   readonly purpose: RoundTripPurpose;

@@ -1,11 +1,6 @@
-import { setTimeout as sleep } from 'node:timers/promises';
-import { backoffDelay } from '../../core/backoff.js';
-import { ANSWER_BOUND_MS } from './lock-connection-pool.js';
+import { awaitSessionGone, type SessionSeen } from '../await-session-gone.js';
 import { format } from './sql.js';
 import type { StatementPlan } from './statement-plan.js';
-
-/** How often the server's session list is read while a cut session still runs its statement (backoff bounds, ms). */
-const POLL_MS = { least: 5, most: 50 };
 
 /** A cut connection's server session: its thread id, and the client port the server lists it under. */
 export interface CutConnection {
@@ -20,19 +15,13 @@ export function cutConnectionOf(connection: unknown): CutConnection {
 }
 
 /**
- * Resolves once the server no longer lists the cut session, or after ANSWER_BOUND_MS; never
- * rejects (a read that fails ends the wait: the pool is closing, or the list cannot be read).
- *
- * A session closed by its client under a running statement goes on, with its row locks, until
- * that statement ends: the server notices the closed socket only when it next reads or writes it.
- * So the session is killed, once, but only when the server lists it under our client port: behind
- * a proxy the thread id would be the proxy's session, possibly another client's, and then the wait
- * lasts until the statement ends. A kill the server refuses (another user's thread) is a wait too.
+ * Resolves once the server no longer lists the cut session, or after a bound (see
+ * awaitSessionGone); a session it lists under our client port is killed, once.
  */
-export async function sessionGone(cut: CutConnection, read: <T>(plan: StatementPlan<T>) => Promise<T>): Promise<void> {
-  if (typeof cut.threadId !== 'number') return;
+export function sessionGone(cut: CutConnection, read: <T>(plan: StatementPlan<T>) => Promise<T>): Promise<void> {
+  if (typeof cut.threadId !== 'number') return Promise.resolve();
   const port = cut.localPort === undefined ? null : String(cut.localPort);
-  const look: StatementPlan<{ listed: boolean; ours: boolean }> = {
+  const look: StatementPlan<SessionSeen> = {
     statements: [
       format(
         "SELECT COUNT(*) AS listed, COALESCE(SUM(SUBSTRING_INDEX(HOST, ':', -1) = ?), 0) AS ours FROM information_schema.PROCESSLIST WHERE ID = ?",
@@ -45,16 +34,8 @@ export async function sessionGone(cut: CutConnection, read: <T>(plan: StatementP
     },
   };
   const kill: StatementPlan<void> = { statements: [format('KILL ?', [cut.threadId])], parse: () => undefined };
-  let killed = false;
-  const stop = performance.now() + ANSWER_BOUND_MS;
-  for (let reads = 0; performance.now() < stop; reads++) {
-    const seen = await read(look).catch(() => ({ listed: false, ours: false }));
-    if (!seen.listed) return;
-    if (seen.ours && !killed) {
-      killed = true;
-      await read(kill).catch(() => undefined);
-      continue;
-    }
-    await sleep(backoffDelay(reads, POLL_MS.least, POLL_MS.most));
-  }
+  return awaitSessionGone(
+    () => read(look),
+    () => read(kill),
+  );
 }

@@ -116,10 +116,7 @@ export function endHoldersStatement(status: LockStatus, where: string): string {
   );
 }
 
-/** Key bytes as read back (VARBINARY) to the stored key text. */
-export function keyText(value: unknown): string {
-  return Buffer.isBuffer(value) ? value.toString('utf8') : String(value);
-}
+export { keyText } from '../key-text.js';
 
 /** DATETIME(6) strings from the server, in UTC. Millisecond precision is all a Date holds. */
 export function parseDate(value: unknown): Date {

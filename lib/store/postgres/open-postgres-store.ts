@@ -2,10 +2,9 @@ import { hostname } from 'node:os';
 import type { DataSource, QueryRunner } from 'typeorm';
 import type { FenceStore, LockStore, RoundTripPurpose } from '../lock-store.js';
 import type { StoreSettings } from '../open-store.js';
-import { DbLockError } from '../../errors/db-lock.error.js';
 import { pgAdmin } from './pg-admin.js';
 import { PgJanitorStore } from './pg-janitor.js';
-import { PgLockLog } from './pg-lock-log.js';
+import { leaseUnavailable, PgLockLog } from './pg-lock-log.js';
 import { pgPoolConfig, PgLockPool } from './pg-pool.js';
 import { PgRowLockStore } from './pg-row-locks.js';
 import { cutSession, PgSessionTransactions } from './pg-session.js';
@@ -51,7 +50,7 @@ export async function openPostgresStore(dataSource: DataSource, settings: StoreS
 
 /** The fence's transactions; its writes end lease rows, which this store does not grant. */
 function pgFence(transactions: PgSessionTransactions): FenceStore {
-  const leaseOnly = (): Promise<never> => Promise.reject(new DbLockError('The lease strategy is not available on PostgreSQL in this version.'));
+  const leaseOnly = (): Promise<never> => Promise.reject(leaseUnavailable());
   return {
     begin: (runner, isolationLevel) => transactions.begin(runner, isolationLevel),
     commit: (runner) => transactions.commit(runner),

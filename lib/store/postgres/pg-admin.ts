@@ -1,4 +1,3 @@
-import { INTERNAL_KEY_BYTE } from '../../core/internal-keys.js';
 import type { LockInfo } from '../../core/lock-handle.js';
 import { lockInfoOf, lockListOf } from '../admin-rows.js';
 import type { LockMode } from '../../core/lock-mode.js';
@@ -7,6 +6,8 @@ import type { AdminStore } from '../lock-store.js';
 import type { PgLockLog } from './pg-lock-log.js';
 import {
   EFFECTIVE_EXPIRY,
+  endHoldersCtes,
+  FIRST_INTERNAL_KEY,
   keyLiteral,
   LIVE_STATUSES_SQL,
   LOCK_LOG_TABLE,
@@ -18,7 +19,6 @@ import {
   PROCESS_TABLE,
   rowIdLiteral,
   sqlInteger,
-  textLiteral,
 } from './pg-sql.js';
 
 type Row = Record<string, unknown>;
@@ -50,7 +50,7 @@ export function pgAdmin(log: PgLockLog): AdminStore {
           `${EFFECTIVE_EXPIRY} AS expires_at, ${msSince('g.acquired_at')} AS held_ms, ` +
           `floor(extract(epoch FROM (${EFFECTIVE_EXPIRY} - ${NOW})) * 1000)::bigint AS remaining_ms ` +
           `FROM ${LOCK_LOG_TABLE} g LEFT JOIN ${PROCESS_TABLE} p ON p.id = g.process_id ` +
-          `WHERE g.status IN ${LIVE_STATUSES_SQL} AND ${EFFECTIVE_EXPIRY} > ${NOW} AND g.lock_key < ${keyLiteral(Buffer.from([INTERNAL_KEY_BYTE]))} ` +
+          `WHERE g.status IN ${LIVE_STATUSES_SQL} AND ${EFFECTIVE_EXPIRY} > ${NOW} AND g.lock_key < ${FIRST_INTERNAL_KEY} ` +
           (prefix.length > 0 ? `AND substring(g.lock_key FROM 1 FOR ${prefix.length}) = ${keyLiteral(prefix)} ` : '') +
           `AND g.id > ${rowIdLiteral(after)} ORDER BY g.id LIMIT ${sqlInteger(limit + 1)};\n` +
           `SELECT ${NOW} AS now_at`,
@@ -65,14 +65,13 @@ export function pgAdmin(log: PgLockLog): AdminStore {
      * A row-lock holder's row lock stays with its transaction until it ends.
      */
     async forceRelease(key: Buffer, fullNote: string): Promise<ForcedReleaseHolder[]> {
-      const note = textLiteral(fullNote.slice(0, 255));
+      const k = keyLiteral(key);
       const [evicted] = await send(
         `WITH holders AS (SELECT DISTINCT g.owner FROM ${LOCK_LOG_TABLE} g LEFT JOIN ${PROCESS_TABLE} p ON p.id = g.process_id ` +
-          `WHERE g.lock_key = ${keyLiteral(key)} AND g.status IN ${LIVE_STATUSES_SQL} AND ${EFFECTIVE_EXPIRY} > ${NOW}), ` +
-          `ended AS (UPDATE ${LOCK_LOG_TABLE} g SET status = '${LockStatus.RELEASED}', ended_at = ${NOW}, hold_ms = ${msSince('g.acquired_at')}, note = ${note} ` +
-          `FROM holders WHERE g.owner = holders.owner AND g.status IN ${LIVE_STATUSES_SQL} RETURNING g.lock_key, g.owner, g.holder, g.mode, g.fencing_token, g.process_id), ` +
-          `told AS (UPDATE ${PROCESS_TABLE} p SET ended_count = p.ended_count + n.c FROM (SELECT process_id, count(*) AS c FROM ended GROUP BY process_id) n WHERE p.id = n.process_id) ` +
-          `SELECT owner, holder, mode, fencing_token FROM ended WHERE lock_key = ${keyLiteral(key)}`,
+          `WHERE g.lock_key = ${k} AND g.status IN ${LIVE_STATUSES_SQL} AND ${EFFECTIVE_EXPIRY} > ${NOW}), ` +
+          `due AS (SELECT g.id FROM ${LOCK_LOG_TABLE} g JOIN holders h ON h.owner = g.owner WHERE g.status IN ${LIVE_STATUSES_SQL}), ` +
+          `${endHoldersCtes(LockStatus.RELEASED, fullNote.slice(0, 255))} ` +
+          `SELECT owner, holder, mode, fencing_token FROM ended WHERE lock_key = ${k}`,
       );
       return (evicted!.rows as Row[]).map((h) => ({
         owner: String(h.owner),

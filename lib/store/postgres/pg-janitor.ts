@@ -1,10 +1,12 @@
-import { FENCING_FLOOR_KEY, INTERNAL_KEY_BYTE } from '../../core/internal-keys.js';
+import { FENCING_FLOOR_KEY } from '../../core/internal-keys.js';
 import { LockStatementError } from '../lock-statement.error.js';
 import type { JanitorStore } from '../lock-store.js';
 import { LOCK_NOT_AVAILABLE, sqlStateOf } from './pg-failures.js';
 import type { PgLockLog } from './pg-lock-log.js';
 import {
   EFFECTIVE_EXPIRY,
+  endHoldersCtes,
+  FIRST_INTERNAL_KEY,
   keyList,
   keyLiteral,
   keyText,
@@ -13,19 +15,14 @@ import {
   LOCK_TABLE,
   LockStatus,
   msInterval,
-  msSince,
   NOW,
   PROCESS_TABLE,
   rowIdLiteral,
   sqlInteger,
-  textLiteral,
 } from './pg-sql.js';
 
 /** Note written on log rows the janitor expires. */
 const JANITOR_RECLAIM_NOTE = 'reclaimed by janitor';
-
-/** User keys only: internal keys start with a byte UTF-8 never has, and sort after every user key. */
-const USER_KEYS_ONLY = `l.lock_key < ${keyLiteral(Buffer.from([INTERNAL_KEY_BYTE]))}`;
 
 /**
  * The janitor's batches on PostgreSQL (the same work as on MySQL, see janitor.sql.ts there), each
@@ -35,32 +32,27 @@ const USER_KEYS_ONLY = `l.lock_key < ${keyLiteral(Buffer.from([INTERNAL_KEY_BYTE
 export class PgJanitorStore implements JanitorStore {
   constructor(private readonly log: PgLockLog) {}
 
+  /**
+   * In one statement: the candidates (live rows whose lease ran out, oldest first from above
+   * `afterId`), then those ended by id with the expiry checked again under their row locks (a
+   * renewal in between wins), skipping rows someone keeps locked right now (a holder between its
+   * fence and its COMMIT): they are not waited for. One answer row per ended key, or one with no key.
+   */
   async reclaimExpired(batchSize: number, afterId = '0') {
-    const [found] = await this.send(
-      `SELECT g.id FROM ${LOCK_LOG_TABLE} g LEFT JOIN ${PROCESS_TABLE} p ON p.id = g.process_id ` +
-        `WHERE g.id > ${rowIdLiteral(afterId)} AND g.status IN ${LIVE_STATUSES_SQL} AND ${EFFECTIVE_EXPIRY} <= ${NOW} ORDER BY g.id LIMIT ${sqlInteger(batchSize)}`,
+    const expired = `g.status IN ${LIVE_STATUSES_SQL} AND ${EFFECTIVE_EXPIRY} <= ${NOW}`;
+    const [answer] = await this.send(
+      `WITH candidates AS (SELECT g.id FROM ${LOCK_LOG_TABLE} g LEFT JOIN ${PROCESS_TABLE} p ON p.id = g.process_id ` +
+        `WHERE g.id > ${rowIdLiteral(afterId)} AND ${expired} ORDER BY g.id LIMIT ${sqlInteger(batchSize)}), ` +
+        `due AS (SELECT g.id FROM ${LOCK_LOG_TABLE} g LEFT JOIN ${PROCESS_TABLE} p ON p.id = g.process_id ` +
+        `WHERE g.id IN (SELECT id FROM candidates) AND ${expired} FOR UPDATE OF g SKIP LOCKED), ` +
+        `${endHoldersCtes(LockStatus.EXPIRED, JANITOR_RECLAIM_NOTE)} ` +
+        `SELECT c.n, c.last_id, e.lock_key FROM (SELECT count(*)::int AS n, max(id)::text AS last_id FROM candidates) c LEFT JOIN ended e ON true`,
     );
-    const candidates = found!.rows.map((row: Record<string, unknown>) => String(row.id));
-    if (candidates.length === 0) return { candidates: 0, count: 0, keys: [] };
-    // Ended by id with the expiry checked again under the row locks (a renewal in between wins); rows
-    // someone keeps locked right now (a holder between its fence and its COMMIT) are skipped, not waited for.
-    const [ended] = await this.send(
-      `WITH due AS (SELECT g.id FROM ${LOCK_LOG_TABLE} g LEFT JOIN ${PROCESS_TABLE} p ON p.id = g.process_id ` +
-        `WHERE g.id IN (${candidates.map(rowIdLiteral).join(', ')}) AND g.status IN ${LIVE_STATUSES_SQL} AND ${EFFECTIVE_EXPIRY} <= ${NOW} ` +
-        `FOR UPDATE OF g SKIP LOCKED), ` +
-        `ended AS (UPDATE ${LOCK_LOG_TABLE} g SET status = '${LockStatus.EXPIRED}', ended_at = ${NOW}, hold_ms = ${msSince('g.acquired_at')}, ` +
-        `note = ${textLiteral(JANITOR_RECLAIM_NOTE)} FROM due WHERE g.id = due.id RETURNING g.lock_key, g.process_id), ` +
-        `told AS (UPDATE ${PROCESS_TABLE} p SET ended_count = p.ended_count + n.c FROM (SELECT process_id, count(*) AS c FROM ended GROUP BY process_id) n WHERE p.id = n.process_id) ` +
-        `SELECT lock_key FROM ended`,
-    );
-    const keys = ended!.rows.map((row: Record<string, unknown>) => keyText(row.lock_key));
-    return {
-      candidates: candidates.length,
-      count: keys.length,
-      keys: [...new Set(keys)],
-      lastId: candidates[candidates.length - 1],
-      skipped: candidates.length - keys.length,
-    };
+    const rows = answer!.rows as { n: number; last_id: string | null; lock_key: Buffer | null }[];
+    const candidates = rows[0]?.n ?? 0;
+    if (candidates === 0) return { candidates: 0, count: 0, keys: [] };
+    const keys = rows.filter((row) => row.lock_key !== null).map((row) => keyText(row.lock_key));
+    return { candidates, count: keys.length, keys: [...new Set(keys)], lastId: rows[0]!.last_id ?? undefined, skipped: candidates - keys.length };
   }
 
   /** Terminal rows that ended more than `retentionMs` ago, oldest first. */
@@ -81,7 +73,7 @@ export class PgJanitorStore implements JanitorStore {
    */
   async reapIdleKeys(idleMs: number, batchSize: number): Promise<{ candidates: number; reaped: number; floorBusy?: boolean }> {
     const idle =
-      `${USER_KEYS_ONLY} AND (l.last_granted_at IS NULL OR l.last_granted_at < ${NOW} - ${msInterval(sqlInteger(idleMs))}) ` +
+      `l.lock_key < ${FIRST_INTERNAL_KEY} AND (l.last_granted_at IS NULL OR l.last_granted_at < ${NOW} - ${msInterval(sqlInteger(idleMs))}) ` +
       `AND (l.writer_waiting_until IS NULL OR l.writer_waiting_until < ${NOW}) ` +
       `AND NOT EXISTS (SELECT 1 FROM ${LOCK_LOG_TABLE} g WHERE g.lock_key = l.lock_key AND g.status IN ${LIVE_STATUSES_SQL})`;
     const [found] = await this.send(`SELECT l.lock_key FROM ${LOCK_TABLE} l WHERE ${idle} ORDER BY l.lock_key LIMIT ${sqlInteger(batchSize)}`);

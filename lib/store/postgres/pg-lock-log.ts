@@ -2,11 +2,12 @@ import { FENCING_FLOOR_KEY } from '../../core/internal-keys.js';
 import { DbLockError } from '../../errors/db-lock.error.js';
 import { DbLockSchemaError } from '../../errors/db-lock-schema.error.js';
 import { LockStatementError } from '../lock-statement.error.js';
-import type { GrantAnswer, LockLogStore, ProcessLeaseStore, RoundTripPurpose, RowLockAuditRow } from '../lock-store.js';
+import type { GrantAnswer, LockLogStore, ProcessLeaseStore, RowLockAuditRow } from '../lock-store.js';
 import { sendWithRetries } from '../send-with-retries.js';
 import type { PgLockPool } from './pg-pool.js';
 import {
   keyLiteral,
+  keyText,
   LIVE_STATUSES_SQL,
   LOCK_LOG_TABLE,
   LOCK_TABLE,
@@ -22,8 +23,8 @@ import {
 /** How long an idempotent write (key rows, audit rows, renewals) is re-sent through transient failures. */
 const RETRY_FOR_MS = 3_000;
 
-/** The lease strategy's calls, which this store does not serve yet (the module refuses the strategy at start). */
-const leaseUnavailable = (): DbLockError =>
+/** The lease strategy's calls (grants, releases, the fence), which this store does not serve yet: the module refuses the strategy at start. */
+export const leaseUnavailable = (): DbLockError =>
   new DbLockError("The lease strategy is not available on PostgreSQL in this version: use strategy 'row-lock'.");
 
 /**
@@ -103,7 +104,7 @@ export class PgLockLog implements LockLogStore, ProcessLeaseStore {
     );
     return result!.rows.map((row: Record<string, unknown>) => ({
       id: String(row.id),
-      storedKey: Buffer.isBuffer(row.lock_key) ? row.lock_key.toString('utf8') : String(row.lock_key),
+      storedKey: keyText(row.lock_key),
       status: String(row.status),
       note: row.note === null ? null : String(row.note),
     }));
@@ -151,16 +152,20 @@ export class PgLockLog implements LockLogStore, ProcessLeaseStore {
   }
 
   /** Sends again after transient failures and broken connections, for a few seconds (see sendWithRetries). */
-  withRetries<T>(send: () => Promise<T>, _purpose?: RoundTripPurpose): Promise<T> {
+  withRetries<T>(send: () => Promise<T>): Promise<T> {
     return sendWithRetries(send, RETRY_FOR_MS, () => this.pool.isClosed);
   }
 }
 
-/** The key rows' creation (see PgLockLog.createKeyRows); also run inside a joined transaction. */
+/**
+ * The key rows' creation (see PgLockLog.createKeyRows); also run inside a joined transaction. This
+ * store grants no lease, so no lease holder of a key can be live: its row says so from the start
+ * (`no_lease_holders = 1`), and every take, a reader's too, is the one-statement path.
+ */
 export function createKeyRowsStatement(keys: readonly Buffer[]): string {
   return (
     `WITH floor AS (SELECT fencing_token FROM ${LOCK_TABLE} WHERE lock_key = ${keyLiteral(FENCING_FLOOR_KEY)} FOR SHARE) ` +
-    `INSERT INTO ${LOCK_TABLE} (lock_key, fencing_token) SELECT k, COALESCE((SELECT max(fencing_token) FROM floor), 0) ` +
+    `INSERT INTO ${LOCK_TABLE} (lock_key, fencing_token, no_lease_holders) SELECT k, COALESCE((SELECT max(fencing_token) FROM floor), 0), 1 ` +
     `FROM (VALUES ${keys.map((key) => `(${keyLiteral(key)})`).join(', ')}) AS wanted(k) ON CONFLICT (lock_key) DO NOTHING`
   );
 }

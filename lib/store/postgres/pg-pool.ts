@@ -2,14 +2,8 @@ import pg from 'pg';
 import type { DataSource } from 'typeorm';
 import { LockStatementError } from '../lock-statement.error.js';
 import type { RoundTripPurpose } from '../lock-store.js';
+import { ANSWER_BOUND_MS } from '../answer-bound.js';
 import './pg-failures.js';
-
-/**
- * Bound on a round trip of the library's own pool, ms: its statements wait at most a second on a
- * row lock (the sessions' lock_timeout); past this the answer is taken as lost, the client
- * destroyed, and the caller gets a typed error, not a hang.
- */
-export const ANSWER_BOUND_MS = 15_000;
 
 /** The library's sessions: READ COMMITTED (a fresh read per statement), a one-second row-lock wait. */
 const SESSION_SETUP = "SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL READ COMMITTED; SET lock_timeout = '1s'";

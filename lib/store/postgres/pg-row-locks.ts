@@ -1,3 +1,4 @@
+import type pg from 'pg';
 import type { QueryRunner } from 'typeorm';
 import type { LockTarget } from '../../core/lock-key.js';
 import type { RowLockAuditRow, RowLockStore, RowLockTake } from '../lock-store.js';
@@ -7,12 +8,26 @@ import { createKeyRowsStatement, insertAuditRows, type PgLockLog } from './pg-lo
 import { beginStatement, cutSession, type PgSessionTransactions, sessionGone, sessionQuery, watchSession } from './pg-session.js';
 import { bounded, bumpStatement, lockRowsStatement, takeGroupStatement, tokensTaken } from './pg-row-lock.sql.js';
 import { groupsOf } from '../key-groups.js';
-import { keyList, keyText, LIVE_STATUSES_SQL, LOCK_LOG_TABLE } from './pg-sql.js';
+import { keyText } from './pg-sql.js';
 
-/** The savepoint a take inside a joined transaction runs under: a refused take must not end the caller's transaction. */
+/** The savepoint a take inside a joined transaction (and the rare path) runs under: a refused take must not end the caller's transaction. */
 const TAKE_SAVEPOINT = 'nestjs_db_lock_take';
 
 const waitLeft = (deadline: number): number => (deadline === Infinity ? Infinity : deadline - performance.now());
+
+/** Sends one batch of statements on the business connection; its results, one per statement. */
+type Send = (sql: string) => Promise<pg.QueryResult[]>;
+
+/** Batches on `runner`'s connection; `opener`, if given, rides in front of the first one (its result left out). */
+function batchesOn(runner: QueryRunner, opener?: string): Send {
+  let pending = opener;
+  return async (sql) => {
+    const head = pending;
+    pending = undefined;
+    if (head === undefined) return sessionQuery(runner, sql);
+    return (await sessionQuery(runner, `${head};\n${sql}`)).slice(1);
+  };
+}
 
 /**
  * Row-lock sessions on PostgreSQL: row locks on the keys' rows of db_lock, in the business
@@ -54,12 +69,16 @@ export class PgRowLockStore implements RowLockStore {
   }
 
   /** Group by group in key order, each bounded by what is left of the budget. */
-  async take(runner: QueryRunner, targets: readonly LockTarget[], deadline: number): Promise<RowLockTake> {
+  take(runner: QueryRunner, targets: readonly LockTarget[], deadline: number): Promise<RowLockTake> {
+    return this.takeOn(batchesOn(runner), targets, deadline);
+  }
+
+  private async takeOn(send: Send, targets: readonly LockTarget[], deadline: number): Promise<RowLockTake> {
     try {
       const tokens = new Map<string, number>();
       for (const group of groupsOf(targets)) {
         const take = takeGroupStatement(group, waitLeft(deadline));
-        const taken = tokensTaken(group, take.result(await sessionQuery(runner, take.sql)));
+        const taken = tokensTaken(group, take.result(await send(take.sql)));
         if (!taken) return { taken: false, why: 'check-log' };
         for (const [key, token] of taken) tokens.set(key, token);
       }
@@ -71,35 +90,35 @@ export class PgRowLockStore implements RowLockStore {
 
   /** Under a savepoint: a refusal rolls back to it, and the caller's transaction goes on. */
   takeJoined(runner: QueryRunner, targets: readonly LockTarget[], deadline: number): Promise<RowLockTake> {
-    return this.underSavepoint(runner, () => this.take(runner, targets, deadline));
+    return this.underSavepoint(runner, (send) => this.takeOn(send, targets, deadline));
   }
 
   /**
-   * Rare path: the rows locked first (missing ones answered), then the log read fresh on the
-   * library's pool for live lease holders of the keys (none can be granted meanwhile: a grant needs
-   * these rows), and only then the keys taken, writers reopening the one-statement path.
+   * Rare path: a key's row missing (its first use, or reaped), or one that says a lease holder may
+   * be live. The rows are locked first (missing ones answered), then taken, writers setting the
+   * one-statement path's marker. The log need not be read: this store grants no lease. Under a
+   * savepoint: the rare path runs in joined transactions too, and a refusal must not end them.
    */
   takeChecked(runner: QueryRunner, targets: readonly LockTarget[], deadline: number): Promise<RowLockTake> {
-    // Under a savepoint: the rare path runs in joined transactions too, and a refusal must not end them.
-    return this.underSavepoint(runner, () => this.takeCheckedNow(runner, targets, deadline));
+    return this.underSavepoint(runner, (send) => this.takeCheckedOn(send, targets, deadline));
   }
 
-  private async takeCheckedNow(runner: QueryRunner, targets: readonly LockTarget[], deadline: number): Promise<RowLockTake> {
+  private async takeCheckedOn(send: Send, targets: readonly LockTarget[], deadline: number): Promise<RowLockTake> {
     try {
       const current = new Map<string, number>();
       for (const group of groupsOf(targets)) {
-        const lock = bounded([lockRowsStatement(group, waitLeft(deadline))], waitLeft(deadline));
-        const locked = (await sessionQuery(runner, lock.sql))[lock.offset];
+        const waitMs = waitLeft(deadline);
+        const lock = bounded([lockRowsStatement(group, waitMs)], waitMs);
+        const locked = (await send(lock.sql))[lock.offset];
         for (const row of locked!.rows as { lock_key: Buffer; fencing_token: string }[])
           current.set(keyText(row.lock_key), Number(row.fencing_token));
       }
       if (current.size < targets.length) return { taken: false, why: 'missing-key-rows' };
-      if ((await this.liveLeaseHolders(targets)) > 0) return { taken: false, why: 'lease-holder' };
       const tokens = new Map<string, number>();
       for (const group of groupsOf(targets)) {
         if (group.mode === 'read') for (const stored of group.stored) tokens.set(stored, current.get(stored)!);
         else {
-          const [bumped] = await sessionQuery(runner, bumpStatement(group.keys, true));
+          const [bumped] = await send(bumpStatement(group.keys, true));
           for (const row of bumped!.rows as { lock_key: Buffer; fencing_token: string }[])
             tokens.set(keyText(row.lock_key), Number(row.fencing_token));
         }
@@ -110,22 +129,10 @@ export class PgRowLockStore implements RowLockStore {
     }
   }
 
-  /** Live lease rows of the keys (lease grants are not served on PostgreSQL yet: normally none). */
-  private async liveLeaseHolders(targets: readonly LockTarget[]): Promise<number> {
-    const [result] = await this.log.withRetries(() =>
-      this.log.pool.query(
-        `SELECT count(*)::int AS live FROM ${LOCK_LOG_TABLE} WHERE lock_key IN (${keyList(targets.map((t) => t.bytes))}) ` +
-          `AND strategy = 'lease' AND status IN ${LIVE_STATUSES_SQL}`,
-        'locks',
-      ),
-    );
-    return Number((result!.rows[0] as { live: number }).live);
-  }
-
   /** In the joined transaction (no gap locks on PostgreSQL: nothing to create apart), under a savepoint. */
   createKeyRowsIn(runner: QueryRunner, keys: readonly Buffer[], deadline: number): Promise<RowLockTake | undefined> {
-    return this.underSavepoint(runner, async () => {
-      await sessionQuery(runner, bounded([createKeyRowsStatement(keys)], Math.max(1, waitLeft(deadline))).sql);
+    return this.underSavepoint(runner, async (send) => {
+      await send(bounded([createKeyRowsStatement(keys)], Math.max(1, waitLeft(deadline))).sql);
       return undefined;
     });
   }
@@ -160,17 +167,18 @@ export class PgRowLockStore implements RowLockStore {
     return watchSession(runner, onClose);
   }
 
-  /** Runs `work` under a savepoint; a failed take rolls back to it, leaving the caller's transaction as it was. */
-  private async underSavepoint<T extends RowLockTake | undefined>(runner: QueryRunner, work: () => Promise<T>): Promise<T | RowLockTake> {
-    await sessionQuery(runner, `SAVEPOINT ${TAKE_SAVEPOINT}`);
-    const result = await work();
-    const refused = result !== undefined && !result.taken;
+  /**
+   * Runs `work` under a savepoint, set in front of its first statement (no round trip of its own); a
+   * refused take rolls back to it, leaving the caller's transaction as it was. A take that went
+   * through keeps it until the transaction ends (releasing it would cost a round trip and change
+   * nothing: its work commits or rolls back with the transaction's).
+   */
+  private async underSavepoint<T extends RowLockTake | undefined>(runner: QueryRunner, work: (send: Send) => Promise<T>): Promise<T | RowLockTake> {
+    const result = await work(batchesOn(runner, `SAVEPOINT ${TAKE_SAVEPOINT}`));
+    if (result === undefined || result.taken) return result;
+    await sessionQuery(runner, `ROLLBACK TO SAVEPOINT ${TAKE_SAVEPOINT}; RELEASE SAVEPOINT ${TAKE_SAVEPOINT}`);
     // 'rolled-back' is the take's own: under a savepoint a deadlock ends only the savepoint's work.
-    await sessionQuery(
-      runner,
-      refused ? `ROLLBACK TO SAVEPOINT ${TAKE_SAVEPOINT}; RELEASE SAVEPOINT ${TAKE_SAVEPOINT}` : `RELEASE SAVEPOINT ${TAKE_SAVEPOINT}`,
-    );
-    return refused && result.why === 'rolled-back' ? { taken: false, why: 'busy', cause: result.cause } : result;
+    return result.why === 'rolled-back' ? { taken: false, why: 'busy', cause: result.cause } : result;
   }
 }
 

@@ -1,9 +1,8 @@
-import { setTimeout as sleep } from 'node:timers/promises';
 import type pg from 'pg';
 import type { DataSource, QueryRunner } from 'typeorm';
-import { backoffDelay } from '../../core/backoff.js';
 import type { SessionTransactions } from '../lock-store.js';
-import { ANSWER_BOUND_MS, type PgLockPool } from './pg-pool.js';
+import type { PgLockPool } from './pg-pool.js';
+import { awaitSessionGone } from '../await-session-gone.js';
 import { markClosed, markOpened, mayCommitStraight, mayOpenStraight, transactionEventsObserved } from '../session-state.js';
 
 /** What the store reaches under TypeORM's PostgreSQL runner: its pg client and its release. */
@@ -101,34 +100,22 @@ export function watchSession(runner: QueryRunner, onClose: (error?: unknown) => 
   };
 }
 
-/** How often the session list is read while a cut session still runs its statement (backoff bounds, ms). */
-const POLL_MS = { least: 5, most: 50 };
-
 /**
- * Resolves once the server no longer lists the cut session, or after ANSWER_BOUND_MS; never
- * rejects. A backend blocked in a lock wait notices its closed client only when it next writes to
- * it, and it may be granted the row meanwhile: it is terminated, once, but only when the server
- * lists it under our client port (behind a pooler its pid is the pooler's session, maybe another
- * client's).
+ * Resolves once the server no longer lists the cut session, or after a bound (see
+ * awaitSessionGone): a backend blocked in a lock wait notices its closed client only when it next
+ * writes to it, and may be granted the row meanwhile; one listed under our client port is
+ * terminated, once.
  */
-export async function sessionGone(cut: CutSession, pool: PgLockPool): Promise<void> {
-  if (typeof cut.pid !== 'number') return;
+export function sessionGone(cut: CutSession, pool: PgLockPool): Promise<void> {
+  if (typeof cut.pid !== 'number') return Promise.resolve();
   const pid = Math.trunc(cut.pid);
   const port = cut.localPort === undefined ? 'NULL' : String(Math.trunc(cut.localPort));
   const look = `SELECT count(*)::int AS listed, count(*) FILTER (WHERE client_port = ${port})::int AS ours FROM pg_stat_activity WHERE pid = ${pid}`;
-  let terminated = false;
-  const stop = performance.now() + ANSWER_BOUND_MS;
-  for (let reads = 0; performance.now() < stop; reads++) {
-    const row = await pool.query(look, 'admin').then(
-      ([result]) => result?.rows[0] as { listed: number; ours: number } | undefined,
-      () => undefined,
-    );
-    if (!row || row.listed === 0) return;
-    if (row.ours > 0 && !terminated) {
-      terminated = true;
-      await pool.query(`SELECT pg_terminate_backend(${pid})`, 'admin').catch(() => undefined);
-      continue;
-    }
-    await sleep(backoffDelay(reads, POLL_MS.least, POLL_MS.most));
-  }
+  return awaitSessionGone(
+    async () => {
+      const row = (await pool.query(look, 'admin'))[0]?.rows[0] as { listed: number; ours: number } | undefined;
+      return { listed: (row?.listed ?? 0) > 0, ours: (row?.ours ?? 0) > 0 };
+    },
+    () => pool.query(`SELECT pg_terminate_backend(${pid})`, 'admin'),
+  );
 }

@@ -1,5 +1,7 @@
 import pg from 'pg';
+import { INTERNAL_KEY_BYTE } from '../../core/internal-keys.js';
 import { LockStatus } from '../../core/lock-status.js';
+import { LOCK_LOG_TABLE, PROCESS_TABLE } from '../tables.js';
 
 export { LOCK_LOG_TABLE, LOCK_TABLE, PROCESS_TABLE, ROW_LOCK_TABLE } from '../tables.js';
 export { LockStatus } from '../../core/lock-status.js';
@@ -49,9 +51,24 @@ export const LIVE_STATUSES_SQL = `('${LockStatus.ACQUIRED}', '${LockStatus.COMPL
  */
 export const EFFECTIVE_EXPIRY = `GREATEST(g.expires_at, COALESCE(p.renewed_at + ${msInterval('g.lease_ms')}, g.expires_at))`;
 
-/** Key bytes as read back (bytea) to the stored key text. */
-export function keyText(value: unknown): string {
-  return Buffer.isBuffer(value) ? value.toString('utf8') : String(value);
+export { keyText } from '../key-text.js';
+
+/** The first internal key: user keys sort below it (internal keys start with a byte UTF-8 never has). */
+export const FIRST_INTERNAL_KEY = keyLiteral(Buffer.from([INTERNAL_KEY_BYTE]));
+
+/**
+ * The CTEs that end the live log rows `g` which `due` (a CTE of their ids) names as `status`, with
+ * `note`, and tell each holder's process (`ended_count`), which its next renewal reads: `ended`
+ * answers the rows it ended. Every takeover on PostgreSQL (the janitor, a forced release) goes this way.
+ */
+export function endHoldersCtes(status: string, note: string): string {
+  return (
+    `ended AS (UPDATE ${LOCK_LOG_TABLE} g SET status = ${textLiteral(status)}, ended_at = ${NOW}, hold_ms = ${msSince('g.acquired_at')}, ` +
+    `note = ${textLiteral(note)} FROM due WHERE g.id = due.id AND g.status IN ${LIVE_STATUSES_SQL} ` +
+    `RETURNING g.lock_key, g.owner, g.holder, g.mode, g.fencing_token, g.process_id), ` +
+    `told AS (UPDATE ${PROCESS_TABLE} p SET ended_count = p.ended_count + n.c ` +
+    `FROM (SELECT process_id, count(*) AS c FROM ended GROUP BY process_id) n WHERE p.id = n.process_id)`
+  );
 }
 
 /** A timestamptz as the driver returns it. */
