@@ -33,7 +33,7 @@ class Accounts {
 /**
  * The row-lock strategy on PostgreSQL inside one process: bounded waits (lock_timeout, so
  * sub-second budgets hold; NOWAIT for a single try), a killed connection, exact keys, the
- * decorator's fenced work with its audit row, the janitor, and the lease refused with typed errors.
+ * decorator's fenced work with its audit row, and the janitor.
  */
 describe('row-lock on PostgreSQL', { skip: (await pgTestsRun()) ? false : 'no PostgreSQL server' }, () => {
   let db: PgTestDatabase;
@@ -125,23 +125,12 @@ describe('row-lock on PostgreSQL', { skip: (await pgTestsRun()) ? false : 'no Po
     assert.deepEqual(await audit(), ['RELEASED', 'FAILED']);
   });
 
-  it('the janitor runs (its own lock a row-lock) and prunes ended audit rows past the retention', async () => {
+  it('the janitor runs and prunes ended audit rows past the retention', async () => {
     await locks.withLock('pruned', async () => undefined);
     await new Promise((r) => setTimeout(r, 20));
     const report = await locks.runJanitor();
     assert.equal(report.ran, true);
     assert.ok(report.pruned >= 1);
     assert.equal((await db.query("SELECT 1 FROM db_lock_log WHERE lock_key = 'pruned'::bytea")).length, 0);
-  });
-
-  it('the lease strategy is refused with typed errors: at start by default, per call when named', async () => {
-    await assert.rejects(
-      boot({}),
-      (error: unknown) => error instanceof DbLockOptionsError && /strategy 'lease' is not available.*'postgres'/.test(error.message),
-    );
-    await assert.rejects(
-      locks.withLock('lease-call', async () => 0, { strategy: 'lease' }),
-      DbLockError,
-    );
   });
 });

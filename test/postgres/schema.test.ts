@@ -4,7 +4,7 @@ import { after, before, describe, it } from 'node:test';
 import { Module } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { TypeOrmModule } from '@nestjs/typeorm';
-import { DB_LOCK_MIGRATIONS, DbLockModule, DbLockOptionsError, LockEntity, LockLogEntity } from '../../lib/index.js';
+import { DB_LOCK_MIGRATIONS, DbLockModule, LockEntity, LockLogEntity, LockService } from '../../lib/index.js';
 import { PgTestDatabase, pgTestsRun } from '../support/pg-test-database.js';
 
 /**
@@ -102,14 +102,19 @@ describe('PostgreSQL schema', { skip: (await pgTestsRun()) ? false : 'no Postgre
     await dataSource.query('DELETE FROM db_lock');
   });
 
-  it("DbLockModule with the default strategy on PostgreSQL fails at start with a typed error (the lease is MySQL's only, for now)", async () => {
+  it('DbLockModule with its defaults (the lease strategy) starts on the migrated tables and grants', async () => {
     @Module({ imports: [TypeOrmModule.forRoot({ ...db.options(), autoLoadEntities: true }), DbLockModule.forRoot()] })
     class PgApp {}
-    // createApplicationContext runs the module's init, where the store is opened.
-    await assert.rejects(
-      NestFactory.createApplicationContext(PgApp, { logger: false, abortOnError: false }),
-      (error: unknown) => error instanceof DbLockOptionsError && /'postgres'/.test(error.message),
-    );
+    const app = await NestFactory.createApplicationContext(PgApp, { logger: false, abortOnError: false });
+    try {
+      const token = await app.get(LockService).withLock('defaults', async (handle) => handle.fencingToken);
+      assert.equal(token, 1);
+      assert.deepEqual(await db.query("SELECT strategy, status FROM db_lock_log WHERE lock_key = 'defaults'::bytea"), [
+        { strategy: 'lease', status: 'RELEASED' },
+      ]);
+    } finally {
+      await app.close();
+    }
   });
 
   it('every migration reverts in turn, the first one dropping the tables', async () => {

@@ -30,8 +30,8 @@ import {
 } from './hold.sql.js';
 import { FENCING_FLOOR_KEY } from '../../core/internal-keys.js';
 import { checkSchema, type SchemaFeatures } from './schema-check.js';
-import { UnendedRows } from './unended-rows.js';
-import { endedByThisRelease } from './ended-by-earlier-try.js';
+import { UnendedRows } from '../unended-rows.js';
+import { endedByThisRelease } from '../ended-by-earlier-try.js';
 
 /** How long an (idempotent) release, extend or renewal is re-sent through deadlocks, lock-wait timeouts and broken connections: giving up would leave the key taken until its lease runs out. */
 const RETRY_FOR_MS = 3_000;
@@ -51,7 +51,7 @@ export class MysqlLockLog implements LockLogStore, ProcessLeaseStore, GrantDecis
   /** What the schema offers beyond the tables: session routines, token claims; known after start(). */
   schema: SchemaFeatures = { routines: new Set(), claims: false };
   /** Rows a release or give-back could not end: ended before the next renewal (see UnendedRows). */
-  private readonly unended = new UnendedRows();
+  private readonly unended = new UnendedRows<StatementPlan<number>>();
   readonly fast: FastGrant;
 
   constructor(

@@ -1,22 +1,22 @@
 import { hostname } from 'node:os';
-import type { DataSource, QueryRunner } from 'typeorm';
-import type { FenceStore, LockStore, RoundTripPurpose } from '../lock-store.js';
+import type { DataSource } from 'typeorm';
+import type { LockStore, RoundTripPurpose } from '../lock-store.js';
 import type { StoreSettings } from '../open-store.js';
 import { pgAdmin } from './pg-admin.js';
 import { PgJanitorStore } from './pg-janitor.js';
-import { leaseUnavailable, PgLockLog } from './pg-lock-log.js';
+import { pgFence } from './pg-fence.js';
+import { PgLockLog } from './pg-lock-log.js';
 import { pgPoolConfig, PgLockPool } from './pg-pool.js';
 import { PgRowLockStore } from './pg-row-locks.js';
-import { cutSession, PgSessionTransactions } from './pg-session.js';
+import { PgSessionTransactions } from './pg-session.js';
 
 /** pg's pool size when nothing sets `max`. */
 const PG_DEFAULT_POOL_SIZE = 10;
 
 /**
  * Opens the PostgreSQL store: the library's pool from the DataSource's settings, the schema check
- * and this process's process-lease row. This version serves the row-lock strategy; the lease (and
- * what is built on it: semaphores, doorbells, the janitor's one-at-a-time lock) is not there yet.
- * Closes what it opened if a step fails.
+ * and this process's process-lease row. Both strategies are served; waiters of a lease lock poll
+ * (no doorbells: see docs/notes/postgresql-store.md). Closes what it opened if a step fails.
  */
 export async function openPostgresStore(dataSource: DataSource, settings: StoreSettings): Promise<LockStore> {
   const pool = new PgLockPool(pgPoolConfig(dataSource, Math.max(1, settings.poolSize)));
@@ -25,7 +25,7 @@ export async function openPostgresStore(dataSource: DataSource, settings: StoreS
     await log.start();
     const transactions = new PgSessionTransactions(dataSource);
     return {
-      strategies: new Set(['row-lock']),
+      strategies: new Set(['lease', 'row-lock']),
       log,
       processLease: log,
       fence: pgFence(transactions),
@@ -46,21 +46,6 @@ export async function openPostgresStore(dataSource: DataSource, settings: StoreS
     await pool.close();
     throw error;
   }
-}
-
-/** The fence's transactions; its writes end lease rows, which this store does not grant. */
-function pgFence(transactions: PgSessionTransactions): FenceStore {
-  const leaseOnly = (): Promise<never> => Promise.reject(leaseUnavailable());
-  return {
-    begin: (runner, isolationLevel) => transactions.begin(runner, isolationLevel),
-    commit: (runner) => transactions.commit(runner),
-    endInCommit: leaseOnly,
-    endAndCommit: leaseOnly,
-    fenceKept: leaseOnly,
-    // A failed statement leaves PostgreSQL's transaction aborted, not rolled back: later statements fail, none runs outside it.
-    rollsBackTransaction: () => false,
-    cutSession: (runner: QueryRunner) => void cutSession(runner),
-  };
 }
 
 /** Size of the app's DataSource pool: `extra.max` wins over `poolSize`, as in TypeORM's PostgresDriver, else pg's default. */

@@ -1,39 +1,51 @@
-import { FENCING_FLOOR_KEY } from '../../core/internal-keys.js';
-import { DbLockError } from '../../errors/db-lock.error.js';
+import type { EndStatus, LockStatus } from '../../core/lock-status.js';
 import { DbLockSchemaError } from '../../errors/db-lock-schema.error.js';
+import type { Bell } from '../doorbell-store.js';
+import { endedByThisRelease } from '../ended-by-earlier-try.js';
 import { LockStatementError } from '../lock-statement.error.js';
-import type { GrantAnswer, LockLogStore, ProcessLeaseStore, RowLockAuditRow } from '../lock-store.js';
+import type { GrantAnswer, GrantRequest, LockLogStore, ProcessLeaseStore, RowLockAuditRow } from '../lock-store.js';
 import { sendWithRetries } from '../send-with-retries.js';
+import { UnendedRows } from '../unended-rows.js';
+import { grantLease, type LeaseGrantHost } from './pg-lease-grant.js';
+import {
+  createKeyRowsStatement,
+  endedAmongStatement,
+  endRowsStatement,
+  extendStatement,
+  giveBackStatement,
+  insertAuditRows,
+  rowStatusesStatement,
+} from './pg-log-rows.sql.js';
 import type { PgLockPool } from './pg-pool.js';
 import {
-  keyLiteral,
   keyText,
   LIVE_STATUSES_SQL,
   LOCK_LOG_TABLE,
   LOCK_TABLE,
   NOW,
-  nullableText,
+  parseDate,
   PROCESS_TABLE,
   ROW_LOCK_TABLE,
   rowIdLiteral,
-  sqlInteger,
   textLiteral,
+  type Row,
 } from './pg-sql.js';
 
 /** How long an idempotent write (key rows, audit rows, renewals) is re-sent through transient failures. */
 const RETRY_FOR_MS = 3_000;
 
-/** The lease strategy's calls (grants, releases, the fence), which this store does not serve yet: the module refuses the strategy at start. */
-export const leaseUnavailable = (): DbLockError =>
-  new DbLockError("The lease strategy is not available on PostgreSQL in this version: use strategy 'row-lock'.");
+/** A grant of unknown outcome is given back again after this: the server has surely finished its batch by then (each lock wait is bounded, see GRANT_LOCK_WAIT_MS). */
+const LATE_GIVE_BACK_MS = 5_000;
 
 /**
- * The lock log and the process lease on PostgreSQL, on the library's own pool. This version serves
- * the row-lock strategy: key rows, audit rows of holds that did not commit, the process lease; the
- * lease strategy's grants and releases are refused (see PostgresStore.strategies).
+ * The lock log and the process lease on PostgreSQL, on the library's own pool: the lease's grants
+ * (pg-lease-grant.ts), releases and extensions, key rows, audit rows of row-lock holds that did not
+ * commit, and the process lease that keeps every lease lock of the process alive.
  */
-export class PgLockLog implements LockLogStore, ProcessLeaseStore {
+export class PgLockLog implements LockLogStore, ProcessLeaseStore, LeaseGrantHost {
   private id: string | undefined;
+  /** Ends a release or give-back could not send: settled before the next renewal (see UnendedRows). */
+  private readonly unended = new UnendedRows<string>();
 
   constructor(
     readonly pool: PgLockPool,
@@ -84,25 +96,56 @@ export class PgLockLog implements LockLogStore, ProcessLeaseStore {
       .catch(() => undefined);
   }
 
-  grant(): Promise<GrantAnswer> {
-    return Promise.reject(leaseUnavailable());
+  grant(request: GrantRequest, deadline: number, options: { serverBoundMs?: number } = {}): Promise<GrantAnswer> {
+    return grantLease(this, request, deadline, options.serverBoundMs);
   }
 
-  endRows(): Promise<number> {
-    return Promise.reject(leaseUnavailable());
+  /** Sent again through transient failures; if the database stays out of reach, the end is owed (settled before the next renewal). */
+  async endRows(
+    rowIds: readonly string[],
+    status: EndStatus | typeof LockStatus.EXPIRED,
+    note?: string,
+    _bell?: Bell,
+    heldMs?: number,
+  ): Promise<number> {
+    const sql = endRowsStatement(rowIds, status, note, heldMs);
+    let tries = 0;
+    let count: number;
+    try {
+      count = await this.withRetries(() => (tries++, this.pool.query(sql, 'locks'))).then((results) => results[0]!.rowCount ?? 0);
+    } catch (error) {
+      this.unended.owe(`rows ${rowIds.join(',')}`, sql);
+      throw error;
+    }
+    // Sent again after a try of unknown outcome: that try may have ended the rows itself.
+    return tries > 1 ? endedByThisRelease(this, rowIds, status, note, count) : count;
   }
 
-  extend(): Promise<{ storedKey: string; expiresAt: Date }[]> {
-    return Promise.reject(leaseUnavailable());
+  async extend(rowIds: readonly string[], leaseMs: number): Promise<{ storedKey: string; expiresAt: Date }[]> {
+    const [extended] = await this.withRetries(() => this.pool.query(extendStatement(rowIds, leaseMs), 'locks'));
+    return extended!.rows.map((row: Row) => ({ storedKey: keyText(row.lock_key), expiresAt: parseDate(row.expires_at) }));
+  }
+
+  /**
+   * Gives back what a grant of unknown outcome may have committed: now, and once more after the
+   * server has surely finished the batch (its lock waits are bounded), since its COMMIT may land
+   * after the first give-back. One that cannot be sent is owed.
+   */
+  async giveBack(acquisitionId: string): Promise<void> {
+    const sql = giveBackStatement(acquisitionId, this.processId);
+    const once = () =>
+      this.withRetries(() => this.pool.query(sql, 'locks')).then(
+        () => undefined,
+        () => this.unended.owe(`acquisition ${acquisitionId}`, sql),
+      );
+    await once();
+    setTimeout(() => void once(), LATE_GIVE_BACK_MS).unref();
   }
 
   async rowStatuses(rowIds: readonly string[]): Promise<{ id: string; storedKey: string; status: string; note: string | null }[]> {
     if (rowIds.length === 0) return [];
-    const [result] = await this.pool.query(
-      `SELECT id, lock_key, status, note FROM ${LOCK_LOG_TABLE} WHERE id IN (${rowIds.map(rowIdLiteral).join(', ')})`,
-      'locks',
-    );
-    return result!.rows.map((row: Record<string, unknown>) => ({
+    const [result] = await this.pool.query(rowStatusesStatement(rowIds), 'locks');
+    return result!.rows.map((row: Row) => ({
       id: String(row.id),
       storedKey: keyText(row.lock_key),
       status: String(row.status),
@@ -112,15 +155,13 @@ export class PgLockLog implements LockLogStore, ProcessLeaseStore {
 
   async endedAmong(rowIds: readonly string[]): Promise<Set<string>> {
     if (rowIds.length === 0) return new Set();
-    const [result] = await this.pool.query(
-      `SELECT id FROM ${LOCK_LOG_TABLE} WHERE id IN (${rowIds.map(rowIdLiteral).join(', ')}) AND status NOT IN ${LIVE_STATUSES_SQL}`,
-      'renewals',
-    );
-    return new Set(result!.rows.map((row: Record<string, unknown>) => String(row.id)));
+    const [result] = await this.pool.query(endedAmongStatement(rowIds), 'renewals');
+    return new Set(result!.rows.map((row: Row) => String(row.id)));
   }
 
-  /** The process lease's renewal (its row created again if the janitor reaped it meanwhile). */
+  /** The process lease's renewal (its row created again if the janitor reaped it meanwhile); ends still owed go first, and until they are settled no renewal is sent. */
   async renew(deadline: number): Promise<{ endedCount: string; created: boolean }> {
+    if (this.unended.size > 0) await this.unended.settle((sql) => this.pool.query(sql, 'renewals', deadline - performance.now()));
     const id = rowIdLiteral(this.processId);
     const [result] = await this.withRetries(() =>
       this.pool.query(
@@ -155,34 +196,4 @@ export class PgLockLog implements LockLogStore, ProcessLeaseStore {
   withRetries<T>(send: () => Promise<T>): Promise<T> {
     return sendWithRetries(send, RETRY_FOR_MS, () => this.pool.isClosed);
   }
-}
-
-/**
- * The key rows' creation (see PgLockLog.createKeyRows); also run inside a joined transaction. This
- * store grants no lease, so no lease holder of a key can be live: its row says so from the start
- * (`no_lease_holders = 1`), and every take, a reader's too, is the one-statement path.
- */
-export function createKeyRowsStatement(keys: readonly Buffer[]): string {
-  return (
-    `WITH floor AS (SELECT fencing_token FROM ${LOCK_TABLE} WHERE lock_key = ${keyLiteral(FENCING_FLOOR_KEY)} FOR SHARE) ` +
-    `INSERT INTO ${LOCK_TABLE} (lock_key, fencing_token, no_lease_holders) SELECT k, COALESCE((SELECT max(fencing_token) FROM floor), 0), 1 ` +
-    `FROM (VALUES ${keys.map((key) => `(${keyLiteral(key)})`).join(', ')}) AS wanted(k) ON CONFLICT (lock_key) DO NOTHING`
-  );
-}
-
-/**
- * Row-lock audit rows, terminal as written: in the commit that ends the hold (RELEASED, with the
- * work), or after a rollback (FAILED, EXPIRED) on the library's pool. ended_at is the server's clock.
- */
-export function insertAuditRows(rows: readonly RowLockAuditRow[], holder: string): string {
-  const values = rows.map(
-    (r) =>
-      `(${keyLiteral(r.key)}, ${textLiteral(r.mode)}, ${textLiteral(r.owner)}, ${textLiteral(holder)}, 'row-lock', ${sqlInteger(r.fencingToken)}, ` +
-      `${textLiteral(r.status)}, 0, ${NOW} - ${sqlInteger(r.holdMs * 1000)} * interval '1 microsecond', ${NOW}, ${NOW}, ${sqlInteger(r.waitedMs)}, ` +
-      `${sqlInteger(r.holdMs)}, ${nullableText(r.note)})`,
-  );
-  return (
-    `INSERT INTO ${LOCK_LOG_TABLE} (lock_key, mode, owner, holder, strategy, fencing_token, status, lease_ms, acquired_at, expires_at, ended_at, wait_ms, hold_ms, note) ` +
-    `VALUES ${values.join(', ')}`
-  );
 }

@@ -4,11 +4,13 @@ import type { LockTarget } from '../../core/lock-key.js';
 import type { RowLockAuditRow, RowLockStore, RowLockTake } from '../lock-store.js';
 import { LockStatementError } from '../lock-statement.error.js';
 import { DEADLOCK_DETECTED, sqlStateOf } from './pg-failures.js';
-import { createKeyRowsStatement, insertAuditRows, type PgLockLog } from './pg-lock-log.js';
+import type { PgLockLog } from './pg-lock-log.js';
+import { createKeyRowsStatement, insertAuditRows } from './pg-log-rows.sql.js';
 import { beginStatement, cutSession, type PgSessionTransactions, sessionGone, sessionQuery, watchSession } from './pg-session.js';
 import { bounded, bumpStatement, lockRowsStatement, takeGroupStatement, tokensTaken } from './pg-row-lock.sql.js';
 import { groupsOf } from '../key-groups.js';
-import { keyText } from './pg-sql.js';
+import { conflictingHolders, takeoverStatements } from './pg-grant.sql.js';
+import { keyText, LIVE_STATUSES_SQL, LOCK_LOG_TABLE } from './pg-sql.js';
 
 /** The savepoint a take inside a joined transaction (and the rare path) runs under: a refused take must not end the caller's transaction. */
 const TAKE_SAVEPOINT = 'nestjs_db_lock_take';
@@ -95,15 +97,16 @@ export class PgRowLockStore implements RowLockStore {
 
   /**
    * Rare path: a key's row missing (its first use, or reaped), or one that says a lease holder may
-   * be live. The rows are locked first (missing ones answered), then taken, writers setting the
-   * one-statement path's marker. The log need not be read: this store grants no lease. Under a
-   * savepoint: the rare path runs in joined transactions too, and a refusal must not end them.
+   * be live. The rows are locked first (missing ones answered), then the lease holders of the keys
+   * are read on the library's pool (see leaseHolders), then the keys are taken, writers setting the
+   * one-statement path's marker. Under a savepoint: the rare path runs in joined transactions too,
+   * and a refusal must not end them.
    */
-  takeChecked(runner: QueryRunner, targets: readonly LockTarget[], deadline: number): Promise<RowLockTake> {
-    return this.underSavepoint(runner, (send) => this.takeCheckedOn(send, targets, deadline));
+  takeChecked(runner: QueryRunner, targets: readonly LockTarget[], deadline: number, acquisitionId: string): Promise<RowLockTake> {
+    return this.underSavepoint(runner, (send) => this.takeCheckedOn(send, targets, deadline, acquisitionId));
   }
 
-  private async takeCheckedOn(send: Send, targets: readonly LockTarget[], deadline: number): Promise<RowLockTake> {
+  private async takeCheckedOn(send: Send, targets: readonly LockTarget[], deadline: number, acquisitionId: string): Promise<RowLockTake> {
     try {
       const current = new Map<string, number>();
       for (const group of groupsOf(targets)) {
@@ -114,6 +117,7 @@ export class PgRowLockStore implements RowLockStore {
           current.set(keyText(row.lock_key), Number(row.fencing_token));
       }
       if (current.size < targets.length) return { taken: false, why: 'missing-key-rows' };
+      if ((await this.leaseHolders(targets, acquisitionId)) > 0) return { taken: false, why: 'lease-holder' };
       const tokens = new Map<string, number>();
       for (const group of groupsOf(targets)) {
         if (group.mode === 'read') for (const stored of group.stored) tokens.set(stored, current.get(stored)!);
@@ -127,6 +131,25 @@ export class PgRowLockStore implements RowLockStore {
     } catch (error) {
       return busyOrThrow(error);
     }
+  }
+
+  /**
+   * The live lease holders the targets conflict with, read where the caller's transaction (its
+   * snapshot may be older than the rows' locks) cannot hide them: on the library's pool, in a
+   * transaction of its own, after the holders whose lease ran out were taken over (ended EXPIRED,
+   * their processes told, so their fences refuse). No lease grant of these keys can commit
+   * meanwhile: it needs the key rows, which the caller's transaction holds.
+   */
+  private async leaseHolders(targets: readonly LockTarget[], acquisitionId: string): Promise<number> {
+    const conflict = conflictingHolders(targets);
+    const sql = [
+      'BEGIN ISOLATION LEVEL READ COMMITTED',
+      ...takeoverStatements(conflict, `taken over by row-lock ${acquisitionId}`),
+      `SELECT count(*)::int AS live FROM ${LOCK_LOG_TABLE} g WHERE ${conflict} AND g.status IN ${LIVE_STATUSES_SQL}`,
+      'COMMIT',
+    ].join(';\n');
+    const results = await this.log.withRetries(() => this.log.pool.query(sql, 'locks'));
+    return Number((results[results.length - 2]!.rows[0] as { live: number }).live);
   }
 
   /** In the joined transaction (no gap locks on PostgreSQL: nothing to create apart), under a savepoint. */

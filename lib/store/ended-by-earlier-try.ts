@@ -1,4 +1,4 @@
-import type { LockLogStore } from '../lock-store.js';
+import type { LockLogStore } from './lock-store.js';
 
 /**
  * How many of `rowIds` this release has ended, when it was sent again after a try of unknown

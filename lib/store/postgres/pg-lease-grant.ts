@@ -1,0 +1,55 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { ANSWER_BOUND_MS } from '../answer-bound.js';
+import { LockStatementError } from '../lock-statement.error.js';
+import type { GrantAnswer, GrantRequest } from '../lock-store.js';
+import { grantBatch, type GrantSteps } from './pg-grant.sql.js';
+import type { PgLockPool } from './pg-pool.js';
+
+/**
+ * The longest a grant's statement waits for a key row (lock_timeout): a row-lock holder keeps the
+ * row for its whole transaction, and a lease grant must not hold a pool connection that long. A
+ * wait cut here is a failed try; the caller's queue asks again within its budget.
+ */
+export const GRANT_LOCK_WAIT_MS = 1_000;
+
+/** What a grant needs from the lock log. */
+export interface LeaseGrantHost {
+  readonly pool: PgLockPool;
+  readonly holder: string;
+  readonly processId: string;
+  /** Ends whatever a grant of unknown outcome may have committed. */
+  giveBack(acquisitionId: string): Promise<void>;
+}
+
+/**
+ * One grant try (see grantBatch): the common case one round trip; a first use of a key and a
+ * takeover of expired holders one more each, only when the answer says so. Deadlocks and cut lock
+ * waits are tried again at once, up to five tries while the deadline allows: a free key must not
+ * look busy. A try whose outcome is unknown (its connection broke, its answer came too late) is
+ * given back before the failure is thrown.
+ */
+export async function grantLease(host: LeaseGrantHost, request: GrantRequest, deadline: number, serverBoundMs?: number): Promise<GrantAnswer> {
+  const input = { request, holder: host.holder, processId: host.processId, waitMs: Math.min(GRANT_LOCK_WAIT_MS, serverBoundMs ?? Infinity) };
+  let steps: GrantSteps = { createKeyRows: false, takeover: false };
+  for (let attempt = 0; ; attempt++) {
+    const sentAt = performance.now();
+    const batch = grantBatch(input, steps);
+    let answer: GrantAnswer;
+    try {
+      answer = batch.parse(await host.pool.query(batch.sql, 'locks', Math.max(1, Math.min(ANSWER_BOUND_MS, deadline - sentAt))));
+    } catch (error) {
+      const failure = LockStatementError.from(error);
+      if (failure.kind === 'retry' && attempt < 4 && performance.now() < deadline) {
+        await sleep(1 + Math.random() * 4 * (attempt + 1));
+        continue;
+      }
+      if (failure.outcomeUnknown || failure.kind === 'interrupted') void host.giveBack(request.acquisitionId).catch(() => undefined);
+      throw failure;
+    }
+    if (answer.granted) return attempt === 0 ? answer : { ...answer, sentAt };
+    if (attempt >= 4) return answer;
+    if (answer.reason === 'missing-key-rows') steps = { ...steps, createKeyRows: true };
+    else if (answer.reason === 'expired-holders' && !steps.takeover) steps = { ...steps, takeover: true };
+    else return answer;
+  }
+}
