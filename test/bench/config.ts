@@ -4,7 +4,7 @@
  * figure is a median over `rounds` rounds, designs interleaved (uncontended ops in blocks of 10,
  * contention rounds round by round) so drifting background load hits every design alike.
  */
-export const SECTIONS = ['uncontended', 'contention', 'semaphore', 'scale'] as const;
+export const SECTIONS = ['uncontended', 'contention', 'semaphore', 'scale', 'postgres'] as const;
 export type Section = (typeof SECTIONS)[number];
 
 export interface BenchConfig {
@@ -37,7 +37,11 @@ export interface BenchConfig {
 /** Every knob with its default (quick default) and meaning, for the report and the notes. */
 export const KNOBS: readonly [name: string, defaults: string, meaning: string][] = [
   ['BENCH_QUICK', 'unset', '`1`: short indicative run (the defaults in parentheses)'],
-  ['BENCH_SECTIONS', 'uncontended,contention,semaphore,scale', 'sections to run, comma-separated; the targets of the others read "not measured"'],
+  [
+    'BENCH_SECTIONS',
+    'uncontended,contention,semaphore,scale,postgres',
+    'sections to run, comma-separated; the targets of the others read "not measured"',
+  ],
   ['BENCH_ROUNDS', '5 (3)', 'rounds per figure (median, min–max)'],
   ['BENCH_OPS', '300 (100)', 'sequential operations per uncontended round'],
   ['BENCH_WINDOW_MS', '3000 (1500)', 'measured window of one contention round, ms'],

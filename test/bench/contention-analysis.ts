@@ -49,7 +49,10 @@ export function analyseHolds(events: readonly HoldEvent[], startAt: number, dead
     waitP99: percentile(waits, 0.99),
     handoffP50: percentile(handoffs, 0.5),
     handoffP99: percentile(handoffs, 0.99),
-    holdP50: percentile(inWindow.map((e) => e[3] - e[2]), 0.5),
+    holdP50: percentile(
+      inWindow.map((e) => e[3] - e[2]),
+      0.5,
+    ),
     barging: pairs ? same / pairs : NaN,
     sameProcess: pairs ? sameProcess / pairs : NaN,
     ops: inWindow.length,

@@ -25,13 +25,21 @@ async function main(): Promise<void> {
   const floorRelease = (id: number) => `UPDATE db_lock_log SET status = 'RELEASED', ended_at = UTC_TIMESTAMP(6), hold_ms = 0 WHERE id = ${id}`;
   const libRelease = (id: number) =>
     `UPDATE db_lock_log FORCE INDEX (PRIMARY) SET status = 'RELEASED', ended_at = UTC_TIMESTAMP(6), hold_ms = 0 WHERE id = ${id} AND status IN ('ACQUIRED', 'COMPLETED')`;
-  const x = (sql: string, params: unknown[]) =>
-    new Promise<any>((res, rej) => c.execute(sql, params as any, (e, r) => (e ? rej(e) : res(r))));
+  const x = (sql: string, params: unknown[]) => new Promise<any>((res, rej) => c.execute(sql, params as any, (e, r) => (e ? rej(e) : res(r))));
   const prepClaim = `INSERT INTO db_lock_log (lock_key, mode, owner, holder, process_id, strategy, fencing_token, status, lease_ms, acquired_at, expires_at, wait_ms) VALUES (?, 'write', ?, ?, ?, 'lease', IF(IS_FREE_LOCK(?), ?, NULL), 'ACQUIRED', ?, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, 0)`;
   const prepRelease = `UPDATE db_lock_log FORCE INDEX (PRIMARY) SET status = 'RELEASED', ended_at = UTC_TIMESTAMP(6), hold_ms = ? WHERE id = ? AND status IN ('ACQUIRED', 'COMPLETED')`;
   const shapes: Record<string, () => Promise<void>> = {
     'library, prepared': async () => {
-      const r = await x(prepClaim, [Buffer.from('p'), '03b0e346-411a-4a45-ae4b-7cc58aa315be', 'vm:10536', '1', 'dbl:e2_Y66E3xkv8az31H4IDOYmIeOw', next('p'), 30000, 30000000]);
+      const r = await x(prepClaim, [
+        Buffer.from('p'),
+        '03b0e346-411a-4a45-ae4b-7cc58aa315be',
+        'vm:10536',
+        '1',
+        'dbl:e2_Y66E3xkv8az31H4IDOYmIeOw',
+        next('p'),
+        30000,
+        30000000,
+      ]);
       await x(prepRelease, [0, r.insertId]);
     },
     floor: async () => void (await q(floorRelease((await q(floorClaim('f'))).insertId))),

@@ -3,7 +3,8 @@
  * instead, on loopback, and writes docs/benchmarks.md (BENCH_OUTPUT to redirect). BENCH_QUICK=1
  * for a short indicative run, BENCH_SECTIONS to run some sections only; every knob is in config.ts.
  * Needs MariaDB/MySQL (DB_LOCK_TEST_URL, default mysql://root@127.0.0.1:3306) and Redis
- * (BENCH_REDIS_URL, default redis://127.0.0.1:6379).
+ * (BENCH_REDIS_URL, default redis://127.0.0.1:6379); PostgreSQL (DB_LOCK_TEST_PG_URL, default
+ * 127.0.0.1:5432) for its section, skipped when no server answers.
  */
 import 'reflect-metadata';
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -20,6 +21,7 @@ import { checkTargets } from './report/targets.js';
 import { contentionSection, scaleSection, uncontendedSection } from './sections.js';
 import { hostNow } from './stats.js';
 import { semaphoreSection } from './semaphore.js';
+import { postgresSection } from './postgres/pg-section.js';
 
 const started = hostNow();
 const log = (line: string): void => {
@@ -57,6 +59,10 @@ async function main(): Promise<void> {
       const scale = await scaleSection(db, config, log);
       results.held = scale.held;
       results.logTable = scale.logTable;
+    }
+    if (config.sections.includes('postgres')) {
+      log('postgres section');
+      results.postgres = await postgresSection(config, log);
     }
     results.durationMs = hostNow() - started;
     results.loadAtEnd = loadavg();

@@ -1,4 +1,5 @@
 /** Turns a run's results into docs/benchmarks.md: header, environment, targets, then each section. */
+import { postgresSection } from './postgres-tables.js';
 import { KNOBS, SECTIONS } from '../config.js';
 import { fmt } from '../stats.js';
 import { contentionSections } from './contention-tables.js';
@@ -102,6 +103,7 @@ export function renderReport(r: BenchResults): string {
     ...handoffCommitsSection(r),
     ...semaphoreSection(r),
     ...scaleSections(r),
+    ...postgresSection(r.postgres),
     ...boundsSection(r),
     ...notesSection(r),
   ].join('\n');

@@ -1,3 +1,4 @@
+import type { PgBenchResult } from '../postgres/pg-section.js';
 /** Everything a run measured, as the report reads it. Sections not run are absent. */
 import type { BenchConfig } from '../config.js';
 import type { ContentionResult, ContentionVariant } from '../contention.js';
@@ -18,6 +19,8 @@ export interface BenchResults {
   held?: HeldLocksResult;
   logTable?: LogTableResult;
   semaphore?: SemaphoreResult;
+  /** The PostgreSQL section (undefined: not run, or no server). */
+  postgres?: PgBenchResult;
 }
 
 /** An uncontended item's latency figure, if the section ran. */

@@ -6,12 +6,13 @@ import type { ContentionFigures, ContentionVariant } from '../contention.js';
 import { DESIGN_IDS, type DesignId, SHORT_LABELS } from '../designs/index.js';
 import { type Figure, fmt, fmtRatio } from '../stats.js';
 import { count } from './markdown.js';
+import { postgresChecks } from './postgres-tables.js';
 import { type BenchResults, latency, twoCommitBound, variantName } from './results.js';
 
 export type Verdict = 'met' | 'missed' | 'not measured' | 'reported';
 
 export interface TargetCheck {
-  group: 'Lease' | 'Row-lock' | 'Kept from before';
+  group: 'Lease' | 'Row-lock' | 'PostgreSQL' | 'Kept from before';
   target: string;
   measured: string;
   verdict: Verdict;
@@ -314,6 +315,7 @@ export function checkTargets(r: BenchResults): TargetCheck[] {
     );
   else for (const v of r.contention.variants) checks.push(...variantChecks(r, v));
   checks.push(...scaleChecks(r));
-  const order = ['Lease', 'Row-lock', 'Kept from before'];
+  checks.push(...postgresChecks(r.postgres));
+  const order = ['Lease', 'Row-lock', 'PostgreSQL', 'Kept from before'];
   return checks.sort((a, b) => order.indexOf(a.group) - order.indexOf(b.group));
 }

@@ -1,0 +1,70 @@
+/**
+ * Hot-key contention on PostgreSQL: `processes` processes × `callers` callers on one key, each hold
+ * incrementing one counter row, per design (the bare locks and the library's two strategies),
+ * designs interleaved round by round so drifting load hits each alike.
+ */
+import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import type { BenchConfig } from '../config.js';
+import { type Figure, figure, percentile } from '../stats.js';
+
+export const PG_DESIGNS = ['for-update', 'advisory', 'lease', 'row-lock'] as const;
+export type PgDesign = (typeof PG_DESIGNS)[number];
+
+export interface PgContentionFigures {
+  /** Holds per second, all processes together. */
+  readonly throughput: Figure;
+  /** 99th percentile of one hold's latency (the wait and the increment), ms. */
+  readonly p99: Figure;
+}
+
+const CHILD = fileURLToPath(new URL('./pg-contender.child.js', import.meta.url));
+
+/** Unrecorded warm-up inside each round, ms (connections opened, code past the JIT's first tiers). */
+const ROUND_WARMUP_MS = 700;
+
+export async function runPgContention(url: string, config: BenchConfig, log: (line: string) => void): Promise<Map<PgDesign, PgContentionFigures>> {
+  const throughput = new Map<PgDesign, number[]>(PG_DESIGNS.map((d) => [d, []]));
+  const p99 = new Map<PgDesign, number[]>(PG_DESIGNS.map((d) => [d, []]));
+  for (let round = 0; round < config.rounds; round++) {
+    // Each round in another order: the first design of a round meets a host that just started processes.
+    const order = PG_DESIGNS.map((_, i) => PG_DESIGNS[(i + round) % PG_DESIGNS.length]!);
+    for (const design of order) {
+      const out = await oneRound(design, url, config);
+      throughput.get(design)!.push(out.holds / (config.contentionWindowMs / 1000));
+      p99.get(design)!.push(percentile(out.waits, 0.99));
+    }
+    log(`  postgres contention round ${round + 1}/${config.rounds} done`);
+  }
+  return new Map(PG_DESIGNS.map((d) => [d, { throughput: figure(throughput.get(d)!), p99: figure(p99.get(d)!) }]));
+}
+
+async function oneRound(design: PgDesign, url: string, config: BenchConfig): Promise<{ holds: number; waits: number[] }> {
+  const children = Array.from({ length: config.processes }, () =>
+    spawn(process.execPath, [CHILD, design, url, String(config.callersPerProcess), String(ROUND_WARMUP_MS), String(config.contentionWindowMs)], {
+      stdio: ['pipe', 'pipe', 'inherit'],
+    }),
+  );
+  const outputs = children.map((child) => {
+    let text = '';
+    child.stdout!.on('data', (chunk) => (text += String(chunk)));
+    const ready = new Promise<void>((resolve, reject) => {
+      const check = () => (text.includes('READY') ? resolve() : undefined);
+      child.stdout!.on('data', check);
+      child.once('exit', (code) => reject(new Error(`a ${design} contender exited (${code}) before it was ready`)));
+    });
+    const exited = new Promise<string>((resolve, reject) =>
+      child.once('exit', (code) => (code === 0 ? resolve(text) : reject(new Error(`a ${design} contender failed (${code})`)))),
+    );
+    return { child, ready, exited };
+  });
+  try {
+    await Promise.all(outputs.map((o) => o.ready));
+    for (const o of outputs) o.child.stdin!.end('GO\n');
+    const texts = await Promise.all(outputs.map((o) => o.exited));
+    const parsed = texts.map((text) => JSON.parse(text.trim().split('\n').pop()!) as { holds: number; waits: number[] });
+    return { holds: parsed.reduce((n, p) => n + p.holds, 0), waits: parsed.flatMap((p) => p.waits) };
+  } finally {
+    for (const o of outputs) if (o.child.exitCode === null) o.child.kill('SIGKILL');
+  }
+}
