@@ -18,12 +18,13 @@ const GAP_MS = 1;
 const SCENARIO = new URL('./scenarios/counter.js', import.meta.url).href;
 const BASIC = new URL('../support/scenarios/basic.js', import.meta.url).href;
 
-contractSuite('exclusion', `exclusion across processes`, ({ strategy }) => {
+contractSuite('exclusion', `exclusion across processes`, { postgres: true }, (target) => {
+  const { strategy } = target;
   let db: TestDatabase;
   let workers: LockWorker[] = [];
 
   before(async () => {
-    db = await counterDatabase();
+    db = await counterDatabase(target);
     workers = await LockWorker.startMany(PROCESSES, {
       settings: db.settings, // The counter is written through the DataSource, outside a row-lock holder's transaction on purpose
       // (the lock alone must exclude): no escaped-write warning wanted.

@@ -1,7 +1,8 @@
 import { describe } from 'node:test';
 import type { DbLockModuleOptions, LockStrategyName } from '../../lib/index.js';
 import { STRATEGIES, STRATEGY_CAPABILITIES, type StrategyCapability } from './strategies.js';
-import { serverUrl } from './test-database.js';
+import { pgServerUrl, pgTestsRun } from './pg-test-database.js';
+import { databaseTypeOf, serverUrl, type DatabaseType } from './test-database.js';
 
 /**
  * The contract suite's entry point, as ShedLock's AbstractLockProviderIntegrationTest is run once
@@ -17,6 +18,7 @@ export type StoreCapability =
   | 'processes'
   /** The tests may reach the server under the store: hold row locks, KILL statements, set session flags. */
   | 'mysql-server'
+
   /** The store's tables can be read through the documented helpers (audit rows, stored keys). */
   | 'sql-tables';
 
@@ -28,6 +30,10 @@ export interface ContractTarget {
   readonly strategy: LockStrategyName;
   /** host:port of the database server (no credentials). */
   readonly server: string;
+  /** The server's URL (credentials included), for TestDatabase.forTarget (absent: DB_LOCK_TEST_URL's). */
+  readonly serverUrl?: URL;
+  /** The server's kind (absent: MySQL). */
+  readonly database?: DatabaseType;
   readonly capabilities: ReadonlySet<Capability>;
   /** Module options for this target: `extra` with its strategy. */
   options<T extends DbLockModuleOptions>(extra?: T): T & { strategy: LockStrategyName };
@@ -143,32 +149,66 @@ export function gapOf(guarantee: Guarantee, target: ContractTarget): string | un
 
 const STORE_CAPABILITIES: Readonly<Record<string, readonly StoreCapability[]>> = {
   'mysql:': ['processes', 'mysql-server', 'sql-tables'],
+  'postgres:': ['processes', 'sql-tables'],
 };
 
-/** The targets of this run: each strategy (DB_LOCK_TEST_STRATEGIES narrows) on the server of DB_LOCK_TEST_URL. */
+/** Whether this run has PostgreSQL targets (see pgTestsRun), asked once when the module loads. */
+const PG_TARGETS = await pgTestsRun();
+
+/**
+ * The targets of this run: each strategy (DB_LOCK_TEST_STRATEGIES narrows) on the server of
+ * DB_LOCK_TEST_URL, then on the PostgreSQL server of DB_LOCK_TEST_PG_URL when pgTestsRun() says so.
+ */
 export function contractTargets(): ContractTarget[] {
-  const url = serverUrl();
-  const store = STORE_CAPABILITIES[url.protocol];
-  if (!store) throw new Error(`no contract target for ${url.protocol} servers`);
-  return STRATEGIES.map((strategy) => ({
-    name: `${strategy} @ ${url.host}`,
-    strategy,
-    server: url.host,
-    capabilities: new Set<Capability>([...STRATEGY_CAPABILITIES[strategy], ...store]),
-    options: <T extends DbLockModuleOptions>(extra?: T) => ({ ...(extra ?? ({} as T)), strategy }),
-  }));
+  const servers = PG_TARGETS ? [serverUrl(), pgServerUrl()] : [serverUrl()];
+  return servers.flatMap((url) => {
+    const store = STORE_CAPABILITIES[databaseTypeOf(url) === 'postgres' ? 'postgres:' : url.protocol];
+    if (!store) throw new Error(`no contract target for ${url.protocol} servers`);
+    return STRATEGIES.map((strategy) => ({
+      name: `${strategy} @ ${url.host}`,
+      strategy,
+      server: url.host,
+      serverUrl: url,
+      database: databaseTypeOf(url),
+      capabilities: new Set<Capability>([...STRATEGY_CAPABILITIES[strategy], ...store]),
+      options: <T extends DbLockModuleOptions>(extra?: T) => ({ ...(extra ?? ({} as T)), strategy }),
+    }));
+  });
 }
 
 export function appliesTo(guarantee: Guarantee, target: ContractTarget): boolean {
   return GUARANTEES[guarantee].every((capability) => target.capabilities.has(capability));
 }
 
+export interface ContractSuiteOptions {
+  /**
+   * The file runs on PostgreSQL targets too: its databases come from TestDatabase.forTarget, and
+   * its own SQL (tables, statements of its scenarios) is written for both servers (portable-sql.ts).
+   */
+  readonly postgres?: boolean;
+}
+
+/**
+ * Why a file that has not said `postgres: true` is skipped on a PostgreSQL target: its SQL and its
+ * databases are MySQL's (TestDatabase.create() without a target makes a MySQL database).
+ */
+export const NOT_ON_POSTGRES = "not yet on PostgreSQL: this file's SQL and test databases are MySQL's";
+
+type Suite = (target: ContractTarget) => void;
+
 /**
  * Registers `suite` once per target the guarantee applies to, inside a describe named after the
- * guarantee and the target. A file declares what it proves by the guarantee it passes here.
+ * guarantee and the target. A file declares what it proves by the guarantee it passes here, and
+ * whether it runs on PostgreSQL (`{ postgres: true }`); otherwise its PostgreSQL copies are
+ * registered skipped with NOT_ON_POSTGRES, visible as `# SKIP` in every run.
  */
-export function contractSuite(guarantee: Guarantee, title: string, suite: (target: ContractTarget) => void): void {
+export function contractSuite(guarantee: Guarantee, title: string, suite: Suite): void;
+export function contractSuite(guarantee: Guarantee, title: string, options: ContractSuiteOptions, suite: Suite): void;
+export function contractSuite(guarantee: Guarantee, title: string, optionsOrSuite: ContractSuiteOptions | Suite, maybeSuite?: Suite): void {
+  const [options, suite] = typeof optionsOrSuite === 'function' ? [{}, optionsOrSuite] : [optionsOrSuite, maybeSuite!];
   for (const target of contractTargets()) {
-    if (appliesTo(guarantee, target)) describe(`${title} [${guarantee}; ${target.name}]`, { skip: gapOf(guarantee, target) }, () => suite(target));
+    if (!appliesTo(guarantee, target)) continue;
+    const skip = gapOf(guarantee, target) ?? (target.database === 'postgres' && !options.postgres ? NOT_ON_POSTGRES : undefined);
+    describe(`${title} [${guarantee}; ${target.name}]`, { skip }, () => suite(target));
   }
 }

@@ -5,10 +5,14 @@ import { TypeOrmModule } from '@nestjs/typeorm';
 import { DbLockModule, type DbLockModuleOptions, LockService } from '../../lib/index.js';
 import type { ConnectionSettings } from './test-database.js';
 
-/** TypeORM options for a test database (MySQL driver). `extra` goes to mysql2 (e.g. flags). */
+/**
+ * TypeORM options for a test database: the mysql driver, or the postgres driver for PostgreSQL
+ * settings. `extra` goes to the driver's pool (mysql2 flags, pg pool options).
+ */
 export function testDataSourceOptions(settings: ConnectionSettings, extra: Record<string, unknown> = {}, poolSize = 10) {
   return {
-    type: 'mysql' as const,
+    // Typed as mysql for callers that add mysql-only options; a PostgreSQL database gets the postgres driver.
+    type: (settings.type ?? 'mysql') as 'mysql',
     host: settings.host,
     port: settings.port,
     username: settings.user,

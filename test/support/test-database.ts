@@ -8,7 +8,16 @@ export function serverUrl(): URL {
   return new URL(process.env.DB_LOCK_TEST_URL ?? 'mysql://root@127.0.0.1:3306');
 }
 
+/** The kind of database server a URL names: `postgres:`/`postgresql:` URLs are PostgreSQL, the rest MySQL/MariaDB. */
+export type DatabaseType = 'mysql' | 'postgres';
+
+export function databaseTypeOf(server: URL): DatabaseType {
+  return server.protocol === 'postgres:' || server.protocol === 'postgresql:' ? 'postgres' : 'mysql';
+}
+
 export interface ConnectionSettings {
+  /** The server's kind (absent: MySQL, as before PostgreSQL targets existed). */
+  type?: DatabaseType;
   host: string;
   port: number;
   user: string;
@@ -16,33 +25,58 @@ export interface ConnectionSettings {
   database: string;
 }
 
-export function connectionSettings(database: string): ConnectionSettings {
-  const url = serverUrl();
+/** Settings for `database` on `server` (default: the server of DB_LOCK_TEST_URL). */
+export function connectionSettings(database: string, server: URL = serverUrl()): ConnectionSettings {
+  const type = databaseTypeOf(server);
   return {
-    host: url.hostname,
-    port: Number(url.port || 3306),
-    user: decodeURIComponent(url.username || 'root'),
-    password: decodeURIComponent(url.password),
+    type,
+    host: server.hostname,
+    port: Number(server.port || (type === 'postgres' ? 5432 : 3306)),
+    user: decodeURIComponent(server.username || (type === 'postgres' ? 'postgres' : 'root')),
+    password: decodeURIComponent(server.password),
     database,
   };
 }
 
+export interface TestDatabaseOptions {
+  /** false: an empty database, for apps that create the tables with their own migrations. */
+  lockTables?: boolean;
+  /** The server to create it on (default: the server of DB_LOCK_TEST_URL); a postgres:// URL gives a PostgreSQL database. */
+  server?: URL;
+}
+
 /**
  * A fresh database for one test file, with the lock tables created by the shipped migration.
- * `drop()` removes it. The name is unique per run, so parallel runs never meet.
+ * `drop()` removes it. The name is unique per run, so parallel runs never meet. On a PostgreSQL
+ * server it is a PgContractDatabase (same methods, `?` placeholders translated; see there).
  */
 export class TestDatabase {
   private readonly sessions: mysql.Connection[] = [];
 
-  private constructor(
+  protected constructor(
     readonly name: string,
-    readonly admin: mysql.Connection,
+    /** The server it lives on. */
+    readonly server: URL,
+    private readonly mysqlAdmin?: mysql.Connection,
   ) {}
 
-  /** `lockTables: false`: an empty database, for apps that create the tables with their own migrations. */
-  static async create(prefix = 'dblock', options: { lockTables?: boolean } = {}): Promise<TestDatabase> {
+  /** A fresh database on the server of a contract target. */
+  static forTarget(
+    target: { readonly serverUrl?: URL },
+    prefix = 'dblock',
+    options: Omit<TestDatabaseOptions, 'server'> = {},
+  ): Promise<TestDatabase> {
+    return TestDatabase.create(prefix, { ...options, server: target.serverUrl ?? serverUrl() });
+  }
+
+  static async create(prefix = 'dblock', options: TestDatabaseOptions = {}): Promise<TestDatabase> {
     const name = `${prefix}_${process.pid}_${randomBytes(4).toString('hex')}`;
-    const settings = connectionSettings(name);
+    const server = options.server ?? serverUrl();
+    if (databaseTypeOf(server) === 'postgres') {
+      const { PgContractDatabase } = await import('./pg-contract-database.js');
+      return PgContractDatabase.open(name, server, options.lockTables !== false);
+    }
+    const settings = connectionSettings(name, server);
     const admin = await mysql.createConnection({ ...settings, database: undefined, multipleStatements: true });
     await admin.query(`CREATE DATABASE \`${name}\``);
     await admin.query(`USE \`${name}\``);
@@ -51,11 +85,21 @@ export class TestDatabase {
         await new Migration().up({ query: async (sql: string, params?: unknown[]) => (await admin.query(sql, params))[0] } as never);
       }
     }
-    return new TestDatabase(name, admin);
+    return new TestDatabase(name, server, admin);
+  }
+
+  /** The admin connection (MySQL only: a PostgreSQL database has none to hand out). */
+  get admin(): mysql.Connection {
+    if (!this.mysqlAdmin) throw new Error(`TestDatabase.admin: a mysql2 connection, not available on ${this.server.protocol} servers`);
+    return this.mysqlAdmin;
+  }
+
+  get type(): DatabaseType {
+    return databaseTypeOf(this.server);
   }
 
   get settings(): ConnectionSettings {
-    return connectionSettings(this.name);
+    return connectionSettings(this.name, this.server);
   }
 
   /**

@@ -1,15 +1,16 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { DataSource } from 'typeorm';
 import type { WorkerContext } from '../../support/lock-worker.js';
+import { runSql } from '../../support/portable-sql.js';
 import { TestDatabase } from '../../support/test-database.js';
 
 /** Business table of the exclusion tests: one counter row per test run. */
 export const COUNTER_TABLE = 'test_counter';
 
-/** A fresh test database with the counter table, for the tests whose workers run countUp. */
-export async function counterDatabase(): Promise<TestDatabase> {
-  const db = await TestDatabase.create();
-  await db.query(`CREATE TABLE ${COUNTER_TABLE} (id INT PRIMARY KEY, value INT NOT NULL) ENGINE=InnoDB`);
+/** A fresh test database with the counter table (on the target's server), for the tests whose workers run countUp. */
+export async function counterDatabase(target: { readonly serverUrl?: URL } = {}): Promise<TestDatabase> {
+  const db = await TestDatabase.forTarget(target);
+  await db.query(`CREATE TABLE ${COUNTER_TABLE} (id INT PRIMARY KEY, value INT NOT NULL)${db.type === 'mysql' ? ' ENGINE=InnoDB' : ''}`);
   return db;
 }
 
@@ -56,10 +57,10 @@ export async function countUp(ctx: WorkerContext<CounterArgs>): Promise<CounterR
     inside++;
     maxInside = Math.max(maxInside, inside);
     try {
-      const rows = (await dataSource.query(`SELECT value FROM ${COUNTER_TABLE} WHERE id = ?`, [counterId])) as { value: number }[];
+      const rows = (await runSql(dataSource, `SELECT value FROM ${COUNTER_TABLE} WHERE id = ?`, [counterId])) as { value: number }[];
       const value = Number(rows[0]!.value);
       await sleep(gapMs);
-      await dataSource.query(`UPDATE ${COUNTER_TABLE} SET value = ? WHERE id = ?`, [value + 1, counterId]);
+      await runSql(dataSource, `UPDATE ${COUNTER_TABLE} SET value = ? WHERE id = ?`, [value + 1, counterId]);
     } finally {
       inside--;
     }
