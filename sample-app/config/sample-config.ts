@@ -1,3 +1,5 @@
+import { type DatabaseKind, kindOfUrl, URL_SCHEMES } from '../database/database-kind.js';
+
 /**
  * The sample's settings, read once from the environment and checked before anything starts:
  * a typo in PORT or the URL is reported in one line instead of surfacing later as a strange
@@ -8,6 +10,9 @@
  * | `PORT`               | `3000`                                       |
  * | `DB_LOCK_SAMPLE_URL` | `mysql://root@127.0.0.1:3306/dblock_sample`  |
  * | `LOCK_TIMEOUT_MS`    | `5000` (how long a request waits for a lock) |
+ *
+ * The URL's scheme picks the database: `mysql://` or `mariadb://` for MySQL/MariaDB,
+ * `postgres://` or `postgresql://` for PostgreSQL.
  */
 export interface SampleConfig {
   readonly port: number;
@@ -33,17 +38,24 @@ export function readSampleConfig(env: NodeJS.ProcessEnv = process.env): SampleCo
   });
 }
 
-/** mysql2 settings for the server of the URL, no database selected. */
+/** Each server's usual port and superuser, for a URL that leaves them out. */
+const SERVER_DEFAULTS: Readonly<Record<DatabaseKind, { port: number; user: string }>> = {
+  mysql: { port: 3306, user: 'root' },
+  postgres: { port: 5432, user: 'postgres' },
+};
+
+/** Driver settings (mysql2 or pg) for the server of the URL, no database selected. */
 export function serverOptions(url: URL) {
+  const defaults = SERVER_DEFAULTS[kindOfUrl(url)];
   return {
     host: url.hostname,
-    port: Number(url.port || 3306),
-    user: decodeURIComponent(url.username || 'root'),
+    port: Number(url.port || defaults.port),
+    user: decodeURIComponent(url.username || defaults.user),
     password: decodeURIComponent(url.password),
   };
 }
 
-/** mysql2 settings for the URL's database. */
+/** Driver settings for the URL's database. */
 export function connectionOptions(url: URL) {
   return { ...serverOptions(url), database: databaseName(url) };
 }
@@ -60,11 +72,15 @@ function parseDatabaseUrl(text: string): URL {
   } catch {
     throw new SampleConfigError(`DB_LOCK_SAMPLE_URL is not a URL: '${text}' (expected mysql://user:password@host:port/database)`);
   }
-  if (url.protocol !== 'mysql:')
-    throw new SampleConfigError(`DB_LOCK_SAMPLE_URL must start with mysql:// (MySQL and MariaDB both use it), got '${url.protocol}//'`);
-  // The name goes into CREATE DATABASE unquoted by any driver: allow only plain identifiers.
-  if (!/^[A-Za-z0-9_]{1,64}$/.test(databaseName(url)))
-    throw new SampleConfigError(`the database name in DB_LOCK_SAMPLE_URL must be 1-64 letters, digits or '_', got '${databaseName(url)}'`);
+  if (!URL_SCHEMES[url.protocol]) {
+    const schemes = Object.keys(URL_SCHEMES).map((scheme) => `${scheme}//`);
+    throw new SampleConfigError(`DB_LOCK_SAMPLE_URL must start with one of ${schemes.join(', ')}, got '${url.protocol}//'`);
+  }
+  // The name goes into CREATE DATABASE unescaped by any driver: allow only plain identifiers,
+  // no longer than the server keeps (PostgreSQL would cut a longer name to 63 bytes silently).
+  const maxLength = kindOfUrl(url) === 'postgres' ? 63 : 64;
+  if (!new RegExp(`^[A-Za-z0-9_]{1,${maxLength}}$`).test(databaseName(url)))
+    throw new SampleConfigError(`the database name in DB_LOCK_SAMPLE_URL must be 1-${maxLength} letters, digits or '_', got '${databaseName(url)}'`);
   return url;
 }
 

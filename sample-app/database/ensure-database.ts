@@ -1,5 +1,13 @@
 import mysql from 'mysql2/promise';
+import pg from 'pg';
 import { databaseName, serverOptions } from '../config/sample-config.js';
+import { kindOfUrl } from './database-kind.js';
+import { DatabaseUnreachableError, isConnectionFailure } from './database-unreachable.error.js';
+
+export { DatabaseUnreachableError } from './database-unreachable.error.js';
+
+/** A plain driver connection, outside TypeORM: mysql2's or pg's. Both close with `end()`. */
+export type DriverConnection = mysql.Connection | pg.Client;
 
 /**
  * Connects to the server of `url` (no database selected) and creates the URL's database if it
@@ -11,70 +19,56 @@ export async function ensureDatabase(url: URL, options: { recreate?: boolean } =
   const name = databaseName(url); // checked by readSampleConfig: letters, digits, '_' only
   const connection = await connectServer(url);
   try {
-    if (options.recreate) await connection.query(`DROP DATABASE IF EXISTS \`${name}\``);
-    await connection.query(`CREATE DATABASE IF NOT EXISTS \`${name}\``);
+    if (connection instanceof pg.Client) await ensurePostgresDatabase(connection, name, options.recreate ?? false);
+    else {
+      if (options.recreate) await connection.query(`DROP DATABASE IF EXISTS \`${name}\``);
+      await connection.query(`CREATE DATABASE IF NOT EXISTS \`${name}\``);
+    }
   } finally {
     await connection.end();
   }
 }
 
-/** A connection to the server of `url`, or DatabaseUnreachableError saying how to get one. */
-export async function connectServer(url: URL): Promise<mysql.Connection> {
+/**
+ * PostgreSQL has no CREATE DATABASE IF NOT EXISTS, and CREATE DATABASE cannot run inside a
+ * transaction (pg's `query` outside BEGIN is fine): look in pg_database first. The name is
+ * double-quoted so that its case is kept, as the drivers use it when they connect.
+ */
+async function ensurePostgresDatabase(client: pg.Client, name: string, recreate: boolean): Promise<void> {
+  // FORCE (PostgreSQL 13+) ends sessions still connected, e.g. instances of an interrupted demo
+  // run; without it the drop fails while any session uses the database.
+  if (recreate) await client.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
+  const existing = await client.query('SELECT 1 FROM pg_database WHERE datname = $1', [name]);
+  if (existing.rowCount !== 0) return;
   try {
-    return await mysql.createConnection({ ...serverOptions(url), connectTimeout: 3_000 });
+    await client.query(`CREATE DATABASE "${name}"`);
+  } catch (error) {
+    // Another process created it between our look and our CREATE: that is what we wanted.
+    const code = (error as { code?: unknown }).code;
+    if (code !== '42P04' && code !== '23505') throw error; // duplicate_database, or its catalog row
+  }
+}
+
+/** A connection to the server of `url`, or DatabaseUnreachableError saying how to get one. */
+export function connectServer(url: URL): Promise<DriverConnection> {
+  // PostgreSQL always connects to some database: `postgres` is there on every server.
+  return connect(url, kindOfUrl(url) === 'postgres' ? 'postgres' : undefined);
+}
+
+/** A connection to the URL's database itself (the demo reads its results through one). */
+export function connectDatabase(url: URL): Promise<DriverConnection> {
+  return connect(url, databaseName(url));
+}
+
+async function connect(url: URL, database: string | undefined): Promise<DriverConnection> {
+  const { host, port, user, password } = serverOptions(url);
+  try {
+    if (kindOfUrl(url) === 'mysql') return await mysql.createConnection({ host, port, user, password, database, connectTimeout: 3_000 });
+    const client = new pg.Client({ host, port, user, password, database, connectionTimeoutMillis: 3_000 });
+    await client.connect();
+    return client;
   } catch (error) {
     if (isConnectionFailure(error)) throw new DatabaseUnreachableError(url, error as Error);
     throw error;
   }
-}
-
-/** The server did not answer, or refused us: the one startup failure users can fix themselves. */
-export class DatabaseUnreachableError extends Error {
-  override name = 'DatabaseUnreachableError';
-
-  constructor(
-    readonly url: URL,
-    cause: Error,
-  ) {
-    const { host, port, user } = serverOptions(url);
-    super(`Cannot connect to a MySQL/MariaDB server at ${host}:${port} as '${user}': ${cause.message}`, { cause });
-  }
-
-  /** What to type to get a database, for the npm script the user ran (`sample` or `demo`). */
-  help(script: string): string {
-    const dockerUrl = new URL(this.url.href);
-    dockerUrl.username = 'root';
-    dockerUrl.password = 'root';
-    dockerUrl.hostname = '127.0.0.1';
-    dockerUrl.port = '3308'; // docker-compose.yml maps the mariadb service to 3308 (mysql: 3307)
-    const refused = String((this.cause as { code?: unknown }).code).startsWith('ER_ACCESS_DENIED');
-    return [
-      this.message,
-      ...(refused ? ['A server answers there but refused these credentials: fix user:password in DB_LOCK_SAMPLE_URL, or use Docker.'] : []),
-      '',
-      'Start MariaDB with Docker, from the repository root (give it ~10 s; `docker compose ps` shows it healthy):',
-      '  docker compose up -d mariadb',
-      'then run again against it:',
-      `  DB_LOCK_SAMPLE_URL=${dockerUrl.href} npm run ${script}`,
-      '',
-      'Or point DB_LOCK_SAMPLE_URL at a server you already run: mysql://user:password@host:port/database',
-    ].join('\n');
-  }
-}
-
-const CONNECTION_FAILURES = new Set([
-  'ECONNREFUSED',
-  'ECONNRESET',
-  'ENOTFOUND',
-  'EAI_AGAIN',
-  'ETIMEDOUT',
-  'EHOSTUNREACH',
-  'ENETUNREACH',
-  'ER_ACCESS_DENIED_ERROR',
-  'ER_ACCESS_DENIED_NO_PASSWORD_ERROR',
-]);
-
-function isConnectionFailure(error: unknown): boolean {
-  const code = (error as { code?: unknown } | null)?.code;
-  return typeof code === 'string' && CONNECTION_FAILURES.has(code);
 }

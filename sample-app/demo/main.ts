@@ -1,5 +1,5 @@
-import { DatabaseUnreachableError, connectServer, ensureDatabase } from '../database/ensure-database.js';
-import { readSampleConfig, SampleConfigError } from '../config/sample-config.js';
+import { DatabaseUnreachableError, connectDatabase, connectServer, ensureDatabase } from '../database/ensure-database.js';
+import { readSampleConfig, SampleConfigError, serverOptions } from '../config/sample-config.js';
 import {
   type Check,
   expectedAnswers,
@@ -14,9 +14,10 @@ import { type Instance, startInstance, stopInstances, stopOnInterrupt, waitUntil
 import { buildRequests, type LoadPlan, type Outcome, runLoad } from './load.js';
 
 /**
- * `npm run demo`: three instances of the sample app on one database, a few hundred concurrent
- * repayments, claim sales and order numbers spread over them, then checks computed from the
- * database itself. Exits 0 only if every check passed.
+ * `npm run demo`: three instances of the sample app on one database (MySQL/MariaDB or
+ * PostgreSQL, as DB_LOCK_SAMPLE_URL says), a few hundred concurrent repayments, claim sales and
+ * order numbers spread over them, then checks computed from the database itself. Exits 0 only
+ * if every check passed.
  */
 const PORTS = [3101, 3102, 3103];
 const DEMO_DATABASE = 'dblock_demo';
@@ -28,7 +29,8 @@ async function main(): Promise<number> {
   await (await connectServer(config.databaseUrl)).end();
   const url = new URL(config.databaseUrl.href);
   url.pathname = `/${DEMO_DATABASE}`;
-  const where = `${url.hostname}:${url.port || 3306}`;
+  const { host, port } = serverOptions(url);
+  const where = `${host}:${port}`;
 
   // A fresh database every run: the checks compare against the seed data.
   await ensureDatabase(url, { recreate: true });
@@ -58,9 +60,8 @@ async function main(): Promise<number> {
     console.log(`Done in ${seconds.toFixed(1)} s (${Math.round(outcomes.length / seconds)} requests/s). Stopping the instances (SIGTERM)...`);
     await stopInstances(instances);
 
-    const db = await connectServer(url);
+    const db = await connectDatabase(url);
     try {
-      await db.query(`USE \`${DEMO_DATABASE}\``);
       const checks = [
         await moneyConserved(db, outcomes),
         await ownershipChains(db, outcomes),
@@ -85,9 +86,12 @@ function printReport(outcomes: readonly Outcome[], checks: readonly Check[], log
   for (const kind of ['repay', 'transfer', 'order', 'statement'] as const) {
     const mine = outcomes.filter((o) => o.kind === kind);
     const byStatus = new Map<string, number>();
-    for (const o of mine) byStatus.set(`${o.status}${o.error ? ` ${o.error}` : ''}`, (byStatus.get(`${o.status}${o.error ? ` ${o.error}` : ''}`) ?? 0) + 1);
+    for (const o of mine)
+      byStatus.set(`${o.status}${o.error ? ` ${o.error}` : ''}`, (byStatus.get(`${o.status}${o.error ? ` ${o.error}` : ''}`) ?? 0) + 1);
     const perInstance = [0, 1, 2].map((i) => count((o) => o.kind === kind && o.instance === i)).join('/');
-    console.log(`  ${kind.padEnd(9)} ${String(mine.length).padStart(4)} (per instance ${perInstance}): ${[...byStatus].map(([s, c]) => `${c} x ${s}`).join(', ')}`);
+    console.log(
+      `  ${kind.padEnd(9)} ${String(mine.length).padStart(4)} (per instance ${perInstance}): ${[...byStatus].map(([s, c]) => `${c} x ${s}`).join(', ')}`,
+    );
   }
   const timeouts = count((o) => o.status === 423);
   const lost = count((o) => o.status === 409 && o.error === 'LockLostError');

@@ -35,26 +35,30 @@ export class ReconciliationService {
   @WriteLock('reconciliation', { onLocked: 'skip' })
   async reconcile(): Promise<ReconciliationResult | undefined> {
     const em = this.locks.manager;
-    // One statement: InnoDB reads all of it from one snapshot even at READ COMMITTED, so it sees
-    // each repayment whole or not at all while repayments keep running on other loans.
+    // One statement: InnoDB and PostgreSQL both read all of it from one snapshot even at READ
+    // COMMITTED, so it sees each repayment whole or not at all while repayments keep running on
+    // other loans. Aliases are snake_case: PostgreSQL folds unquoted names to lower case.
     const [row] = (await em.query(`
       SELECT
-        (SELECT COALESCE(SUM(balance_cents - opening_cents), 0) FROM p2p_investor) AS paidOut,
+        (SELECT COALESCE(SUM(balance_cents - opening_cents), 0) FROM p2p_investor) AS paid_out,
         (SELECT COALESCE(SUM(repaid_cents), 0) FROM p2p_loan) AS repaid,
         (SELECT COALESCE(SUM(cents), 0) FROM p2p_repayment) AS recorded,
         (SELECT COALESCE(SUM(received_cents), 0) FROM p2p_claim) AS received,
-        (SELECT COUNT(*) FROM p2p_loan WHERE outstanding_cents + repaid_cents <> principal_cents) AS loansOff
-    `)) as Record<'paidOut' | 'repaid' | 'recorded' | 'received' | 'loansOff', string>[];
+        (SELECT COUNT(*) FROM p2p_loan WHERE outstanding_cents + repaid_cents <> principal_cents) AS loans_off
+    `)) as Record<'paid_out' | 'repaid' | 'recorded' | 'received' | 'loans_off', string>[];
     const result: ReconciliationResult = {
-      paidOutCents: Number(row!.paidOut),
+      paidOutCents: Number(row!.paid_out),
       repaidCents: Number(row!.repaid),
       recordedCents: Number(row!.recorded),
       receivedCents: Number(row!.received),
-      loansOff: Number(row!.loansOff),
+      loansOff: Number(row!.loans_off),
       balanced: false,
     };
     result.balanced =
-      result.loansOff === 0 && result.paidOutCents === result.repaidCents && result.recordedCents === result.repaidCents && result.receivedCents === result.repaidCents;
+      result.loansOff === 0 &&
+      result.paidOutCents === result.repaidCents &&
+      result.recordedCents === result.repaidCents &&
+      result.receivedCents === result.repaidCents;
     const holder = `${hostname()}:${process.pid}`; // as the lock log names holders
     await em.insert(Reconciliation, { holder, balanced: result.balanced, paidOutCents: result.paidOutCents, repaidCents: result.repaidCents });
     if (result.balanced) this.logger.log(`Reconciliation: balanced, ${result.repaidCents} cents repaid and paid out`);

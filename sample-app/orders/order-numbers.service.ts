@@ -1,6 +1,9 @@
 import { Injectable } from '@nestjs/common';
 import { DataSource, type EntityManager } from 'typeorm';
+import { affectedRows } from '../database/affected-rows.js';
+import { kindOf } from '../database/database-kind.js';
 import { type LockHandle, LockLostError, LockService } from '../nestjs-db-lock.js';
+import { CREATE_COUNTER_SQL, TODAY_SQL } from './order-counter.sql.js';
 
 export interface OrderNumber {
   /** `ORD-20261123-000042`: the day (database server clock, UTC) and that day's sequence. */
@@ -23,33 +26,30 @@ export class OrderNumbersService {
   ) {}
 
   async next(): Promise<OrderNumber> {
-    const [{ day }] = (await this.dataSource.query(`SELECT DATE_FORMAT(UTC_TIMESTAMP(), '%Y%m%d') AS day`)) as [{ day: string }];
+    const [{ day }] = (await this.dataSource.query(TODAY_SQL[kindOf(this.dataSource)])) as [{ day: string }];
     // One lock per day's counter. The transaction commits inside withLock, before the release.
     return this.locks.withLock(`order-counter:${day}`, (lock) => this.dataSource.transaction((em) => this.take(em, day, lock)));
   }
 
   /** Read the counter, add one, write it back: a read-modify-write that only the lock makes safe. */
   private async take(em: EntityManager, day: string, lock: LockHandle): Promise<OrderNumber> {
-    await em.query('INSERT IGNORE INTO p2p_order_counter (day, last_value, fencing_token) VALUES (?, 0, 0)', [day]);
-    const [row] = (await em.query('SELECT last_value FROM p2p_order_counter WHERE day = ?', [day])) as { last_value: number }[];
+    await em.query(CREATE_COUNTER_SQL[kindOf(this.dataSource)], [day]);
+    const [row] = (await em.sql`SELECT last_value FROM p2p_order_counter WHERE day = ${day}`) as { last_value: number }[];
     const value = Number(row!.last_value) + 1;
 
     // The fence, by hand. A lease can run out while its holder is stalled (GC, paused VM) and
     // another instance can take over; the fencing token grows with every grant, so the stale
     // holder's older token matches no row here and its write is refused instead of handing
     // out a number twice. (A decorated method gets this for free: its fenced transaction.)
-    const result = (await em.query('UPDATE p2p_order_counter SET last_value = ?, fencing_token = ? WHERE day = ? AND fencing_token < ?', [
-      value,
-      lock.fencingToken,
-      day,
-      lock.fencingToken,
-    ])) as { affectedRows: number };
-    if (result.affectedRows !== 1)
-      throw new LockLostError(lock.keys[0]!, lock.fencingToken, 'a holder with a newer fencing token already wrote the counter');
+    const updated = affectedRows(
+      await em.sql`UPDATE p2p_order_counter SET last_value = ${value}, fencing_token = ${lock.fencingToken}
+                    WHERE day = ${day} AND fencing_token < ${lock.fencingToken}`,
+    );
+    if (updated !== 1) throw new LockLostError(lock.keys[0]!, lock.fencingToken, 'a holder with a newer fencing token already wrote the counter');
 
     const orderNumber = `ORD-${day}-${String(value).padStart(6, '0')}`;
     // The unique index on order_number is the safety net: a duplicate would fail loudly, never pass.
-    await em.query('INSERT INTO p2p_order (order_number, fencing_token) VALUES (?, ?)', [orderNumber, lock.fencingToken]);
+    await em.sql`INSERT INTO p2p_order (order_number, fencing_token) VALUES (${orderNumber}, ${lock.fencingToken})`;
     return { orderNumber, fencingToken: lock.fencingToken };
   }
 }

@@ -17,6 +17,7 @@ export class Repayment {
   @Column(bigintColumn('fencing_token'))
   fencingToken!: number;
 
-  @CreateDateColumn({ name: 'created_at', type: 'datetime', precision: 6 })
+  // No type: each driver's own (DATETIME on MySQL, a timestamp on PostgreSQL); the migration made it.
+  @CreateDateColumn({ name: 'created_at', precision: 6 })
   createdAt!: Date;
 }
