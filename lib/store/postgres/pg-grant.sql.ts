@@ -2,6 +2,7 @@ import type pg from 'pg';
 import type { LockTarget } from '../../core/lock-key.js';
 import type { GrantOutcome, GrantRequest } from '../lock-store.js';
 import { createKeyRowsStatement } from './pg-log-rows.sql.js';
+import { lockDecision, lockRows, permitDecision } from './pg-grant-decision.sql.js';
 import {
   EFFECTIVE_EXPIRY,
   endHoldersCtes,
@@ -12,6 +13,7 @@ import {
   LOCK_LOG_TABLE,
   LOCK_TABLE,
   LockStatus,
+  LOCK_WAIT_MS,
   msInterval,
   NOW,
   parseDate,
@@ -21,9 +23,6 @@ import {
   textLiteral,
   type Row,
 } from './pg-sql.js';
-
-/** The log rows' mode of a semaphore's permits (locks write 'read' or 'write'), as on MySQL. */
-export const PERMIT_MODE = 'permit';
 
 /** A lease grant as this store sends it: the strategy's request and the granting process. */
 export interface PgGrantInput {
@@ -44,9 +43,10 @@ export interface GrantSteps {
 
 /**
  * One lease grant try, one round trip: a simple-query batch holding one READ COMMITTED transaction.
- *  1. note the server's clock (the lease's start is measured from it) and bound the lock waits;
+ *  1. (a budget under LOCK_WAIT_MS) bound the lock waits to it;
  *  2. (first use) create the missing key rows, from the fencing floor;
- *  3. lock the keys' rows in key order: every grant of a key, and every row-lock take, serialises here;
+ *  3. lock the keys' rows in key order (every grant of a key, and every row-lock take, serialises
+ *     here) and note the server's clock;
  *  4. (takeover) lock the processes of the conflicting holders FOR SHARE, so that a renewal in
  *     flight commits first and the next statement sees it; end the holders whose lease (own or
  *     process) ran out as EXPIRED and tell their processes, which is what fences them;
@@ -57,27 +57,32 @@ export interface GrantSteps {
  *     not, a waiting writer marks its keys. Every grant of a key needs step 3's lock, so no holder
  *     appears between the count and the insert.
  * Busy and expired are judged by the holders' full leases (own or process): the watchdog renews
- * only the process, so a long hold's own expires_at runs out while it is held.
+ * only the process, so a long hold's own expires_at runs out while it is held. Steps 3 and 5 are
+ * prepared statements (pg-grant-decision.sql.ts).
  */
 export function grantBatch(input: PgGrantInput, steps: GrantSteps): { sql: string; parse: (results: pg.QueryResult[]) => GrantOutcome } {
   const { targets } = input.request;
   const keys = targets.map((t) => t.bytes);
   const limit = targets.length === 1 ? targets[0]!.semaphoreLimit : undefined;
   const conflict = limit === undefined ? conflictingHolders(targets) : `g.lock_key = ${keyLiteral(keys[0]!)}`;
+  // The library's sessions wait LOCK_WAIT_MS for a row lock (PgLockPool's session setup): a shorter bound is set for this transaction only.
+  const bound = input.waitMs < LOCK_WAIT_MS ? [`SELECT set_config('lock_timeout', '${Math.max(1, Math.ceil(input.waitMs))}ms', true)`] : [];
   const statements = [
     'BEGIN ISOLATION LEVEL READ COMMITTED',
-    `SELECT ${NOW} AS t0, set_config('lock_timeout', '${Math.max(1, Math.ceil(input.waitMs))}ms', true)`,
+    ...bound,
     ...(steps.createKeyRows ? [createKeyRowsStatement(keys)] : []),
-    `SELECT lock_key FROM ${LOCK_TABLE} WHERE lock_key IN (${keyList(keys)}) ORDER BY lock_key FOR UPDATE`,
+    lockRows(keys),
     ...(steps.takeover ? takeoverStatements(conflict, `taken over by ${input.request.acquisitionId}`) : []),
     limit === undefined ? lockDecision(input) : permitDecision(input, limit),
     'COMMIT',
   ];
   const decided = statements.length - 2;
+  const locked = 1 + bound.length + (steps.createKeyRows ? 1 : 0);
   return {
     sql: statements.join(';\n'),
     parse: (results) => {
-      const t0 = parseDate((results[1]!.rows[0] as Row).t0);
+      const first = results[locked]!.rows[0] as Row | undefined;
+      const t0 = first === undefined ? undefined : parseDate(first.t0);
       const reclaimed = steps.takeover ? Number((results[decided - 1]!.rows[0] as Row | undefined)?.reclaimed ?? 0) : 0;
       return outcomeOf(results[decided]!.rows as Row[], targets.length, t0, reclaimed, limit);
     },
@@ -112,90 +117,7 @@ export function takeoverStatements(conflict: string, note: string): string[] {
   ];
 }
 
-/** The live holders matching `conflict` (a CTE named `live`: each one's full lease end as `until`, and its mode). */
-function liveHolders(conflict: string): string {
-  return (
-    `live AS (SELECT g.mode, ${EFFECTIVE_EXPIRY} AS until FROM ${LOCK_LOG_TABLE} g LEFT JOIN ${PROCESS_TABLE} p ON p.id = g.process_id ` +
-    `WHERE ${conflict} AND g.status IN ${LIVE_STATUSES_SQL})`
-  );
-}
-
-/** A lock's decision and writes (see grantBatch, step 5). */
-function lockDecision(input: PgGrantInput): string {
-  const { targets, writerPreference, writerWaitMarkMs } = input.request;
-  const readKeys = targets.filter((t) => t.mode === 'read').map((t) => t.bytes);
-  const writeKeys = targets.filter((t) => t.mode === 'write').map((t) => t.bytes);
-  const writerWaiting =
-    writerPreference && readKeys.length > 0
-      ? `(SELECT count(*) FROM ${LOCK_TABLE} l WHERE l.lock_key IN (${keyList(readKeys)}) AND l.writer_waiting_until > ${NOW})::int`
-      : '0';
-  const clearMark = writeKeys.length > 0 ? `, writer_waiting_until = CASE WHEN t.m = 'write' THEN NULL ELSE l.writer_waiting_until END` : '';
-  return (
-    `WITH t(k, m) AS (VALUES ${targets.map((t) => `(${keyLiteral(t.bytes)}, '${t.mode}')`).join(', ')}), ` +
-    `${liveHolders(conflictingHolders(targets))}, ` +
-    `d AS (SELECT (SELECT count(*) FROM ${LOCK_TABLE} l WHERE l.lock_key IN (SELECT k FROM t))::int AS key_rows, ${writerWaiting} AS writer_waiting, ` +
-    `(SELECT count(*) FROM live WHERE until > ${NOW})::int AS busy, (SELECT count(*) FROM live WHERE until <= ${NOW})::int AS expired), ` +
-    `ok AS (SELECT key_rows = ${targets.length} AND writer_waiting = 0 AND busy + expired = 0 AS granted FROM d), ` +
-    `bumped AS (UPDATE ${LOCK_TABLE} l SET fencing_token = l.fencing_token + 1, last_granted_at = ${NOW}, no_lease_holders = 0${clearMark} ` +
-    `FROM t WHERE l.lock_key = t.k AND (SELECT granted FROM ok) RETURNING l.lock_key, l.fencing_token, t.m), ` +
-    `${insertHolders(input)}` +
-    (writerWaitMarkMs > 0 && writeKeys.length > 0 ? `, ${writerMark(writeKeys, writerWaitMarkMs)}` : '') +
-    ` ${answer('NULL::int AS current_limit')}`
-  );
-}
-
-/**
- * A semaphore permit's decision and writes (see grantBatch, step 5): at most `limit` live permits,
- * no lock holder, no waiting writer (permits are readers to writers), and the limit the live
- * permits are in use with (a new limit is adopted only when none is live).
- */
-function permitDecision(input: PgGrantInput, limit: number): string {
-  const key = keyLiteral(input.request.targets[0]!.bytes);
-  const waits = input.request.writerPreference ? `l.writer_waiting_until > ${NOW}` : 'false';
-  return (
-    `WITH t(k, m) AS (VALUES (${key}, '${PERMIT_MODE}')), ${liveHolders(`g.lock_key = ${key}`)}, ` +
-    `kr AS (SELECT l.semaphore_limit, ${waits} AS waits FROM ${LOCK_TABLE} l WHERE l.lock_key = ${key}), ` +
-    `d AS (SELECT (SELECT count(*) FROM kr)::int AS key_rows, (SELECT count(*) FROM kr WHERE waits)::int AS writer_waiting, ` +
-    `(SELECT max(semaphore_limit) FROM kr) AS current_limit, (SELECT count(*) FROM live)::int AS held, ` +
-    `(SELECT count(*) FROM live WHERE mode <> '${PERMIT_MODE}')::int AS locked, ` +
-    `(SELECT count(*) FROM live WHERE until > ${NOW})::int AS busy, (SELECT count(*) FROM live WHERE until <= ${NOW})::int AS expired), ` +
-    `ok AS (SELECT key_rows = 1 AND writer_waiting = 0 AND locked = 0 AND held < ${sqlInteger(limit)} ` +
-    `AND (held = 0 OR current_limit IS NULL OR current_limit = ${sqlInteger(limit)}) AS granted FROM d), ` +
-    `bumped AS (UPDATE ${LOCK_TABLE} l SET fencing_token = l.fencing_token + 1, last_granted_at = ${NOW}, no_lease_holders = 0, ` +
-    `semaphore_limit = ${sqlInteger(limit)} FROM t WHERE l.lock_key = t.k AND (SELECT granted FROM ok) RETURNING l.lock_key, l.fencing_token, t.m), ` +
-    `${insertHolders(input)} ${answer('d.current_limit, d.locked')}`
-  );
-}
-
-/** The granted rows: one per key of `bumped`, with its new token (CTE `ins`). */
-function insertHolders(input: PgGrantInput): string {
-  const { request } = input;
-  return (
-    `ins AS (INSERT INTO ${LOCK_LOG_TABLE} (lock_key, mode, owner, holder, process_id, strategy, fencing_token, status, lease_ms, acquired_at, expires_at, wait_ms) ` +
-    `SELECT lock_key, m, ${textLiteral(request.acquisitionId)}, ${textLiteral(input.holder)}, ${rowIdLiteral(input.processId)}, 'lease', fencing_token, ` +
-    `'${LockStatus.ACQUIRED}', ${sqlInteger(request.leaseMs)}, ${NOW}, ${NOW} + ${msInterval(sqlInteger(request.leaseMs))}, ${sqlInteger(request.waitedMs)} ` +
-    `FROM bumped RETURNING id, lock_key, fencing_token, acquired_at, expires_at)`
-  );
-}
-
-/** A waiting writer holds back new readers (writer preference); refreshed only when less than half of the mark is left. */
-function writerMark(writeKeys: readonly Buffer[], markMs: number): string {
-  return (
-    `mark AS (UPDATE ${LOCK_TABLE} l SET writer_waiting_until = ${NOW} + ${msInterval(sqlInteger(markMs))} ` +
-    `WHERE l.lock_key IN (${keyList(writeKeys)}) AND NOT (SELECT granted FROM ok) ` +
-    `AND (l.writer_waiting_until IS NULL OR l.writer_waiting_until < ${NOW} + ${msInterval(sqlInteger(markMs / 2))}))`
-  );
-}
-
-/** One row per granted key, or one summary row when nothing was granted (the summary on each). */
-function answer(extra: string): string {
-  return (
-    `SELECT ok.granted, d.key_rows, d.writer_waiting, d.busy, d.expired, ${extra}, ins.id, ins.lock_key, ins.fencing_token, ins.acquired_at, ins.expires_at ` +
-    `FROM d CROSS JOIN ok LEFT JOIN ins ON true`
-  );
-}
-
-function outcomeOf(rows: readonly Row[], n: number, t0: Date, reclaimed: number, limit: number | undefined): GrantOutcome {
+function outcomeOf(rows: readonly Row[], n: number, t0: Date | undefined, reclaimed: number, limit: number | undefined): GrantOutcome {
   const summary = rows[0] ?? {};
   if (summary.granted === true && rows.length === n && rows.every((row) => row.id !== null)) {
     return {
@@ -207,7 +129,8 @@ function outcomeOf(rows: readonly Row[], n: number, t0: Date, reclaimed: number,
         expiresAt: parseDate(row.expires_at),
       })),
       reclaimed,
-      serverWaitMs: Math.max(0, parseDate(rows[0]!.acquired_at).getTime() - t0.getTime()),
+      // Counted from when the key rows were locked (0 if unknown): from a later time than the lease's start, never an earlier one.
+      serverWaitMs: t0 === undefined ? 0 : Math.max(0, parseDate(rows[0]!.acquired_at).getTime() - t0.getTime()),
       serverStartedAt: t0,
     };
   }

@@ -4,13 +4,8 @@ import { LockStatementError } from '../lock-statement.error.js';
 import type { GrantAnswer, GrantRequest } from '../lock-store.js';
 import { grantBatch, type GrantSteps } from './pg-grant.sql.js';
 import type { PgLockPool } from './pg-pool.js';
-
-/**
- * The longest a grant's statement waits for a key row (lock_timeout): a row-lock holder keeps the
- * row for its whole transaction, and a lease grant must not hold a pool connection that long. A
- * wait cut here is a failed try; the caller's queue asks again within its budget.
- */
-export const GRANT_LOCK_WAIT_MS = 1_000;
+import { LOCK_WAIT_MS } from './pg-sql.js';
+import { GRANT_STATEMENTS } from './pg-grant-decision.sql.js';
 
 /** What a grant needs from the lock log. */
 export interface LeaseGrantHost {
@@ -29,14 +24,14 @@ export interface LeaseGrantHost {
  * given back before the failure is thrown.
  */
 export async function grantLease(host: LeaseGrantHost, request: GrantRequest, deadline: number, serverBoundMs?: number): Promise<GrantAnswer> {
-  const input = { request, holder: host.holder, processId: host.processId, waitMs: Math.min(GRANT_LOCK_WAIT_MS, serverBoundMs ?? Infinity) };
+  const input = { request, holder: host.holder, processId: host.processId, waitMs: Math.min(LOCK_WAIT_MS, serverBoundMs ?? Infinity) };
   let steps: GrantSteps = { createKeyRows: false, takeover: false };
   for (let attempt = 0; ; attempt++) {
     const sentAt = performance.now();
     const batch = grantBatch(input, steps);
     let answer: GrantAnswer;
     try {
-      answer = batch.parse(await host.pool.query(batch.sql, 'locks', Math.max(1, Math.min(ANSWER_BOUND_MS, deadline - sentAt))));
+      answer = batch.parse(await host.pool.query(batch.sql, 'locks', Math.max(1, Math.min(ANSWER_BOUND_MS, deadline - sentAt)), GRANT_STATEMENTS));
     } catch (error) {
       const failure = LockStatementError.from(error);
       if (failure.kind === 'retry' && attempt < 4 && performance.now() < deadline) {

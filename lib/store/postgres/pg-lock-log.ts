@@ -34,7 +34,7 @@ import {
 /** How long an idempotent write (key rows, audit rows, renewals) is re-sent through transient failures. */
 const RETRY_FOR_MS = 3_000;
 
-/** A grant of unknown outcome is given back again after this: the server has surely finished its batch by then (each lock wait is bounded, see GRANT_LOCK_WAIT_MS). */
+/** A grant of unknown outcome is given back again after this: the server has surely finished its batch by then (each lock wait is bounded, see LOCK_WAIT_MS). */
 const LATE_GIVE_BACK_MS = 5_000;
 
 /**

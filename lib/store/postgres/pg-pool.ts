@@ -4,9 +4,17 @@ import { LockStatementError } from '../lock-statement.error.js';
 import type { RoundTripPurpose } from '../lock-store.js';
 import { ANSWER_BOUND_MS } from '../answer-bound.js';
 import './pg-failures.js';
+import { LOCK_WAIT_MS } from './pg-sql.js';
 
-/** The library's sessions: READ COMMITTED (a fresh read per statement), a one-second row-lock wait. */
-const SESSION_SETUP = "SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL READ COMMITTED; SET lock_timeout = '1s'";
+/** The library's sessions: READ COMMITTED (a fresh read per statement), a bounded row-lock wait. */
+const SESSION_SETUP = `SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL READ COMMITTED; SET lock_timeout = '${LOCK_WAIT_MS}ms'`;
+
+/** Statements a round trip needs prepared on its connection: run in front of it once per connection (see PgLockPool.query). */
+export interface PreparedStatements {
+  readonly sql: string;
+  /** How many statements `sql` holds (their results are left out of the answer). */
+  readonly count: number;
+}
 
 /** pg's settings for the library's pool, from the DataSource's (as TypeORM builds its own), nothing configured twice. */
 export function pgPoolConfig(dataSource: DataSource, max: number): pg.PoolConfig {
@@ -46,6 +54,8 @@ export function pgPoolConfig(dataSource: DataSource, max: number): pg.PoolConfig
 export class PgLockPool {
   private readonly pool: pg.Pool;
   private closed = false;
+  /** Connections whose prepared statements are in place (each after a round trip that made them succeeded). */
+  private readonly prepared = new WeakMap<pg.PoolClient, PreparedStatements>();
   readonly roundTrips: Record<RoundTripPurpose, number> = { locks: 0, renewals: 0, janitor: 0, admin: 0 };
 
   constructor(config: pg.PoolConfig) {
@@ -64,10 +74,12 @@ export class PgLockPool {
   /**
    * One round trip (one or more statements, one result each). A failed batch that opened a
    * transaction is rolled back before its client goes back to the pool; a client whose answer did
-   * not come in time, or whose connection broke, is destroyed, never reused.
+   * not come in time, or whose connection broke, is destroyed, never reused. `prepared`: statements
+   * this round trip EXECUTEs, made first on a connection that does not have them yet (in the same
+   * round trip; their results left out).
    * @throws LockStatementError, whatever went wrong.
    */
-  async query(sql: string, purpose: RoundTripPurpose, answerWithinMs = ANSWER_BOUND_MS): Promise<pg.QueryResult[]> {
+  async query(sql: string, purpose: RoundTripPurpose, answerWithinMs = ANSWER_BOUND_MS, prepared?: PreparedStatements): Promise<pg.QueryResult[]> {
     if (this.closed) throw new LockStatementError('unreachable', new Error('the lock pool is closed'));
     let client: pg.PoolClient;
     try {
@@ -78,11 +90,15 @@ export class PgLockPool {
       throw failure;
     }
     this.roundTrips[purpose]++;
+    const prepare = prepared !== undefined && this.prepared.get(client) !== prepared ? prepared : undefined;
     try {
-      const answer = (await client.query({ text: sql, query_timeout: Math.max(1, Math.ceil(answerWithinMs)) } as pg.QueryConfig)) as
+      const text = prepare ? `${prepare.sql};\n${sql}` : sql;
+      const answer = (await client.query({ text, query_timeout: Math.max(1, Math.ceil(answerWithinMs)) } as pg.QueryConfig)) as
         pg.QueryResult | pg.QueryResult[];
+      if (prepare) this.prepared.set(client, prepare);
       client.release();
-      return Array.isArray(answer) ? answer : [answer];
+      const results = Array.isArray(answer) ? answer : [answer];
+      return prepare ? results.slice(prepare.count) : results;
     } catch (error) {
       const failure = LockStatementError.from(error);
       if (failure.kind === 'connection-lost' || failure.kind === 'other') client.release(failure);

@@ -18,6 +18,14 @@ export { LockStatus } from '../../core/lock-status.js';
  */
 export const NOW = 'clock_timestamp()';
 
+/**
+ * The longest a statement of the library's own sessions waits for a row lock (their lock_timeout):
+ * a row-lock holder keeps its key row for its whole transaction, and a lease grant must not hold a
+ * pool connection that long. A wait cut here is a failed try; the caller's queue asks again within
+ * its budget.
+ */
+export const LOCK_WAIT_MS = 1_000;
+
 /** A key's bytes as a bytea literal (hex: exact bytes, NUL included). */
 export const keyLiteral = (bytes: Buffer): string => `'\\x${bytes.toString('hex')}'::bytea`;
 

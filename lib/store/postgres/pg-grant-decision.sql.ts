@@ -1,0 +1,111 @@
+import { LockStatus } from '../../core/lock-status.js';
+import type { PgGrantInput } from './pg-grant.sql.js';
+import {
+  EFFECTIVE_EXPIRY,
+  keyLiteral,
+  LIVE_STATUSES_SQL,
+  LOCK_LOG_TABLE,
+  LOCK_TABLE,
+  NOW,
+  PROCESS_TABLE,
+  rowIdLiteral,
+  sqlInteger,
+  textLiteral,
+} from './pg-sql.js';
+
+/** The log rows' mode of a semaphore's permits (locks write 'read' or 'write'), as on MySQL. */
+export const PERMIT_MODE = 'permit';
+
+/**
+ * The lease grant's statements that run on every grant, prepared once per connection of the
+ * library's pool (see PgLockPool's `prepared`) and run with EXECUTE in the grant's batch: planned
+ * from its text on every grant, the decision cost more than its execution. Their parameters carry
+ * every value, so one text serves every shape of request (one key or several, any modes).
+ */
+
+/** Locks the keys' rows in key order; answers the server's clock (after the wait: it then counts the lease from a later time, never an earlier one). */
+const LOCK_ROWS = `PREPARE db_lock_lock_rows(bytea[]) AS SELECT lock_key, ${NOW} AS t0 FROM ${LOCK_TABLE} WHERE lock_key = ANY($1) ORDER BY lock_key FOR UPDATE`;
+
+/** The live holders of the keys of `t` they conflict with (a CTE named `live`: each one's mode and full lease end `until`). */
+const LIVE =
+  `live AS (SELECT g.mode, ${EFFECTIVE_EXPIRY} AS until FROM t JOIN ${LOCK_LOG_TABLE} g ON g.lock_key = t.k ` +
+  `LEFT JOIN ${PROCESS_TABLE} p ON p.id = g.process_id WHERE g.status IN ${LIVE_STATUSES_SQL} AND (t.m <> 'read' OR g.mode <> 'read'))`;
+
+/** The granted rows, one per key of `bumped` with its new token: parameters $3 lease ms, $4 owner, $5 holder, $6 process, $7 waited ms. */
+const INSERT_HOLDERS =
+  `ins AS (INSERT INTO ${LOCK_LOG_TABLE} (lock_key, mode, owner, holder, process_id, strategy, fencing_token, status, lease_ms, acquired_at, expires_at, wait_ms) ` +
+  `SELECT lock_key, m, $4, $5, $6, 'lease', fencing_token, '${LockStatus.ACQUIRED}', $3, ${NOW}, ${NOW} + $3 * interval '1 millisecond', $7 ` +
+  `FROM bumped RETURNING id, lock_key, fencing_token, acquired_at, expires_at)`;
+
+/** One row per granted key, or one summary row when nothing was granted (the summary on each). */
+const answer = (extra: string): string =>
+  `SELECT ok.granted, d.key_rows, d.writer_waiting, d.busy, d.expired, ${extra}, ins.id, ins.lock_key, ins.fencing_token, ins.acquired_at, ins.expires_at ` +
+  `FROM d CROSS JOIN ok LEFT JOIN ins ON true`;
+
+/**
+ * A lock's decision and writes (see grantBatch), in one statement: $1 keys, $2 their modes, $8 the
+ * writer-waiting mark in ms (0: none), $9 writer preference. Granted when every key row is there,
+ * no conflicting holder is live (expired ones too: they are taken over first), and (writer
+ * preference) no waiting writer marked a key read here. Then each key's token is bumped (a writer's
+ * mark cleared) and its row inserted; if refused, a waiting writer marks its keys, refreshed only
+ * when less than half of the mark is left.
+ */
+const LOCK_DECISION =
+  `PREPARE db_lock_grant(bytea[], text[], int, text, text, bigint, int, int, boolean) AS ` +
+  `WITH t AS (SELECT * FROM unnest($1, $2) AS t(k, m)), ${LIVE}, ` +
+  `d AS (SELECT (SELECT count(*) FROM ${LOCK_TABLE} l WHERE l.lock_key = ANY($1))::int AS key_rows, ` +
+  `(CASE WHEN $9 THEN (SELECT count(*) FROM t JOIN ${LOCK_TABLE} l ON l.lock_key = t.k WHERE t.m = 'read' AND l.writer_waiting_until > ${NOW}) ELSE 0 END)::int AS writer_waiting, ` +
+  `(SELECT count(*) FROM live WHERE until > ${NOW})::int AS busy, (SELECT count(*) FROM live WHERE until <= ${NOW})::int AS expired), ` +
+  `ok AS (SELECT key_rows = cardinality($1) AND writer_waiting = 0 AND busy + expired = 0 AS granted FROM d), ` +
+  `bumped AS (UPDATE ${LOCK_TABLE} l SET fencing_token = l.fencing_token + 1, last_granted_at = ${NOW}, no_lease_holders = 0, ` +
+  `writer_waiting_until = CASE WHEN t.m = 'write' THEN NULL ELSE l.writer_waiting_until END ` +
+  `FROM t WHERE l.lock_key = t.k AND (SELECT granted FROM ok) RETURNING l.lock_key, l.fencing_token, t.m), ${INSERT_HOLDERS}, ` +
+  `mark AS (UPDATE ${LOCK_TABLE} l SET writer_waiting_until = ${NOW} + $8 * interval '1 millisecond' FROM t ` +
+  `WHERE $8 > 0 AND t.m = 'write' AND l.lock_key = t.k AND NOT (SELECT granted FROM ok) ` +
+  `AND (l.writer_waiting_until IS NULL OR l.writer_waiting_until < ${NOW} + $8 * interval '0.5 millisecond')) ` +
+  answer('NULL::int AS current_limit, 0 AS locked');
+
+/**
+ * A semaphore permit's decision and writes: $1 the key, $2 the limit, $8 writer preference. At most
+ * `limit` live permits, no lock holder, no waiting writer (permits are readers to writers), and the
+ * limit the live permits are in use with (a new one is adopted only when none is live).
+ */
+const PERMIT_DECISION =
+  `PREPARE db_lock_permit(bytea, int, int, text, text, bigint, int, boolean) AS ` +
+  `WITH t AS (SELECT $1 AS k, '${PERMIT_MODE}'::text AS m), ${LIVE}, ` +
+  `kr AS (SELECT l.semaphore_limit, ($8 AND l.writer_waiting_until > ${NOW}) AS waits FROM ${LOCK_TABLE} l WHERE l.lock_key = $1), ` +
+  `d AS (SELECT (SELECT count(*) FROM kr)::int AS key_rows, (SELECT count(*) FROM kr WHERE waits)::int AS writer_waiting, ` +
+  `(SELECT max(semaphore_limit) FROM kr) AS current_limit, (SELECT count(*) FROM live)::int AS held, ` +
+  `(SELECT count(*) FROM live WHERE mode <> '${PERMIT_MODE}')::int AS locked, ` +
+  `(SELECT count(*) FROM live WHERE until > ${NOW})::int AS busy, (SELECT count(*) FROM live WHERE until <= ${NOW})::int AS expired), ` +
+  `ok AS (SELECT key_rows = 1 AND writer_waiting = 0 AND locked = 0 AND held < $2 AND (held = 0 OR current_limit IS NULL OR current_limit = $2) AS granted FROM d), ` +
+  `bumped AS (UPDATE ${LOCK_TABLE} l SET fencing_token = l.fencing_token + 1, last_granted_at = ${NOW}, no_lease_holders = 0, semaphore_limit = $2 ` +
+  `FROM t WHERE l.lock_key = t.k AND (SELECT granted FROM ok) RETURNING l.lock_key, l.fencing_token, t.m), ${INSERT_HOLDERS} ` +
+  answer('d.current_limit, d.locked');
+
+/**
+ * What a connection runs once before its first grant: its prepared statements dropped (a batch that
+ * prepared them and then failed left them in place, and PREPARE refuses a name in use), then made.
+ */
+export const GRANT_STATEMENTS = { sql: ['DEALLOCATE ALL', LOCK_ROWS, LOCK_DECISION, PERMIT_DECISION].join(';\n'), count: 4 };
+
+const keyArray = (keys: readonly Buffer[]): string => `ARRAY[${keys.map(keyLiteral).join(', ')}]`;
+
+/** The key rows' lock, in key order. */
+export const lockRows = (keys: readonly Buffer[]): string => `EXECUTE db_lock_lock_rows(${keyArray(keys)})`;
+
+/** The arguments every decision shares: lease ms, owner, holder, process, waited ms. */
+function holderArguments(input: PgGrantInput): string {
+  const { request } = input;
+  return `${sqlInteger(request.leaseMs)}, ${textLiteral(request.acquisitionId)}, ${textLiteral(input.holder)}, ${rowIdLiteral(input.processId)}, ${sqlInteger(request.waitedMs)}`;
+}
+
+export function lockDecision(input: PgGrantInput): string {
+  const { targets, writerPreference, writerWaitMarkMs } = input.request;
+  const modes = `ARRAY[${targets.map((t) => `'${t.mode}'`).join(', ')}]::text[]`;
+  return `EXECUTE db_lock_grant(${keyArray(targets.map((t) => t.bytes))}, ${modes}, ${holderArguments(input)}, ${sqlInteger(writerWaitMarkMs)}, ${writerPreference})`;
+}
+
+export function permitDecision(input: PgGrantInput, limit: number): string {
+  return `EXECUTE db_lock_permit(${keyLiteral(input.request.targets[0]!.bytes)}, ${sqlInteger(limit)}, ${holderArguments(input)}, ${input.request.writerPreference})`;
+}
