@@ -66,6 +66,9 @@ const ACCESS_DENIED = new Set([
 const CONNECTION_FAILURES = new Set([...NETWORK_FAILURES, ...ACCESS_DENIED]);
 
 export function isConnectionFailure(error: unknown): boolean {
-  const code = (error as { code?: unknown } | null)?.code;
-  return typeof code === 'string' && CONNECTION_FAILURES.has(code);
+  const { code, message } = (error ?? {}) as { code?: unknown; message?: unknown };
+  if (typeof code === 'string') return CONNECTION_FAILURES.has(code);
+  // pg reports a socket that closed or timed out before the server answered with no code at all:
+  // 'Connection terminated unexpectedly', 'Connection terminated due to connection timeout'.
+  return typeof message === 'string' && message.startsWith('Connection terminated');
 }
