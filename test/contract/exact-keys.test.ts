@@ -18,14 +18,14 @@ const LOOK_ALIKES: string[][] = [
   ['t', 't\t', 't\u00a0'],
 ];
 
-contractSuite('exact-keys', 'keys compare exactly', (target) => {
+contractSuite('exact-keys', 'keys compare exactly', { postgres: true }, (target) => {
   let db: TestDatabase;
   let appA: INestApplicationContext;
   let appB: INestApplicationContext;
   let a: LockService;
   let b: LockService;
   before(async () => {
-    db = await TestDatabase.create();
+    db = await TestDatabase.forTarget(target);
     ({ app: appA, locks: a } = await createLockApp(db.settings, target.options()));
     ({ app: appB, locks: b } = await createLockApp(db.settings, target.options()));
   });

@@ -18,12 +18,13 @@ const WRITER_ITERATIONS = 150;
  * Two detectors that do not trust the library: a probe row changed inside the critical sections,
  * and the server-clock intervals of the log rows.
  */
-contractSuite('read-write', `read/write exclusion: 6 readers + 2 writers in 4 processes`, ({ strategy }) => {
+contractSuite('read-write', `read/write exclusion: 6 readers + 2 writers in 4 processes`, { postgres: true }, (target) => {
+  const { strategy } = target;
   let db: TestDatabase;
   let workers: LockWorker[];
   before(async () => {
-    db = await TestDatabase.create();
-    await db.query(PROBE_TABLE_SQL);
+    db = await TestDatabase.forTarget(target);
+    await db.query(PROBE_TABLE_SQL + db.sql.tableOptions);
     await db.query('INSERT INTO rw_probe (id) VALUES (1), (2)');
     // The probe rows are written through the DataSource on purpose (the lock alone must exclude).
     workers = await LockWorker.startMany(4, {

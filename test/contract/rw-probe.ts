@@ -22,7 +22,7 @@ export interface HoldInterval {
   owner: string;
   status: string;
   fencingToken: number;
-  /** Server time in µs since 2000-01-01 (exact: DATETIME(6) arithmetic on the server). */
+  /** Server time in µs since 2000-01-01 (exact: timestamp arithmetic on the server). */
   start: number;
   end: number;
 }
@@ -30,8 +30,8 @@ export interface HoldInterval {
 /** Every hold of `storedKey` as a server-clock interval [acquired_at, ended_at], by start. */
 export async function holdIntervals(db: TestDatabase, storedKey: string): Promise<HoldInterval[]> {
   const rows = await db.query<Record<string, unknown>[]>(
-    `SELECT g.mode, g.holder, g.owner, g.status, g.fencing_token, TIMESTAMPDIFF(MICROSECOND, '2000-01-01', g.acquired_at) AS s, ` +
-      `TIMESTAMPDIFF(MICROSECOND, '2000-01-01', COALESCE(g.ended_at, GREATEST(g.expires_at, COALESCE(p.renewed_at + INTERVAL g.lease_ms * 1000 MICROSECOND, g.expires_at)))) AS e ` +
+    `SELECT g.mode, g.holder, g.owner, g.status, g.fencing_token, ${db.sql.micros('g.acquired_at')} AS s, ` +
+      `${db.sql.micros(`COALESCE(g.ended_at, ${db.sql.leaseEndsAt('g', 'p')})`)} AS e ` +
       `FROM db_lock_log g LEFT JOIN db_lock_process p ON p.id = g.process_id WHERE g.lock_key = ? ORDER BY s, g.id`,
     [Buffer.from(storedKey)],
   );

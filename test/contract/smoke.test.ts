@@ -7,12 +7,12 @@ import { LockTimeoutError, type LockService } from '../../lib/index.js';
 import type { INestApplicationContext } from '@nestjs/common';
 import { appliesTo, contractSuite } from '../support/contract-targets.js';
 
-contractSuite('basics', 'smoke', (target) => {
+contractSuite('basics', 'smoke', { postgres: true }, (target) => {
   let db: TestDatabase;
   let app: INestApplicationContext;
   let locks: LockService;
   before(async () => {
-    db = await TestDatabase.create();
+    db = await TestDatabase.forTarget(target);
     ({ app, locks } = await createLockApp(db.settings, target.options({ leaseMs: 1000 })));
   });
   after(async () => {
@@ -85,10 +85,10 @@ contractSuite('basics', 'smoke', (target) => {
     });
 });
 
-contractSuite('crash-liveness', 'smoke: processes', (target) => {
+contractSuite('crash-liveness', 'smoke: processes', { postgres: true }, (target) => {
   it('a second process waits for the first and a SIGKILLed holder frees within the lease', async () => {
     const { LockWorker } = await import('../support/worker-host.js');
-    const db = await TestDatabase.create();
+    const db = await TestDatabase.forTarget(target);
     const workers = await LockWorker.startMany(2, { settings: db.settings, options: target.options({ leaseMs: 500 }) });
     try {
       const scenarios = new URL('../support/scenarios/basic.js', import.meta.url).href;

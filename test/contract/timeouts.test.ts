@@ -22,7 +22,7 @@ import { appliesTo, contractSuite, gapOf } from '../support/contract-targets.js'
  */
 const TIMEOUTS = [0, 50, 150, 300, 1000] as const;
 
-contractSuite('bounded-wait', 'timeouts', (target) => {
+contractSuite('bounded-wait', 'timeouts', { postgres: true }, (target) => {
   // A lease waiter polls, a row-lock waiter waits in a locking read and rolls back on its deadline.
   const EPSILON_MS = target.capabilities.has('holder-connection') ? 250 : 200;
   const countsTrips = countsLockTrips(target);
@@ -33,7 +33,7 @@ contractSuite('bounded-wait', 'timeouts', (target) => {
   let waiterLocks: LockService;
   const held: LockHandle[] = [];
   before(async () => {
-    db = await TestDatabase.create();
+    db = await TestDatabase.forTarget(target);
     // No janitor: its cluster-wide lock goes through the lock path, and a tick mid-test would add to the lock round trips counted here.
     ({ app: holderApp, locks: holderLocks } = await createLockApp(db.settings, target.options({ janitor: false })));
     ({ app: waiterApp, locks: waiterLocks } = await createLockApp(db.settings, target.options({ janitor: false })));

@@ -99,6 +99,17 @@ export class PgContractDatabase extends TestDatabase {
     }));
   }
 
+  override async holdKeyRow(storedKey: string): Promise<() => Promise<void>> {
+    const session = new pg.Client(clientConfig(this.server, this.name));
+    await session.connect();
+    await session.query('BEGIN');
+    await session.query('SELECT * FROM db_lock WHERE lock_key = $1 FOR UPDATE', [Buffer.from(storedKey)]);
+    return async () => {
+      await session.query('ROLLBACK');
+      await session.end();
+    };
+  }
+
   override session(): Promise<mysql.Connection> {
     return Promise.reject(new Error('TestDatabase.session() is a mysql2 session: not available on a PostgreSQL database'));
   }

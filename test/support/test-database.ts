@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import mysql from 'mysql2/promise';
 import { DB_LOCK_MIGRATIONS } from '../../lib/index.js';
+import { dialectSql, type DialectSql } from './dialect-sql.js';
 import { type OpenTransaction, openTransactions } from './open-transactions.js';
 
 /** Server to test against: DB_LOCK_TEST_URL (mysql://user:pass@host:port), else root@127.0.0.1:3306. */
@@ -16,7 +17,7 @@ export function databaseTypeOf(server: URL): DatabaseType {
 }
 
 export interface ConnectionSettings {
-  /** The server's kind (absent: MySQL, as before PostgreSQL targets existed). */
+  /** The server's kind: 'postgres' for PostgreSQL, absent for MySQL/MariaDB. */
   type?: DatabaseType;
   host: string;
   port: number;
@@ -29,7 +30,8 @@ export interface ConnectionSettings {
 export function connectionSettings(database: string, server: URL = serverUrl()): ConnectionSettings {
   const type = databaseTypeOf(server);
   return {
-    type,
+    // Only PostgreSQL's settings carry it: MySQL's go to mysql2.createConnection as they are, which warns of unknown options.
+    ...(type === 'postgres' ? { type } : {}),
     host: server.hostname,
     port: Number(server.port || (type === 'postgres' ? 5432 : 3306)),
     user: decodeURIComponent(server.username || (type === 'postgres' ? 'postgres' : 'root')),
@@ -100,6 +102,25 @@ export class TestDatabase {
 
   get settings(): ConnectionSettings {
     return connectionSettings(this.name, this.server);
+  }
+
+  /** The SQL fragments this server writes its own way (see dialect-sql.ts). */
+  get sql(): DialectSql {
+    return dialectSql(this.type);
+  }
+
+  /**
+   * Another session's transaction holding the key row of `storedKey` (FOR UPDATE) until the
+   * returned function rolls it back: a grant on that key blocks in the server meanwhile.
+   */
+  async holdKeyRow(storedKey: string): Promise<() => Promise<void>> {
+    const session = await mysql.createConnection(this.settings);
+    await session.query('START TRANSACTION');
+    await session.query('SELECT * FROM db_lock WHERE lock_key = ? FOR UPDATE', [Buffer.from(storedKey)]);
+    return async () => {
+      await session.query('ROLLBACK');
+      await session.end();
+    };
   }
 
   /**

@@ -2,32 +2,35 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { DataSource } from 'typeorm';
 import type { LockMode } from '../../../lib/index.js';
 import type { WorkerContext } from '../../support/lock-worker.js';
+import { runSql } from '../../support/portable-sql.js';
 import { acquisitionIdOf } from '../../support/lock-internals.js';
 
 /**
  * Overlap detector shared by every process: one row whose counters are changed inside the
  * critical sections by single atomic UPDATEs. Assignments are ordered so that the result is the
  * same whether the server assigns left to right (MySQL/MariaDB default) or simultaneously:
- * `violations` only ever reads the values from before the statement.
+ * `violations` only ever reads the values from before the statement (PostgreSQL's way). The
+ * statements are written for both servers (CASE, not MySQL's boolean arithmetic); the table's
+ * options (InnoDB) are the test database's to add (`db.sql.tableOptions`).
  */
 export const PROBE_TABLE_SQL =
   'CREATE TABLE rw_probe (id INT PRIMARY KEY, readers INT NOT NULL DEFAULT 0, writers INT NOT NULL DEFAULT 0, ' +
   'max_readers INT NOT NULL DEFAULT 0, reader_entries INT NOT NULL DEFAULT 0, reader_sum BIGINT NOT NULL DEFAULT 0, ' +
-  'writer_entries INT NOT NULL DEFAULT 0, violations INT NOT NULL DEFAULT 0) ENGINE=InnoDB';
+  'writer_entries INT NOT NULL DEFAULT 0, violations INT NOT NULL DEFAULT 0)';
 
 const ENTER: Record<LockMode, string> = {
   // A writer must find nobody inside.
   write:
-    'UPDATE rw_probe SET violations = violations + (readers <> 0 OR writers <> 0), writer_entries = writer_entries + 1, ' +
+    'UPDATE rw_probe SET violations = violations + CASE WHEN readers <> 0 OR writers <> 0 THEN 1 ELSE 0 END, writer_entries = writer_entries + 1, ' +
     'writers = writers + 1 WHERE id = ?',
   // A reader must find no writer inside; it records how many readers are inside with it.
   read:
-    'UPDATE rw_probe SET violations = violations + (writers <> 0), max_readers = GREATEST(max_readers, readers + 1), ' +
+    'UPDATE rw_probe SET violations = violations + CASE WHEN writers <> 0 THEN 1 ELSE 0 END, max_readers = GREATEST(max_readers, readers + 1), ' +
     'reader_sum = reader_sum + readers + 1, reader_entries = reader_entries + 1, readers = readers + 1 WHERE id = ?',
 };
 const LEAVE: Record<LockMode, string> = {
-  write: 'UPDATE rw_probe SET violations = violations + (readers <> 0 OR writers <> 1), writers = writers - 1 WHERE id = ?',
-  read: 'UPDATE rw_probe SET violations = violations + (writers <> 0 OR readers < 1), readers = readers - 1 WHERE id = ?',
+  write: 'UPDATE rw_probe SET violations = violations + CASE WHEN readers <> 0 OR writers <> 1 THEN 1 ELSE 0 END, writers = writers - 1 WHERE id = ?',
+  read: 'UPDATE rw_probe SET violations = violations + CASE WHEN writers <> 0 OR readers < 1 THEN 1 ELSE 0 END, readers = readers - 1 WHERE id = ?',
 };
 
 export interface LoopArgs {
@@ -53,9 +56,9 @@ export async function loop(ctx: WorkerContext<LoopArgs>): Promise<{ waits: numbe
       key,
       async () => {
         waits.push(performance.now() - asked);
-        await db.query(ENTER[role], [probeId]);
+        await runSql(db, ENTER[role], [probeId]);
         if (holdMs > 0) await sleep(holdMs);
-        await db.query(LEAVE[role], [probeId]);
+        await runSql(db, LEAVE[role], [probeId]);
       },
       { mode: ctx.args.lockMode ?? role, timeoutMs: ctx.args.timeoutMs ?? 30_000 },
     );
@@ -83,10 +86,10 @@ export async function overlappingReader(
       key,
       async () => {
         sections++;
-        await db.query(ENTER.read, [probeId]);
+        await runSql(db, ENTER.read, [probeId]);
         const leaveBy = performance.now() + maxHoldMs;
         for (;;) {
-          const result = (await db.query('UPDATE rw_probe SET readers = readers - 1 WHERE id = ? AND readers >= 2', [probeId])) as {
+          const result = (await runSql(db, 'UPDATE rw_probe SET readers = readers - 1 WHERE id = ? AND readers >= 2', [probeId])) as {
             affectedRows: number;
           };
           if (result.affectedRows === 1) return;
@@ -94,7 +97,7 @@ export async function overlappingReader(
           await sleep(2);
         }
         forcedLeaves++;
-        await db.query(LEAVE.read, [probeId]);
+        await runSql(db, LEAVE.read, [probeId]);
       },
       { mode: 'read', timeoutMs: 60_000 },
     );
@@ -117,9 +120,9 @@ export async function streamReader(
       key,
       async () => {
         sections++;
-        await db.query(ENTER.read, [probeId]);
+        await runSql(db, ENTER.read, [probeId]);
         await sleep(holdMs);
-        await db.query(LEAVE.read, [probeId]);
+        await runSql(db, LEAVE.read, [probeId]);
       },
       { mode: 'read', timeoutMs: 60_000 },
     );
@@ -142,8 +145,8 @@ export async function periodicWriter(
         key,
         async () => {
           waits.push(performance.now() - asked);
-          await db.query(ENTER.write, [probeId]);
-          await db.query(LEAVE.write, [probeId]);
+          await runSql(db, ENTER.write, [probeId]);
+          await runSql(db, LEAVE.write, [probeId]);
         },
         { mode: 'write', timeoutMs },
       );
