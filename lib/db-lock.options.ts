@@ -92,9 +92,10 @@ export interface DbLockModuleOptions {
    * row locks if it touches the same rows. Default 'warn'.
    * - 'warn': log one warning per call site naming the fix; such a write that then waits for a row
    *   lock while the fenced transaction holds some is cut after 1 s with EscapedWriteError instead
-   *   of hanging for innodb_lock_wait_timeout (50 s) on its own transaction's locks;
+   *   of hanging on its own transaction's locks (for MySQL's innodb_lock_wait_timeout, 50 s; on
+   *   PostgreSQL, whose lock_timeout is unset by default, for ever);
    * - 'error': refuse it with EscapedWriteError before it is sent;
-   * - 'ignore': no check at all (writes outside the fence are intended; a self-deadlock waits the full innodb_lock_wait_timeout).
+   * - 'ignore': no check at all (writes outside the fence are intended; a self-deadlock waits the server's full lock wait).
    */
   escapedWrites?: EscapedWritesMode;
   /**

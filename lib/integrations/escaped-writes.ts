@@ -2,7 +2,7 @@ import type { Logger } from '@nestjs/common';
 import type { DataSource, QueryRunner } from 'typeorm';
 import { FencedTransaction } from '../core/fenced-transaction.js';
 import { EscapedWriteError } from '../errors/escaped-write.error.js';
-import { ER_LOCK_WAIT_TIMEOUT, errnoOf } from '../store/mysql/errno.js';
+import { type EscapedLockWait, escapedLockWaitOf } from '../store/escaped-lock-wait.js';
 import { callSite } from './call-site.js';
 import { isLibraryStatement, readsRows, shortStatement, takesRowLocks } from './statement-kind.js';
 
@@ -38,13 +38,9 @@ interface BoundedSession {
   readonly unhook: () => void;
 }
 
-/** A mysql2 connection (callback API, which every mysql2 version and TypeORM's runners share). */
+/** A driver connection under TypeORM's runner (the callback API, which mysql2 and pg both have). */
 type RawConnection = { query(sql: string, callback: (error: unknown) => void): unknown };
 
-/** The escaped write's own lock wait, in seconds (the server's unit): long enough for a busy row, far below innodb_lock_wait_timeout. */
-const ESCAPED_LOCK_WAIT_S = 1;
-const BOUND = `SET @nestjs_db_lock_wait = @@SESSION.innodb_lock_wait_timeout, SESSION innodb_lock_wait_timeout = LEAST(@@SESSION.innodb_lock_wait_timeout, ${ESCAPED_LOCK_WAIT_S})`;
-const RESTORE = 'SET SESSION innodb_lock_wait_timeout = @nestjs_db_lock_wait';
 /** Warnings remembered per service: a bound, so an app generating call sites cannot grow it forever. */
 const MAX_WARNED_SITES = 1000;
 
@@ -54,11 +50,12 @@ const MAX_WARNED_SITES = 1000;
  * other than the fenced one: an `@InjectRepository` repository, `dataSource.query`, a REQUIRES_NEW
  * transaction. Such a write commits even if the fence rolls back, and if it touches a row the
  * fenced transaction wrote, it waits for that transaction's row locks, which only the end of the
- * call releases: a self-deadlock, silent until innodb_lock_wait_timeout (50 s by default).
+ * call releases: a self-deadlock, silent until the server's lock wait bound (MySQL's
+ * innodb_lock_wait_timeout, 50 s by default; PostgreSQL's lock_timeout, none by default).
  *
  * 'error': the write is refused before it is sent (EscapedWriteError). 'warn': one warning per
  * call site; and when the fenced transaction already holds row locks, the write's lock wait is
- * bounded on the server (its session's innodb_lock_wait_timeout, restored right after): if it
+ * bounded on the server (its session's lock wait setting, restored right after; see EscapedLockWait): if it
  * times out, the fenced call fails with EscapedWriteError explaining the self-deadlock.
  */
 export class EscapedWriteGuard {
@@ -66,6 +63,7 @@ export class EscapedWriteGuard {
   private readonly locking = new WeakSet<FencedTransaction>();
   private readonly bounded = new WeakMap<QueryRunner, BoundedSession>();
   private readonly warned = new Set<string>();
+  private readonly lockWait: EscapedLockWait;
 
   constructor(
     private readonly dataSource: DataSource,
@@ -74,7 +72,9 @@ export class EscapedWriteGuard {
     private readonly logger: Logger,
     /** One sentence: how to write inside the fence in this app. */
     private readonly fix: string,
-  ) {}
+  ) {
+    this.lockWait = escapedLockWaitOf(String(dataSource.options.type));
+  }
 
   install(): void {
     this.dataSource.subscribers.push(this);
@@ -111,7 +111,7 @@ export class EscapedWriteGuard {
     const index = session.writes.findIndex((write) => write.query === event.query);
     if (index < 0) return;
     const [write] = session.writes.splice(index, 1);
-    if (!event.success && errnoOf(event.error) === ER_LOCK_WAIT_TIMEOUT) {
+    if (!event.success && this.lockWait.timedOut(event.error)) {
       // The fenced call fails with EscapedWriteError explaining the self-deadlock, its own failure kept as cause.
       const { statement, site } = write!;
       write!.fence.explainWorkFailure = (error) =>
@@ -135,11 +135,11 @@ export class EscapedWriteGuard {
         this.bounded.delete(runner);
       },
     };
-    // Sent before TypeORM hands the connection to anyone else: mysql2 runs a connection's commands in order.
+    // Sent before TypeORM hands the connection to anyone else: the driver runs a connection's commands in order.
     runner.release = () =>
       this.bounded.get(runner) === opened ? this.restore(runner, opened).then(() => release.call(runner)) : release.call(runner);
     this.bounded.set(runner, opened);
-    return send(runner, BOUND).then(
+    return send(runner, this.lockWait.bound).then(
       () => undefined,
       () => opened.unhook(), // not bounded: nothing to restore, and a timeout would not be ours to explain
     );
@@ -148,9 +148,12 @@ export class EscapedWriteGuard {
   /** The session's own lock wait back, once no bounded write is left on it. Never rejects. */
   private restore(runner: QueryRunner, session: BoundedSession): Promise<void> {
     session.unhook();
-    return send(runner, RESTORE).then(
+    return send(runner, this.lockWait.restore).then(
       () => undefined,
-      (error: unknown) => this.logger.warn(`Could not restore innodb_lock_wait_timeout after a write outside a fenced transaction: ${String(error)}`),
+      (error: unknown) => {
+        if (!this.lockWait.restoredByRollback(error))
+          this.logger.warn(`Could not restore ${this.lockWait.setting} after a write outside a fenced transaction: ${String(error)}`);
+      },
     );
   }
 
