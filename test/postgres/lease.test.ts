@@ -129,6 +129,28 @@ describe('lease on PostgreSQL', { skip: (await pgTestsRun()) ? false : 'no Postg
     await finish(holder);
   });
 
+  it('a key row another transaction keeps locked reads busy: LockTimeoutError within the budget, sub-second or past the 1 s lock wait', async () => {
+    await locks.withLock('row-held', async () => undefined);
+    const other = await (await db.dataSource()).createQueryRunner();
+    await other.connect();
+    await other.startTransaction();
+    try {
+      await other.query("SELECT 1 FROM db_lock WHERE lock_key = 'row-held'::bytea FOR UPDATE");
+      for (const timeoutMs of [300, 1_600]) {
+        const started = performance.now();
+        const failure = await locks.withLock('row-held', async () => 'in', { timeoutMs }).catch((error: unknown) => error);
+        const waited = performance.now() - started;
+        assert.ok(failure instanceof LockTimeoutError, `${timeoutMs} ms: ${String(failure)}`);
+        // Not before its budget; after it by at most the grant's grace and a round trip (margin for a loaded 2-core host).
+        assert.ok(waited >= timeoutMs - 10 && waited < timeoutMs + 1_500, `waited ${waited.toFixed(0)} ms for a ${timeoutMs} ms budget`);
+      }
+    } finally {
+      await other.rollbackTransaction();
+      await other.release();
+    }
+    assert.equal(await oneTry('row-held'), 'in');
+  });
+
   it("a key's tokens only grow across both strategies, and the two never hold it at once", async () => {
     const tokens: number[] = [];
     let inside = 0;

@@ -5,6 +5,7 @@ import type { GrantAnswer, GrantRequest } from '../lock-store.js';
 import { grantBatch, type GrantSteps } from './pg-grant.sql.js';
 import type { PgLockPool } from './pg-pool.js';
 import { LOCK_WAIT_MS } from './pg-sql.js';
+import { LOCK_NOT_AVAILABLE, sqlStateOf } from './pg-failures.js';
 import { GRANT_STATEMENTS } from './pg-grant-decision.sql.js';
 
 /** What a grant needs from the lock log. */
@@ -18,22 +19,29 @@ export interface LeaseGrantHost {
 
 /**
  * One grant try (see grantBatch): the common case one round trip; a first use of a key and a
- * takeover of expired holders one more each, only when the answer says so. Deadlocks and cut lock
- * waits are tried again at once, up to five tries while the deadline allows: a free key must not
- * look busy. A try whose outcome is unknown (its connection broke, its answer came too late) is
- * given back before the failure is thrown.
+ * takeover of expired holders one more each, only when the answer says so. A key row another
+ * transaction keeps locked past the lock wait (a row-lock holder, or the app's own transaction
+ * on the lock table) answers busy: the caller's queue asks again within its budget. Deadlocks are
+ * tried again at once, up to five tries while the deadline allows. Each try's lock wait is what is
+ * left of `serverBoundMs` (at most LOCK_WAIT_MS), so the server gives up before the client stops
+ * waiting for its answer. A try whose outcome is unknown (its connection broke, its answer came
+ * too late) is given back before the failure is thrown.
  */
-export async function grantLease(host: LeaseGrantHost, request: GrantRequest, deadline: number, serverBoundMs?: number): Promise<GrantAnswer> {
-  const input = { request, holder: host.holder, processId: host.processId, waitMs: Math.min(LOCK_WAIT_MS, serverBoundMs ?? Infinity) };
+export async function grantLease(host: LeaseGrantHost, request: GrantRequest, deadline: number, serverBoundMs = Infinity): Promise<GrantAnswer> {
+  const startedAt = performance.now();
   let steps: GrantSteps = { createKeyRows: false, takeover: false };
   for (let attempt = 0; ; attempt++) {
     const sentAt = performance.now();
-    const batch = grantBatch(input, steps);
+    const waitMs = Math.min(LOCK_WAIT_MS, serverBoundMs - (sentAt - startedAt));
+    if (attempt > 0 && waitMs <= 0) return { granted: false, reason: 'busy' };
+    const batch = grantBatch({ request, holder: host.holder, processId: host.processId, waitMs: Math.max(1, waitMs) }, steps);
     let answer: GrantAnswer;
     try {
       answer = batch.parse(await host.pool.query(batch.sql, 'locks', Math.max(1, Math.min(ANSWER_BOUND_MS, deadline - sentAt)), GRANT_STATEMENTS));
     } catch (error) {
       const failure = LockStatementError.from(error);
+      // The pool rolled the transaction back: nothing was granted.
+      if (sqlStateOf(failure.driverError) === LOCK_NOT_AVAILABLE) return { granted: false, reason: 'busy' };
       if (failure.kind === 'retry' && attempt < 4 && performance.now() < deadline) {
         await sleep(1 + Math.random() * 4 * (attempt + 1));
         continue;
