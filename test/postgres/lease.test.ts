@@ -151,6 +151,25 @@ describe('lease on PostgreSQL', { skip: (await pgTestsRun()) ? false : 'no Postg
     assert.equal(await oneTry('row-held'), 'in');
   });
 
+  it('a first-use storm: two processes take 100 new keys at once, several keys per call; every call gets in, tokens 1..n per key', async () => {
+    const other = await boot();
+    try {
+      const keys = Array.from({ length: 100 }, (_, i) => `storm:${i}`);
+      const calls = (service: LockService) =>
+        keys.map((key, i) => service.withLock([key, keys[(i + 1) % keys.length]!], async (handle) => handle.fencingToken, { timeoutMs: 30_000 }));
+      const tokens = await Promise.all([...calls(locks), ...calls(other.get(LockService))]);
+      assert.equal(tokens.length, 200);
+      const rows = await db.query<{ lock_key: Buffer; tokens: string[] }>(
+        "SELECT lock_key, array_agg(fencing_token ORDER BY fencing_token)::text[] AS tokens FROM db_lock_log WHERE lock_key >= 'storm:'::bytea AND lock_key < 'storm;'::bytea GROUP BY lock_key",
+      );
+      assert.equal(rows.length, 100);
+      // Each key is in 4 calls (as the first and as the second key, from both processes): tokens 1..4, none shared.
+      for (const row of rows) assert.deepEqual(row.tokens.map(Number), [1, 2, 3, 4], String(row.lock_key));
+    } finally {
+      await other.close();
+    }
+  });
+
   it("a key's tokens only grow across both strategies, and the two never hold it at once", async () => {
     const tokens: number[] = [];
     let inside = 0;
