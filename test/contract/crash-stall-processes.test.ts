@@ -28,18 +28,18 @@ function held(worker: LockWorker, fn: string, args: unknown, event = 'held'): { 
 }
 
 async function setUpTables(db: TestDatabase): Promise<void> {
-  await db.query('CREATE TABLE cs_inside (id INT PRIMARY KEY, n INT NOT NULL DEFAULT 0, peak INT NOT NULL DEFAULT 0) ENGINE=InnoDB');
+  await db.query(`CREATE TABLE cs_inside (id INT PRIMARY KEY, n INT NOT NULL DEFAULT 0, peak INT NOT NULL DEFAULT 0)${db.sql.tableOptions}`);
   await db.query('INSERT INTO cs_inside (id) VALUES (1)');
   await db.query(
-    'CREATE TABLE cs_counter (k VARCHAR(32) PRIMARY KEY, v INT NOT NULL DEFAULT 0, last_token BIGINT, last_who VARCHAR(16)) ENGINE=InnoDB',
+    `CREATE TABLE cs_counter (k VARCHAR(32) PRIMARY KEY, v INT NOT NULL DEFAULT 0, last_token BIGINT, last_who VARCHAR(16))${db.sql.tableOptions}`,
   );
-  await db.query('CREATE TABLE cs_writes (id INT AUTO_INCREMENT PRIMARY KEY, who VARCHAR(16) NOT NULL, token BIGINT NOT NULL) ENGINE=InnoDB');
+  await db.query(`CREATE TABLE cs_writes (id ${db.sql.autoId}, who VARCHAR(16) NOT NULL, token BIGINT NOT NULL)${db.sql.tableOptions}`);
 }
 
 async function reset(db: TestDatabase, keys: string[]): Promise<void> {
   await db.query('UPDATE cs_inside SET n = 0, peak = 0');
   await db.query('DELETE FROM cs_writes');
-  for (const k of keys) await db.query('INSERT INTO cs_counter (k) VALUES (?) ON DUPLICATE KEY UPDATE v = 0', [k]);
+  for (const k of keys) await db.query(`INSERT INTO cs_counter (k) VALUES (?) ${db.sql.onDuplicateKey('k', 'v = 0')}`, [k]);
 }
 
 /** Dead rows (of `owner`) end EXPIRED, taken over; every later grant of the key starts no earlier than their lease end. */
@@ -77,7 +77,7 @@ function processesOf(
     options: target.options({ leaseMs, retryMinDelayMs: 5, retryMaxDelayMs: 50, janitor: false }),
   };
   before(async () => {
-    suite.db = await TestDatabase.create();
+    suite.db = await TestDatabase.forTarget(target);
     await setUpTables(suite.db);
     suite.workers = await LockWorker.startMany(count, { settings: suite.db.settings, options: suite.options });
   });
@@ -89,7 +89,7 @@ function processesOf(
   return suite;
 }
 
-contractSuite('crash-liveness-lease', 'SIGKILLed multi-key and write holders (lease)', (target) => {
+contractSuite('crash-liveness-lease', 'SIGKILLed multi-key and write holders (lease)', { postgres: true }, (target) => {
   const suite = processesOf(target, 2, LEASE_MS);
 
   it('a holder of [a, b] killed: [b, c] and [a] are granted after its lease, not before; its rows end EXPIRED', async () => {
@@ -122,7 +122,11 @@ contractSuite('crash-liveness-lease', 'SIGKILLed multi-key and write holders (le
       assert.equal(r2.outcome, 'committed', JSON.stringify(r2));
       await assertTakenOverAfterLease(suite.db, 'mk:a', String(deadRow!.owner));
       await assertTakenOverAfterLease(suite.db, 'mk:b', String(deadRow!.owner));
-      const counters = await suite.db.query<{ k: string; v: number }[]>('SELECT k, v FROM cs_counter WHERE k IN (?) ORDER BY k', [['a', 'b', 'c']]);
+      const counters = await suite.db.query<{ k: string; v: number }[]>('SELECT k, v FROM cs_counter WHERE k IN (?, ?, ?) ORDER BY k', [
+        'a',
+        'b',
+        'c',
+      ]);
       assert.deepEqual(
         counters.map((c) => Number(c.v)),
         [1, 1, 1],
@@ -157,7 +161,7 @@ contractSuite('crash-liveness-lease', 'SIGKILLed multi-key and write holders (le
   });
 });
 
-contractSuite('fenced-commit', 'a plain lock signal after SIGSTOP past the lease (lease)', (target) => {
+contractSuite('fenced-commit', 'a plain lock signal after SIGSTOP past the lease (lease)', { postgres: true }, (target) => {
   const LEASE = 600;
   const STALL_MS = 2_500; // > 4 leases: the taker is granted while the holder is stopped
   const suite = processesOf(target, 1, LEASE);
@@ -196,7 +200,7 @@ contractSuite('fenced-commit', 'a plain lock signal after SIGSTOP past the lease
   }
 });
 
-contractSuite('row-lock-stall', 'a stopped row-lock multi-key holder keeps both keys', (target) => {
+contractSuite('row-lock-stall', 'a stopped row-lock multi-key holder keeps both keys', { postgres: true }, (target) => {
   const suite = processesOf(target, 2, 300);
 
   it('holder of [m1, m2] stopped 3 s (10 leases): commits after SIGCONT; the [m2, m3] waiter commits after it, never beside it', async () => {
@@ -266,7 +270,7 @@ contractSuite('row-lock-stall', 'a stopped row-lock multi-key holder keeps both 
   });
 });
 
-contractSuite('holder-connection', 'a SIGKILLed row-lock multi-key holder', (target) => {
+contractSuite('holder-connection', 'a SIGKILLed row-lock multi-key holder', { postgres: true }, (target) => {
   const suite = processesOf(target, 1, 5_000);
 
   it('frees both keys at once (well within its 5 s lease setting); no row of the dead hold', async () => {
@@ -303,7 +307,7 @@ contractSuite('holder-connection', 'a SIGKILLed row-lock multi-key holder', (tar
   });
 });
 
-contractSuite('semaphore', 'limit 2, one permit holder killed, the other alive', (target) => {
+contractSuite('semaphore', 'limit 2, one permit holder killed, the other alive', { postgres: true }, (target) => {
   const suite = processesOf(target, 2, LEASE_MS);
 
   it('the waiter gets the dead permit after its lease; the live permit (renewed past its own lease) stays and is released', async () => {

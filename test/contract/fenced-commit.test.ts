@@ -25,16 +25,17 @@ const LEASE_MS = 250;
 
 type Outcome = { outcome: 'committed'; token: number } | { outcome: 'lost'; byDatabaseFence: boolean; message: string };
 
-const suite = ({ strategy }: ContractTarget): void => {
+const suite = (target: ContractTarget): void => {
+  const { strategy } = target;
   const ROUNDS_PER_HOLDER = ROUNDS[strategy]!;
   let db: TestDatabase;
   let holders: LockWorker[];
   let taker: LockWorker;
 
   before(async () => {
-    db = await TestDatabase.create();
+    db = await TestDatabase.forTarget(target);
     await db.query(
-      'CREATE TABLE fence_writes (id INT AUTO_INCREMENT PRIMARY KEY, k VARCHAR(64) NOT NULL, round INT NOT NULL, writer VARCHAR(16) NOT NULL, token BIGINT NOT NULL)',
+      `CREATE TABLE fence_writes (id ${db.sql.autoId}, k VARCHAR(64) NOT NULL, round INT NOT NULL, writer VARCHAR(16) NOT NULL, token BIGINT NOT NULL)`,
     );
     await db.query('CREATE TABLE fence_counters (k VARCHAR(64) PRIMARY KEY, n INT NOT NULL DEFAULT 0, last_writer VARCHAR(16))');
     const config = {
@@ -114,7 +115,7 @@ const suite = ({ strategy }: ContractTarget): void => {
     // RELEASED row of its own) and asked for again under a new token; a grant whose answer was lost
     // is given back the same way ('abandoned').
     const rows = await db.query<{ k: string; token: string; status: string; note: string | null }[]>(
-      'SELECT CAST(lock_key AS CHAR) AS k, fencing_token AS token, status, note FROM db_lock_log ORDER BY id',
+      `SELECT ${db.sql.keyText('lock_key')} AS k, fencing_token AS token, status, note FROM db_lock_log ORDER BY id`,
     );
     for (const key of keys) {
       const ofKey = rows.filter((r) => r.k === `fence:${key}`);
@@ -159,7 +160,7 @@ const suite = ({ strategy }: ContractTarget): void => {
             (
               await db.query<unknown[]>(
                 `SELECT 1 FROM db_lock_log g LEFT JOIN db_lock_process p ON p.id = g.process_id WHERE g.lock_key = ? ` +
-                  `AND GREATEST(g.expires_at, COALESCE(p.renewed_at + INTERVAL g.lease_ms * 1000 MICROSECOND, g.expires_at)) < UTC_TIMESTAMP(6) - INTERVAL 100000 MICROSECOND`,
+                  `AND ${db.sql.leaseEndsAt('g', 'p')} < ${db.sql.ago(100)}`,
                 [Buffer.from(`fence:${key}`)],
               )
             ).length === 1,
@@ -181,4 +182,4 @@ const suite = ({ strategy }: ContractTarget): void => {
     }
   });
 };
-contractSuite('fenced-commit', 'fenced commit across processes (SIGSTOP past the lease; lease holders)', suite);
+contractSuite('fenced-commit', 'fenced commit across processes (SIGSTOP past the lease; lease holders)', { postgres: true }, suite);

@@ -5,6 +5,7 @@ import { type INestApplicationContext, Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
 import { LockLostError, LockService, WriteLock } from '../../lib/index.js';
 import { createLockApp } from '../support/lock-app.js';
+import { runSql } from '../support/portable-sql.js';
 import { TestDatabase } from '../support/test-database.js';
 import { contractSuite } from '../support/contract-targets.js';
 
@@ -19,7 +20,7 @@ import { contractSuite } from '../support/contract-targets.js';
  * No timing involved.
  */
 const insert = (manager: EntityManager, k: string, who: string): Promise<unknown> =>
-  manager.query('INSERT INTO entries (k, who) VALUES (?, ?)', [k, who]);
+  runSql(manager, 'INSERT INTO entries (k, who) VALUES (?, ?)', [k, who]);
 
 @Injectable()
 class NestedWrites {
@@ -40,15 +41,15 @@ class NestedWrites {
   }
 }
 
-contractSuite('lease-takeover', 'a kept outer lock lost before the nested fenced commit', (target) => {
+contractSuite('lease-takeover', 'a kept outer lock lost before the nested fenced commit', { postgres: true }, (target) => {
   let db: TestDatabase;
   let app: INestApplicationContext;
   let locks: LockService;
   let calls: NestedWrites;
 
   before(async () => {
-    db = await TestDatabase.create();
-    await db.query('CREATE TABLE entries (id INT AUTO_INCREMENT PRIMARY KEY, k VARCHAR(64) NOT NULL, who VARCHAR(32) NOT NULL)');
+    db = await TestDatabase.forTarget(target);
+    await db.query(`CREATE TABLE entries (id ${db.sql.autoId}, k VARCHAR(64) NOT NULL, who VARCHAR(32) NOT NULL)`);
     ({ app, locks } = await createLockApp(db.settings, target.options({ janitor: false }), { providers: [NestedWrites] }));
     calls = app.get(NestedWrites);
   });

@@ -4,9 +4,10 @@ import type { INestApplicationContext } from '@nestjs/common';
 import { LockLostError, LockTimeoutError, type LockService } from '../../lib/index.js';
 import { createLockApp } from '../support/lock-app.js';
 import { stall } from '../support/lock-internals.js';
+import { runSql } from '../support/portable-sql.js';
 import { TestDatabase } from '../support/test-database.js';
 import { LockWorker } from '../support/worker-host.js';
-import type { LedgerArgs, LedgerResult } from '../row-lock/scenarios/ledger.js';
+import type { LedgerArgs, LedgerResult } from './scenarios/ledger.js';
 import { contractSuite } from '../support/contract-targets.js';
 
 /**
@@ -18,7 +19,7 @@ import { contractSuite } from '../support/contract-targets.js';
  * lease holder releases, or takes the key over once its lease ran out. Tokens keep growing across
  * strategies.
  */
-const SCENARIO = new URL('../row-lock/scenarios/ledger.js', import.meta.url).href;
+const SCENARIO = new URL('./scenarios/ledger.js', import.meta.url).href;
 const STALL_MS = 3_000;
 /**
  * The lease caller's own lease: shorter than the stall, so a grant blocked through it answers with
@@ -27,14 +28,14 @@ const STALL_MS = 3_000;
  */
 const CALLER_LEASE_MS = 2_000;
 
-contractSuite('mixed-strategies', 'mixed strategies on one key', () => {
+contractSuite('mixed-strategies', 'mixed strategies on one key', { postgres: true }, (target) => {
   let db: TestDatabase;
   let lease: { app: INestApplicationContext; locks: LockService };
   let rowLock: { app: INestApplicationContext; locks: LockService };
   let worker: LockWorker;
   before(async () => {
-    db = await TestDatabase.create();
-    await db.query('CREATE TABLE ledger (id INT AUTO_INCREMENT PRIMARY KEY, who VARCHAR(16), step INT, token INT) ENGINE=InnoDB');
+    db = await TestDatabase.forTarget(target);
+    await db.query(`CREATE TABLE ledger (id ${db.sql.autoId}, who VARCHAR(16), step INT, token INT)${db.sql.tableOptions}`);
     lease = await createLockApp(db.settings, { strategy: 'lease', leaseMs: 600 });
     rowLock = await createLockApp(db.settings, { strategy: 'row-lock' });
     worker = await LockWorker.start({ settings: db.settings, options: { strategy: 'row-lock', leaseMs: 600 } });
@@ -66,7 +67,7 @@ contractSuite('mixed-strategies', 'mixed strategies on one key', () => {
       .runLocked(
         key,
         async () => {
-          await lease.locks.manager.query("INSERT INTO ledger (who, step, token) VALUES ('lease', 1, ?)", [lease.locks.currentLock!.fencingToken]);
+          await runSql(lease.locks.manager, "INSERT INTO ledger (who, step, token) VALUES ('lease', 1, ?)", [lease.locks.currentLock!.fencingToken]);
         },
         { timeoutMs: 30_000, leaseMs: CALLER_LEASE_MS },
       )

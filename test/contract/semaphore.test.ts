@@ -18,16 +18,14 @@ const ITERATIONS = 8; // 4 x 3 x 8 = 96 entries per run
 const HOLD_MS = 15;
 const LIMIT = 3;
 
-contractSuite('semaphore', 'semaphore across processes (lease)', () => {
+contractSuite('semaphore', 'semaphore across processes (lease)', { postgres: true }, (target) => {
   let db: TestDatabase;
   let workers: LockWorker[] = [];
 
   before(async () => {
-    db = await TestDatabase.create();
-    await db.query(`CREATE TABLE ${INSIDE_TABLE} (run INT PRIMARY KEY, n INT NOT NULL DEFAULT 0, peak INT NOT NULL DEFAULT 0) ENGINE=InnoDB`);
-    await db.query(
-      'CREATE TABLE sem_writes (id INT AUTO_INCREMENT PRIMARY KEY, k VARCHAR(64) NOT NULL, writer VARCHAR(16) NOT NULL, token BIGINT NOT NULL)',
-    );
+    db = await TestDatabase.forTarget(target);
+    await db.query(`CREATE TABLE ${INSIDE_TABLE} (run INT PRIMARY KEY, n INT NOT NULL DEFAULT 0, peak INT NOT NULL DEFAULT 0)${db.sql.tableOptions}`);
+    await db.query(`CREATE TABLE sem_writes (id ${db.sql.autoId}, k VARCHAR(64) NOT NULL, writer VARCHAR(16) NOT NULL, token BIGINT NOT NULL)`);
     workers = await LockWorker.startMany(PROCESSES, {
       settings: db.settings,
       appModule: SCENARIO,
@@ -138,7 +136,7 @@ contractSuite('semaphore', 'semaphore across processes (lease)', () => {
       assert.equal(taken.limit, 2);
       assert.equal(taken.token, 3);
       const rows = await db.query<Record<string, unknown>[]>(
-        `SELECT g.status, g.note, g.acquired_at, g.fencing_token, GREATEST(g.expires_at, COALESCE(p.renewed_at + INTERVAL g.lease_ms * 1000 MICROSECOND, g.expires_at)) AS lease_end ` +
+        `SELECT g.status, g.note, g.acquired_at, g.fencing_token, ${db.sql.leaseEndsAt('g', 'p')} AS lease_end ` +
           'FROM db_lock_log g LEFT JOIN db_lock_process p ON p.id = g.process_id WHERE g.lock_key = ? ORDER BY g.id',
         [Buffer.from(key)],
       );

@@ -22,10 +22,16 @@ export function portableSql(sql: string, type: DatabaseType | undefined): string
   return out;
 }
 
-/** Something with TypeORM's `query` (a DataSource or an EntityManager): its server's kind. */
-export function typeOfQueryable(queryable: { connection?: { options: { type: string } }; options?: { type: string } }): DatabaseType {
-  const type = queryable.options?.type ?? queryable.connection?.options.type;
-  return type === 'postgres' ? 'postgres' : 'mysql';
+/** Something with TypeORM's `query`: a DataSource (its options) or an EntityManager (its dataSource). */
+export interface Queryable {
+  query(sql: string, parameters?: unknown[]): Promise<unknown>;
+  readonly options?: { readonly type: string };
+  readonly dataSource?: { readonly options: { readonly type: string } };
+}
+
+/** The kind of server a DataSource or an EntityManager talks to. */
+export function typeOfQueryable(queryable: Queryable): DatabaseType {
+  return (queryable.options ?? queryable.dataSource?.options)?.type === 'postgres' ? 'postgres' : 'mysql';
 }
 
 /**
@@ -33,15 +39,7 @@ export function typeOfQueryable(queryable: { connection?: { options: { type: str
  * statements without result columns it answers `{ affectedRows }` on both servers (TypeORM
  * answers `[rows, count]` for PostgreSQL UPDATE/DELETE and a ResultSetHeader for MySQL).
  */
-export async function runSql<T = unknown>(
-  queryable: {
-    query(sql: string, parameters?: unknown[]): Promise<unknown>;
-    connection?: { options: { type: string } };
-    options?: { type: string };
-  },
-  sql: string,
-  parameters?: unknown[],
-): Promise<T> {
+export async function runSql<T = unknown>(queryable: Queryable, sql: string, parameters?: unknown[]): Promise<T> {
   const type = typeOfQueryable(queryable);
   const result = await queryable.query(portableSql(sql, type), parameters);
   if (type === 'postgres' && Array.isArray(result) && result.length === 2 && Array.isArray(result[0]) && typeof result[1] === 'number') {

@@ -2,6 +2,7 @@
 import { DataSource } from 'typeorm';
 import type { LockKeys } from '../../../lib/index.js';
 import type { WorkerContext } from '../../support/lock-worker.js';
+import { runSql } from '../../support/portable-sql.js';
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
@@ -49,19 +50,20 @@ export async function fencedBump(
       async () => {
         const lock = ctx.locks.currentLock!;
         tokens = Object.values(lock.fencingTokens);
-        await ds.query('UPDATE cs_inside SET n = n + 1, peak = GREATEST(peak, n) WHERE id = 1');
+        await runSql(ds, 'UPDATE cs_inside SET peak = GREATEST(peak, n + 1), n = n + 1 WHERE id = 1');
         ctx.emit('granted', { tokens });
         await sleep(holdMs);
         const m = ctx.locks.manager;
-        for (const k of counterKeys) await m.query('UPDATE cs_counter SET v = v + 1, last_token = ?, last_who = ? WHERE k = ?', [tokens[0], who, k]);
-        await m.query('INSERT INTO cs_writes (who, token) VALUES (?, ?)', [who, tokens[0]]);
-        await ds.query('UPDATE cs_inside SET n = n - 1 WHERE id = 1');
+        for (const k of counterKeys)
+          await runSql(m, 'UPDATE cs_counter SET v = v + 1, last_token = ?, last_who = ? WHERE k = ?', [tokens[0], who, k]);
+        await runSql(m, 'INSERT INTO cs_writes (who, token) VALUES (?, ?)', [who, tokens[0]]);
+        await runSql(ds, 'UPDATE cs_inside SET n = n - 1 WHERE id = 1');
       },
       { leaseMs: ctx.args.leaseMs, timeoutMs: ctx.args.timeoutMs, strategy: ctx.args.strategy },
     );
     return { tokens, outcome: 'committed' };
   } catch (error) {
-    await ds.query('UPDATE cs_inside SET n = n - 1 WHERE id = 1').catch(() => undefined);
+    await runSql(ds, 'UPDATE cs_inside SET n = n - 1 WHERE id = 1').catch(() => undefined);
     return { tokens, outcome: (error as Error).name, message: (error as Error).message };
   }
 }

@@ -2,6 +2,7 @@ import 'reflect-metadata';
 import { Injectable } from '@nestjs/common';
 import { LockService, WriteLock } from '../../../lib/index.js';
 import type { WorkerContext } from '../../support/lock-worker.js';
+import { runSql } from '../../support/portable-sql.js';
 
 /**
  * Blocks the event loop: the holder is "between its business write and its commit" and nothing
@@ -48,8 +49,8 @@ export class FenceService {
     const manager = this.locks.manager;
     const token = this.locks.currentLock!.fencingToken;
     emit('granted');
-    await manager.query('INSERT INTO fence_writes (k, round, writer, token) VALUES (?, ?, ?, ?)', [key, round, writer, token]);
-    await manager.query('UPDATE fence_counters SET n = n + 1, last_writer = ? WHERE k = ?', [writer, key]);
+    await runSql(manager, 'INSERT INTO fence_writes (k, round, writer, token) VALUES (?, ?, ?, ?)', [key, round, writer, token]);
+    await runSql(manager, 'UPDATE fence_counters SET n = n + 1, last_writer = ? WHERE k = ?', [writer, key]);
     emit('wrote');
     if (stallMs > 0) stall(stallMs);
     return token;

@@ -4,6 +4,7 @@ import { Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 import { LockService, Semaphore } from '../../../lib/index.js';
 import type { WorkerContext } from '../../support/lock-worker.js';
+import { runSql } from '../../support/portable-sql.js';
 
 /** Business table of the semaphore tests: callers inside now, and the most ever inside, per run (updated under its row lock). */
 export const INSIDE_TABLE = 'sem_inside';
@@ -35,9 +36,9 @@ export async function crowd(ctx: WorkerContext<CrowdArgs>): Promise<CrowdResult>
   const dataSource = ctx.app.get(DataSource);
   const tokens: number[] = [];
   const inside = async (): Promise<void> => {
-    await dataSource.query(`UPDATE ${INSIDE_TABLE} SET n = n + 1, peak = GREATEST(peak, n) WHERE run = ?`, [run]);
+    await runSql(dataSource, `UPDATE ${INSIDE_TABLE} SET peak = GREATEST(peak, n + 1), n = n + 1 WHERE run = ?`, [run]);
     await sleep(holdMs);
-    await dataSource.query(`UPDATE ${INSIDE_TABLE} SET n = n - 1 WHERE run = ?`, [run]);
+    await runSql(dataSource, `UPDATE ${INSIDE_TABLE} SET n = n - 1 WHERE run = ?`, [run]);
   };
   const loop = async (): Promise<void> => {
     for (let i = 0; i < iterations; i++) {
@@ -98,7 +99,7 @@ export class PermitWriter {
   async write(key: string, writer: string, stallMs: number, emit: (event: string) => void): Promise<number> {
     const token = this.locks.currentLock!.fencingToken;
     emit('granted');
-    await this.locks.manager.query('INSERT INTO sem_writes (k, writer, token) VALUES (?, ?, ?)', [key, writer, token]);
+    await runSql(this.locks.manager, 'INSERT INTO sem_writes (k, writer, token) VALUES (?, ?, ?)', [key, writer, token]);
     emit('wrote');
     if (stallMs > 0) stall(stallMs);
     return token;
