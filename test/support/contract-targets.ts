@@ -146,20 +146,7 @@ export const KNOWN_GAPS: Partial<Record<Guarantee, Partial<Record<LockStrategyNa
  * As KNOWN_GAPS, for a strategy on PostgreSQL only: what the PostgreSQL store does not keep today
  * that the MySQL store does (found by the contract suite on PostgreSQL). The entry goes once it does.
  */
-export const KNOWN_POSTGRES_GAPS: Partial<Record<Guarantee, Partial<Record<LockStrategyName, string>>>> = {
-  'bounded-wait-blocked-grant': {
-    lease:
-      'known gap (PostgreSQL): a lease grant blocked on a key row held by another transaction fails after about 1 s ' +
-      '(lock_timeout) with DbLockConnectionError "the connection broke mid-statement ... (Query read timeout)", ' +
-      'not LockTimeoutError within timeoutMs plus the grant grace',
-  },
-  semaphore: {
-    lease:
-      'known gap (PostgreSQL): an expired permit is not taken over while another permit of the key is live: of limit 2, ' +
-      "a SIGKILLed holder's row stays ACQUIRED and the waiter gets in only when the live permit is released; a SIGSTOPped " +
-      "permit holder is not taken over (the taker's LockTimeoutError after 20 s), and that file's teardown then hangs",
-  },
-};
+export const KNOWN_POSTGRES_GAPS: Partial<Record<Guarantee, Partial<Record<LockStrategyName, string>>>> = {};
 
 /** The reason a guarantee's tests are skipped on a target (see KNOWN_GAPS, KNOWN_POSTGRES_GAPS), or undefined. */
 export function gapOf(guarantee: Guarantee, target: ContractTarget): string | undefined {

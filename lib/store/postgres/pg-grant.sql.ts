@@ -139,6 +139,8 @@ function outcomeOf(rows: readonly Row[], n: number, t0: Date | undefined, reclai
   // A different limit is refused only while unexpired permits hold it; expired ones are taken over first.
   if (limit !== undefined && Number(summary.locked) === 0 && current !== null && current !== limit && Number(summary.busy) > 0)
     return { granted: false, reason: 'limit-mismatch', currentLimit: current };
+  // A semaphore's expired permits free a place once taken over, whatever the live ones; a lock's expired holders help only when no live one is left.
+  if (limit !== undefined && Number(summary.expired) > 0) return { granted: false, reason: 'expired-holders' };
   if (Number(summary.busy) > 0) return { granted: false, reason: 'busy' };
   if (Number(summary.writer_waiting) > 0) return { granted: false, reason: 'writer-waiting' };
   if (Number(summary.expired) > 0) return { granted: false, reason: 'expired-holders' };
