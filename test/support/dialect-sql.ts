@@ -27,10 +27,7 @@ export interface DialectSql {
   keyText(column: string): string;
   /**
    * A condition: two of a grant's timestamps (e.g. MIN and MAX of its rows' acquired_at) differ, so
-   * its rows were not written by one grant statement. MySQL dates a statement's rows alike. PostgreSQL's
-   * store dates each row by clock_timestamp() as it writes it, and on a loaded server one grant's rows
-   * were seen milliseconds apart: there the time tells nothing (FALSE), and a test's check rests on its
-   * other criteria (the row counts per owner).
+   * its rows were not written by one grant statement (both stores date one grant's rows alike).
    */
   notOneGrant(first: string, last: string): string;
 }
@@ -62,7 +59,7 @@ const POSTGRES: DialectSql = {
     `GREATEST(${log}.expires_at, COALESCE(${process}.renewed_at + ${log}.lease_ms * interval '1 millisecond', ${log}.expires_at))`,
   onDuplicateKey: (key, assignments) => `ON CONFLICT (${key}) DO UPDATE SET ${assignments}`,
   keyText: (column) => `convert_from(${column}, 'UTF8')`,
-  notOneGrant: () => 'FALSE',
+  notOneGrant: (first, last) => `${first} <> ${last}`,
 };
 
 export function dialectSql(type: DatabaseType | undefined): DialectSql {

@@ -31,11 +31,17 @@ const LIVE =
   `live AS (SELECT g.mode, ${EFFECTIVE_EXPIRY} AS until FROM t JOIN ${LOCK_LOG_TABLE} g ON g.lock_key = t.k ` +
   `LEFT JOIN ${PROCESS_TABLE} p ON p.id = g.process_id WHERE g.status IN ${LIVE_STATUSES_SQL} AND (t.m <> 'read' OR g.mode <> 'read'))`;
 
+/**
+ * The server's clock once per decision (a CTE is evaluated once): one grant's rows share their
+ * times, as on MySQL, where `clock_timestamp()` per row would date each as it is written.
+ */
+const CLOCK = `clock AS (SELECT ${NOW} AS now)`;
+
 /** The granted rows, one per key of `bumped` with its new token: parameters $3 lease ms, $4 owner, $5 holder, $6 process, $7 waited ms. */
 const INSERT_HOLDERS =
   `ins AS (INSERT INTO ${LOCK_LOG_TABLE} (lock_key, mode, owner, holder, process_id, strategy, fencing_token, status, lease_ms, acquired_at, expires_at, wait_ms) ` +
-  `SELECT lock_key, m, $4, $5, $6, 'lease', fencing_token, '${LockStatus.ACQUIRED}', $3, ${NOW}, ${NOW} + $3 * interval '1 millisecond', $7 ` +
-  `FROM bumped RETURNING id, lock_key, fencing_token, acquired_at, expires_at)`;
+  `SELECT lock_key, m, $4, $5, $6, 'lease', fencing_token, '${LockStatus.ACQUIRED}', $3, c.now, c.now + $3 * interval '1 millisecond', $7 ` +
+  `FROM bumped CROSS JOIN clock c RETURNING id, lock_key, fencing_token, acquired_at, expires_at)`;
 
 /** One row per granted key, or one summary row when nothing was granted (the summary on each). */
 const answer = (extra: string): string =>
@@ -52,7 +58,7 @@ const answer = (extra: string): string =>
  */
 const LOCK_DECISION =
   `PREPARE db_lock_grant(bytea[], text[], int, text, text, bigint, int, int, boolean) AS ` +
-  `WITH t AS (SELECT * FROM unnest($1, $2) AS t(k, m)), ${LIVE}, ` +
+  `WITH t AS (SELECT * FROM unnest($1, $2) AS t(k, m)), ${CLOCK}, ${LIVE}, ` +
   `d AS (SELECT (SELECT count(*) FROM ${LOCK_TABLE} l WHERE l.lock_key = ANY($1))::int AS key_rows, ` +
   `(CASE WHEN $9 THEN (SELECT count(*) FROM t JOIN ${LOCK_TABLE} l ON l.lock_key = t.k WHERE t.m = 'read' AND l.writer_waiting_until > ${NOW}) ELSE 0 END)::int AS writer_waiting, ` +
   `(SELECT count(*) FROM live WHERE until > ${NOW})::int AS busy, (SELECT count(*) FROM live WHERE until <= ${NOW})::int AS expired), ` +
@@ -72,7 +78,7 @@ const LOCK_DECISION =
  */
 const PERMIT_DECISION =
   `PREPARE db_lock_permit(bytea, int, int, text, text, bigint, int, boolean) AS ` +
-  `WITH t AS (SELECT $1 AS k, '${PERMIT_MODE}'::text AS m), ${LIVE}, ` +
+  `WITH t AS (SELECT $1 AS k, '${PERMIT_MODE}'::text AS m), ${CLOCK}, ${LIVE}, ` +
   `kr AS (SELECT l.semaphore_limit, ($8 AND l.writer_waiting_until > ${NOW}) AS waits FROM ${LOCK_TABLE} l WHERE l.lock_key = $1), ` +
   `d AS (SELECT (SELECT count(*) FROM kr)::int AS key_rows, (SELECT count(*) FROM kr WHERE waits)::int AS writer_waiting, ` +
   `(SELECT max(semaphore_limit) FROM kr) AS current_limit, (SELECT count(*) FROM live)::int AS held, ` +

@@ -41,16 +41,14 @@ export function createKeyRowsStatement(keys: readonly Buffer[]): string {
  * work), or after a rollback (FAILED, EXPIRED) on the library's pool. ended_at is the server's clock.
  */
 export function insertAuditRows(rows: readonly RowLockAuditRow[], holder: string): string {
-  const values = rows.map(
-    (r) =>
-      `(${keyLiteral(r.key)}, ${textLiteral(r.mode)}, ${textLiteral(r.owner)}, ${textLiteral(holder)}, 'row-lock', ${sqlInteger(r.fencingToken)}, ` +
-      `${textLiteral(r.status)}, 0, ${NOW} - ${sqlInteger(r.holdMs * 1000)} * interval '1 microsecond', ${NOW}, ${NOW}, ${sqlInteger(r.waitedMs)}, ` +
-      `${sqlInteger(r.holdMs)}, ${nullableText(r.note)})`,
-  );
-  return (
-    `INSERT INTO ${LOCK_LOG_TABLE} (lock_key, mode, owner, holder, strategy, fencing_token, status, lease_ms, acquired_at, expires_at, ended_at, wait_ms, hold_ms, note) ` +
-    `VALUES ${values.join(', ')}`
-  );
+  const columns = `INSERT INTO ${LOCK_LOG_TABLE} (lock_key, mode, owner, holder, strategy, fencing_token, status, lease_ms, acquired_at, expires_at, ended_at, wait_ms, hold_ms, note) `;
+  const values = (r: RowLockAuditRow, now: string) =>
+    `(${keyLiteral(r.key)}, ${textLiteral(r.mode)}, ${textLiteral(r.owner)}, ${textLiteral(holder)}, 'row-lock', ${sqlInteger(r.fencingToken)}, ` +
+    `${textLiteral(r.status)}, 0, ${now} - ${sqlInteger(r.holdMs * 1000)} * interval '1 microsecond', ${now}, ${now}, ${sqlInteger(r.waitedMs)}, ` +
+    `${sqlInteger(r.holdMs)}, ${nullableText(r.note)})`;
+  if (rows.length === 1) return `${columns}VALUES ${values(rows[0]!, NOW)}`;
+  // Several keys of one hold share one reading of the clock (a CTE with a volatile function is evaluated once), as MySQL's statement clock gives them.
+  return `WITH clock AS (SELECT ${NOW} AS now) ${columns}SELECT v.* FROM clock c CROSS JOIN LATERAL (VALUES ${rows.map((r) => values(r, 'c.now')).join(', ')}) AS v`;
 }
 
 /** SQL list of row ids. */
