@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { eventually } from '../support/lock-app.js';
 import { TestDatabase } from '../support/test-database.js';
 import { LockWorker } from '../support/worker-host.js';
-import type { LedgerArgs, LedgerResult } from './scenarios/ledger.js';
+import type { LedgerArgs, LedgerResult } from '../contract/scenarios/ledger.js';
 import { contractSuite } from '../support/contract-targets.js';
 
 /**
@@ -15,7 +15,7 @@ import { contractSuite } from '../support/contract-targets.js';
  */
 const LEASE_MS = 600;
 const STALL_MS = 3_000;
-const SCENARIO = new URL('./scenarios/ledger.js', import.meta.url).href;
+const SCENARIO = new URL('../contract/scenarios/ledger.js', import.meta.url).href;
 
 contractSuite('row-lock-stall', 'row-lock: a SIGSTOPped holder', () => {
   let db: TestDatabase;

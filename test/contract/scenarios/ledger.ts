@@ -16,8 +16,7 @@ export interface LedgerResult {
 }
 
 /**
- * test/row-lock/scenarios/ledger.ts for the contract suite, its SQL run on MySQL and PostgreSQL
- * (portable-sql.ts): one row-lock hold that writes two ledger rows in its transaction (through `lockService.manager`),
+ * Its SQL runs on MySQL and PostgreSQL (portable-sql.ts). One row-lock hold that writes two ledger rows in its transaction (through `lockService.manager`),
  * emitting 'acquired' between them, and pausing there for `pauseMs`.
  */
 export async function writeTwice(ctx: WorkerContext<LedgerArgs>): Promise<LedgerResult> {
