@@ -19,6 +19,10 @@ import {
 import { holdUntilReleased } from '../support/held-lock.js';
 import { heldLockOf, partsOf } from '../support/lock-internals.js';
 import { eventually } from '../support/lock-app.js';
+import { randomUUID } from 'node:crypto';
+import pg from 'pg';
+import { resolveTargets } from '../../lib/core/lock-key.js';
+import { GRANT_STATEMENTS, lockDecision, lockRows } from '../../lib/store/postgres/pg-grant-decision.sql.js';
 import { PgTestDatabase, pgTestsRun } from '../support/pg-test-database.js';
 
 /** A short lease, so that takeovers come within a test. */
@@ -167,6 +171,41 @@ describe('lease on PostgreSQL', { skip: (await pgTestsRun()) ? false : 'no Postg
       for (const row of rows) assert.deepEqual(row.tokens.map(Number), [1, 2, 3, 4], String(row.lock_key));
     } finally {
       await other.close();
+    }
+  });
+
+  it('a grant decides only on key rows its own transaction locked (a row another grant created meanwhile is not enough)', async () => {
+    await locks.withLock('decided', async () => undefined);
+    const client = new pg.Client({ connectionString: db.url });
+    await client.connect();
+    try {
+      await client.query(GRANT_STATEMENTS.sql);
+      const targets = resolveTargets('decided', 'write', '');
+      const input = {
+        request: {
+          acquisitionId: randomUUID(),
+          strategy: 'lease' as const,
+          targets,
+          leaseMs: 5_000,
+          waitedMs: 0,
+          writerWaitMarkMs: 0,
+          writerPreference: true,
+        },
+        holder: 'test',
+        processId: '0',
+        waitMs: 1_000,
+      };
+      const decide = async (lockFirst: boolean) => {
+        const answers = (await client.query(
+          `BEGIN; ${lockFirst ? `${lockRows(targets.map((t) => t.bytes))}; ` : ''}${lockDecision(input)}; ROLLBACK`,
+        )) as unknown as pg.QueryResult[];
+        return (answers[answers.length - 2]!.rows[0] as { granted: boolean }).granted;
+      };
+      // The key row is there and free: without its lock the decision refuses (its snapshot could show a row another grant just committed).
+      assert.equal(await decide(false), false);
+      assert.equal(await decide(true), true);
+    } finally {
+      await client.end();
     }
   });
 

@@ -23,8 +23,22 @@ export const PERMIT_MODE = 'permit';
  * every value, so one text serves every shape of request (one key or several, any modes).
  */
 
-/** Locks the keys' rows in key order; answers the server's clock (after the wait: it then counts the lease from a later time, never an earlier one). */
-const LOCK_ROWS = `PREPARE db_lock_lock_rows(bytea[]) AS SELECT lock_key, ${NOW} AS t0 FROM ${LOCK_TABLE} WHERE lock_key = ANY($1) ORDER BY lock_key FOR UPDATE`;
+/** A custom setting, transaction-local: how many key rows this transaction's lock statement locked. */
+const LOCKED_ROWS = 'nestjs_db_lock.locked_rows';
+
+/**
+ * Locks the keys' rows in key order and notes how many it locked (LOCKED_ROWS): the decision grants
+ * only when that is every key. A row another grant inserted but had not committed yet is not seen
+ * here, and not locked, yet may be committed by the time the decision reads (a fresh snapshot): the
+ * decision must not trust its own count of key rows. Answers the server's clock (after the wait: the
+ * lease then counts from a later time, never an earlier one).
+ */
+const LOCK_ROWS =
+  `PREPARE db_lock_lock_rows(bytea[]) AS SELECT set_config('${LOCKED_ROWS}', count(*)::text, true) AS locked, ${NOW} AS t0 ` +
+  `FROM (SELECT 1 FROM ${LOCK_TABLE} WHERE lock_key = ANY($1) ORDER BY lock_key FOR UPDATE) AS l`;
+
+/** The key rows this transaction locked (see LOCK_ROWS); 0 if it locked none. */
+const LOCKED = `COALESCE(NULLIF(current_setting('${LOCKED_ROWS}', true), ''), '0')::int`;
 
 /** The live holders of the keys of `t` they conflict with (a CTE named `live`: each one's mode and full lease end `until`). */
 const LIVE =
@@ -45,7 +59,7 @@ const INSERT_HOLDERS =
 
 /** One row per granted key, or one summary row when nothing was granted (the summary on each). */
 const answer = (extra: string): string =>
-  `SELECT ok.granted, d.key_rows, d.writer_waiting, d.busy, d.expired, ${extra}, ins.id, ins.lock_key, ins.fencing_token, ins.acquired_at, ins.expires_at ` +
+  `SELECT ok.granted, d.key_rows, d.locked_rows, d.writer_waiting, d.busy, d.expired, ${extra}, ins.id, ins.lock_key, ins.fencing_token, ins.acquired_at, ins.expires_at ` +
   `FROM d CROSS JOIN ok LEFT JOIN ins ON true`;
 
 /**
@@ -59,10 +73,10 @@ const answer = (extra: string): string =>
 const LOCK_DECISION =
   `PREPARE db_lock_grant(bytea[], text[], int, text, text, bigint, int, int, boolean) AS ` +
   `WITH t AS (SELECT * FROM unnest($1, $2) AS t(k, m)), ${CLOCK}, ${LIVE}, ` +
-  `d AS (SELECT (SELECT count(*) FROM ${LOCK_TABLE} l WHERE l.lock_key = ANY($1))::int AS key_rows, ` +
+  `d AS (SELECT (SELECT count(*) FROM ${LOCK_TABLE} l WHERE l.lock_key = ANY($1))::int AS key_rows, ${LOCKED} AS locked_rows, ` +
   `(CASE WHEN $9 THEN (SELECT count(*) FROM t JOIN ${LOCK_TABLE} l ON l.lock_key = t.k WHERE t.m = 'read' AND l.writer_waiting_until > ${NOW}) ELSE 0 END)::int AS writer_waiting, ` +
   `(SELECT count(*) FROM live WHERE until > ${NOW})::int AS busy, (SELECT count(*) FROM live WHERE until <= ${NOW})::int AS expired), ` +
-  `ok AS (SELECT key_rows = cardinality($1) AND writer_waiting = 0 AND busy + expired = 0 AS granted FROM d), ` +
+  `ok AS (SELECT locked_rows = cardinality($1) AND writer_waiting = 0 AND busy + expired = 0 AS granted FROM d), ` +
   `bumped AS (UPDATE ${LOCK_TABLE} l SET fencing_token = l.fencing_token + 1, last_granted_at = ${NOW}, no_lease_holders = 0, ` +
   `writer_waiting_until = CASE WHEN t.m = 'write' THEN NULL ELSE l.writer_waiting_until END ` +
   `FROM t WHERE l.lock_key = t.k AND (SELECT granted FROM ok) RETURNING l.lock_key, l.fencing_token, t.m), ${INSERT_HOLDERS}, ` +
@@ -80,11 +94,11 @@ const PERMIT_DECISION =
   `PREPARE db_lock_permit(bytea, int, int, text, text, bigint, int, boolean) AS ` +
   `WITH t AS (SELECT $1 AS k, '${PERMIT_MODE}'::text AS m), ${CLOCK}, ${LIVE}, ` +
   `kr AS (SELECT l.semaphore_limit, ($8 AND l.writer_waiting_until > ${NOW}) AS waits FROM ${LOCK_TABLE} l WHERE l.lock_key = $1), ` +
-  `d AS (SELECT (SELECT count(*) FROM kr)::int AS key_rows, (SELECT count(*) FROM kr WHERE waits)::int AS writer_waiting, ` +
+  `d AS (SELECT (SELECT count(*) FROM kr)::int AS key_rows, ${LOCKED} AS locked_rows, (SELECT count(*) FROM kr WHERE waits)::int AS writer_waiting, ` +
   `(SELECT max(semaphore_limit) FROM kr) AS current_limit, (SELECT count(*) FROM live)::int AS held, ` +
   `(SELECT count(*) FROM live WHERE mode <> '${PERMIT_MODE}')::int AS locked, ` +
   `(SELECT count(*) FROM live WHERE until > ${NOW})::int AS busy, (SELECT count(*) FROM live WHERE until <= ${NOW})::int AS expired), ` +
-  `ok AS (SELECT key_rows = 1 AND writer_waiting = 0 AND locked = 0 AND held < $2 AND (held = 0 OR current_limit IS NULL OR current_limit = $2) AS granted FROM d), ` +
+  `ok AS (SELECT locked_rows = 1 AND writer_waiting = 0 AND locked = 0 AND held < $2 AND (held = 0 OR current_limit IS NULL OR current_limit = $2) AS granted FROM d), ` +
   `bumped AS (UPDATE ${LOCK_TABLE} l SET fencing_token = l.fencing_token + 1, last_granted_at = ${NOW}, no_lease_holders = 0, semaphore_limit = $2 ` +
   `FROM t WHERE l.lock_key = t.k AND (SELECT granted FROM ok) RETURNING l.lock_key, l.fencing_token, t.m), ${INSERT_HOLDERS} ` +
   answer('d.current_limit, d.locked');

@@ -134,7 +134,8 @@ function outcomeOf(rows: readonly Row[], n: number, t0: Date | undefined, reclai
       serverStartedAt: t0,
     };
   }
-  if (Number(summary.key_rows) < n) return { granted: false, reason: 'missing-key-rows' };
+  // A key row not there, or not locked by this grant (created by another one meanwhile): the next try creates what is missing and locks it.
+  if (Number(summary.key_rows) < n || Number(summary.locked_rows) < n) return { granted: false, reason: 'missing-key-rows' };
   const current = summary.current_limit === null || summary.current_limit === undefined ? null : Number(summary.current_limit);
   // A different limit is refused only while unexpired permits hold it; expired ones are taken over first.
   if (limit !== undefined && Number(summary.locked) === 0 && current !== null && current !== limit && Number(summary.busy) > 0)
