@@ -5,17 +5,7 @@ import { Injectable, Module } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import type { INestApplicationContext } from '@nestjs/common';
-import {
-  DbLockError,
-  DbLockModule,
-  type DbLockModuleOptions,
-  DbLockOptionsError,
-  LockLostError,
-  LockService,
-  LockTimeoutError,
-  MAX_KEY_LENGTH,
-  WriteLock,
-} from '../../lib/index.js';
+import { DbLockModule, type DbLockModuleOptions, LockLostError, LockService, LockTimeoutError, MAX_KEY_LENGTH, WriteLock } from '../../lib/index.js';
 import { holdUntilReleased } from '../support/held-lock.js';
 import { PgTestDatabase, pgTestsRun } from '../support/pg-test-database.js';
 

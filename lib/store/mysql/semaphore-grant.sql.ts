@@ -1,3 +1,4 @@
+import { PERMIT_MODE } from '../../core/lock-mode.js';
 import type { GrantInput } from './grant.sql.js';
 import { bound } from './grant-statements.sql.js';
 import {
@@ -17,9 +18,6 @@ import {
 } from './sql.js';
 import type { StatementPlan } from './statement-plan.js';
 import type { GrantOutcome } from '../lock-store.js';
-
-/** The log rows' mode of a semaphore's permits (locks write 'read' or 'write'). */
-export const PERMIT_MODE = 'permit';
 
 /**
  * A semaphore's grant: one key, at most `limit` live permits. One transaction:

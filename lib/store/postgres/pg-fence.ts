@@ -36,7 +36,7 @@ export function pgFence(transactions: PgSessionTransactions): FenceStore {
         await sent;
         return true;
       } catch (error) {
-        if (sqlStateOf(error) === NOT_LIVE || sqlStateOf(LockStatementError.from(error).driverError) === NOT_LIVE) return false;
+        if (sqlStateOf(LockStatementError.from(error).driverError) === NOT_LIVE) return false;
         throw error;
       }
     },

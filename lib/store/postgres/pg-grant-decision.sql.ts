@@ -1,3 +1,4 @@
+import { PERMIT_MODE } from '../../core/lock-mode.js';
 import { LockStatus } from '../../core/lock-status.js';
 import type { PgGrantInput } from './pg-grant.sql.js';
 import {
@@ -12,9 +13,6 @@ import {
   sqlInteger,
   textLiteral,
 } from './pg-sql.js';
-
-/** The log rows' mode of a semaphore's permits (locks write 'read' or 'write'), as on MySQL. */
-export const PERMIT_MODE = 'permit';
 
 /**
  * The lease grant's statements that run on every grant, prepared once per connection of the
@@ -59,13 +57,13 @@ const INSERT_HOLDERS =
 
 /** One row per granted key, or one summary row when nothing was granted (the summary on each). */
 const answer = (extra: string): string =>
-  `SELECT ok.granted, d.key_rows, d.locked_rows, d.writer_waiting, d.busy, d.expired, ${extra}, ins.id, ins.lock_key, ins.fencing_token, ins.acquired_at, ins.expires_at ` +
+  `SELECT ok.granted, d.locked_rows, d.writer_waiting, d.busy, d.expired, ${extra}, ins.id, ins.lock_key, ins.fencing_token, ins.acquired_at, ins.expires_at ` +
   `FROM d CROSS JOIN ok LEFT JOIN ins ON true`;
 
 /**
  * A lock's decision and writes (see grantBatch), in one statement: $1 keys, $2 their modes, $8 the
- * writer-waiting mark in ms (0: none), $9 writer preference. Granted when every key row is there,
- * no conflicting holder is live (expired ones too: they are taken over first), and (writer
+ * writer-waiting mark in ms (0: none), $9 writer preference. Granted when every key row is there
+ * and locked by this transaction (LOCK_ROWS), no conflicting holder is live (expired ones too: they are taken over first), and (writer
  * preference) no waiting writer marked a key read here. Then each key's token is bumped (a writer's
  * mark cleared) and its row inserted; if refused, a waiting writer marks its keys, refreshed only
  * when less than half of the mark is left.
@@ -73,7 +71,7 @@ const answer = (extra: string): string =>
 const LOCK_DECISION =
   `PREPARE db_lock_grant(bytea[], text[], int, text, text, bigint, int, int, boolean) AS ` +
   `WITH t AS (SELECT * FROM unnest($1, $2) AS t(k, m)), ${CLOCK}, ${LIVE}, ` +
-  `d AS (SELECT (SELECT count(*) FROM ${LOCK_TABLE} l WHERE l.lock_key = ANY($1))::int AS key_rows, ${LOCKED} AS locked_rows, ` +
+  `d AS (SELECT ${LOCKED} AS locked_rows, ` +
   `(CASE WHEN $9 THEN (SELECT count(*) FROM t JOIN ${LOCK_TABLE} l ON l.lock_key = t.k WHERE t.m = 'read' AND l.writer_waiting_until > ${NOW}) ELSE 0 END)::int AS writer_waiting, ` +
   `(SELECT count(*) FROM live WHERE until > ${NOW})::int AS busy, (SELECT count(*) FROM live WHERE until <= ${NOW})::int AS expired), ` +
   `ok AS (SELECT locked_rows = cardinality($1) AND writer_waiting = 0 AND busy + expired = 0 AS granted FROM d), ` +
@@ -94,7 +92,7 @@ const PERMIT_DECISION =
   `PREPARE db_lock_permit(bytea, int, int, text, text, bigint, int, boolean) AS ` +
   `WITH t AS (SELECT $1 AS k, '${PERMIT_MODE}'::text AS m), ${CLOCK}, ${LIVE}, ` +
   `kr AS (SELECT l.semaphore_limit, ($8 AND l.writer_waiting_until > ${NOW}) AS waits FROM ${LOCK_TABLE} l WHERE l.lock_key = $1), ` +
-  `d AS (SELECT (SELECT count(*) FROM kr)::int AS key_rows, ${LOCKED} AS locked_rows, (SELECT count(*) FROM kr WHERE waits)::int AS writer_waiting, ` +
+  `d AS (SELECT ${LOCKED} AS locked_rows, (SELECT count(*) FROM kr WHERE waits)::int AS writer_waiting, ` +
   `(SELECT max(semaphore_limit) FROM kr) AS current_limit, (SELECT count(*) FROM live)::int AS held, ` +
   `(SELECT count(*) FROM live WHERE mode <> '${PERMIT_MODE}')::int AS locked, ` +
   `(SELECT count(*) FROM live WHERE until > ${NOW})::int AS busy, (SELECT count(*) FROM live WHERE until <= ${NOW})::int AS expired), ` +

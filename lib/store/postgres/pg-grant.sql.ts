@@ -11,16 +11,11 @@ import {
   keyText,
   LIVE_STATUSES_SQL,
   LOCK_LOG_TABLE,
-  LOCK_TABLE,
   LockStatus,
   LOCK_WAIT_MS,
-  msInterval,
   NOW,
   parseDate,
   PROCESS_TABLE,
-  rowIdLiteral,
-  sqlInteger,
-  textLiteral,
   type Row,
 } from './pg-sql.js';
 
@@ -81,8 +76,8 @@ export function grantBatch(input: PgGrantInput, steps: GrantSteps): { sql: strin
   return {
     sql: statements.join(';\n'),
     parse: (results) => {
-      const first = results[locked]!.rows[0] as Row | undefined;
-      const t0 = first === undefined ? undefined : parseDate(first.t0);
+      // The lock statement answers one row (a count), with the clock read once the rows were locked.
+      const t0 = parseDate((results[locked]!.rows[0] as Row).t0);
       const reclaimed = steps.takeover ? Number((results[decided - 1]!.rows[0] as Row | undefined)?.reclaimed ?? 0) : 0;
       return outcomeOf(results[decided]!.rows as Row[], targets.length, t0, reclaimed, limit);
     },
@@ -117,7 +112,7 @@ export function takeoverStatements(conflict: string, note: string): string[] {
   ];
 }
 
-function outcomeOf(rows: readonly Row[], n: number, t0: Date | undefined, reclaimed: number, limit: number | undefined): GrantOutcome {
+function outcomeOf(rows: readonly Row[], n: number, t0: Date, reclaimed: number, limit: number | undefined): GrantOutcome {
   const summary = rows[0] ?? {};
   if (summary.granted === true && rows.length === n && rows.every((row) => row.id !== null)) {
     return {
@@ -129,13 +124,13 @@ function outcomeOf(rows: readonly Row[], n: number, t0: Date | undefined, reclai
         expiresAt: parseDate(row.expires_at),
       })),
       reclaimed,
-      // Counted from when the key rows were locked (0 if unknown): from a later time than the lease's start, never an earlier one.
-      serverWaitMs: t0 === undefined ? 0 : Math.max(0, parseDate(rows[0]!.acquired_at).getTime() - t0.getTime()),
+      // Counted from when the key rows were locked: from a later time than the lease's start, never an earlier one.
+      serverWaitMs: Math.max(0, parseDate(rows[0]!.acquired_at).getTime() - t0.getTime()),
       serverStartedAt: t0,
     };
   }
   // A key row not there, or not locked by this grant (created by another one meanwhile): the next try creates what is missing and locks it.
-  if (Number(summary.key_rows) < n || Number(summary.locked_rows) < n) return { granted: false, reason: 'missing-key-rows' };
+  if (Number(summary.locked_rows) < n) return { granted: false, reason: 'missing-key-rows' };
   const current = summary.current_limit === null || summary.current_limit === undefined ? null : Number(summary.current_limit);
   // A different limit is refused only while unexpired permits hold it; expired ones are taken over first.
   if (limit !== undefined && Number(summary.locked) === 0 && current !== null && current !== limit && Number(summary.busy) > 0)
