@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import type { INestApplicationContext } from '@nestjs/common';
 import { TestDatabase } from '../support/test-database.js';
 import { createLockApp } from '../support/lock-app.js';
-import type { LockHandle, LockService } from '../../lib/index.js';
+import { type LockHandle, type LockService, MAX_KEY_LENGTH } from '../../lib/index.js';
 import { contractSuite } from '../support/contract-targets.js';
 
 /**
@@ -16,6 +16,8 @@ const LOOK_ALIKES: string[][] = [
   ['ss', 'ß'],
   ['a', '\uff41'], // ASCII vs fullwidth
   ['t', 't\t', 't\u00a0'],
+  ['n', 'n\u0000', 'n\u0000a', 'n\u0000b'], // NUL bytes are key bytes, not terminators
+  ['\u{1D11E}'.repeat(MAX_KEY_LENGTH), '\u{1D11E}'.repeat(MAX_KEY_LENGTH - 1) + 'x'], // the longest keys: 764 bytes of UTF-8
 ];
 
 contractSuite('exact-keys', 'keys compare exactly', { postgres: true }, (target) => {
@@ -39,7 +41,7 @@ contractSuite('exact-keys', 'keys compare exactly', { postgres: true }, (target)
   const listsHolders = !target.capabilities.has('holder-connection');
 
   for (const group of LOOK_ALIKES) {
-    it(`${group.map((k) => JSON.stringify(k)).join(', ')} are independent locks, held at once`, async () => {
+    it(`${group.map((k) => JSON.stringify(k.length > 20 ? `${k.slice(0, 4)}…(${Buffer.byteLength(k)} bytes)` : k)).join(', ')} are independent locks, held at once`, async () => {
       const held: LockHandle[] = [];
       try {
         for (const key of group) {
