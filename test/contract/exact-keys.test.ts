@@ -17,6 +17,8 @@ const LOOK_ALIKES: string[][] = [
   ['a', '\uff41'], // ASCII vs fullwidth
   ['t', 't\t', 't\u00a0'],
   ['n', 'n\u0000', 'n\u0000a', 'n\u0000b'], // NUL bytes are key bytes, not terminators
+  ['A', '\\x41', '\\101', '\\', '\\\\'], // bytea's hex and escape input forms are key text, not bytes
+  ["'", "''", "'; DELETE FROM db_lock; --", '"', '`', '$1', '?', '%', '_'], // quotes, placeholders and LIKE wildcards are key text
   ['\u{1D11E}'.repeat(MAX_KEY_LENGTH), '\u{1D11E}'.repeat(MAX_KEY_LENGTH - 1) + 'x'], // the longest keys: 764 bytes of UTF-8
 ];
 
