@@ -9,7 +9,7 @@ import { callerTrips, countsLockTrips } from '../support/round-trips.js';
 import { contractSuite } from '../support/contract-targets.js';
 
 /** Reentrancy for modes: the matrix in one call chain, counted in round trips. */
-contractSuite('reentrancy', 'read/write reentrancy matrix in one call chain', (target) => {
+contractSuite('reentrancy', 'read/write reentrancy matrix in one call chain', { postgres: true }, (target) => {
   let db: TestDatabase;
   let app: INestApplicationContext;
   let locks: LockService;
@@ -18,7 +18,7 @@ contractSuite('reentrancy', 'read/write reentrancy matrix in one call chain', (t
   let other: LockService;
   const outsideChains = new AsyncResource('outside-call-chains');
   before(async () => {
-    db = await TestDatabase.create();
+    db = await TestDatabase.forTarget(target);
     // A long lease: no watchdog round trip lands inside a measured window.
     // No janitor: its cluster-wide lock goes through the lock path, and a tick mid-test would add to the lock round trips counted here.
     ({ app, locks } = await createLockApp(db.settings, target.options({ leaseMs: 60_000, janitor: false })));
