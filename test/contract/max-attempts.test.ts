@@ -18,14 +18,14 @@ class Job {
 }
 
 /** "Retry N times": maxAttempts bounds the tries (each one a database round trip here) within timeoutMs. */
-contractSuite('bounded-attempts', 'maxAttempts', (target) => {
+contractSuite('bounded-attempts', 'maxAttempts', { postgres: true }, (target) => {
   let db: TestDatabase;
   let holderApp: INestApplicationContext;
   let waiterApp: INestApplicationContext;
   let holder: LockService;
   let waiter: LockService;
   before(async () => {
-    db = await TestDatabase.create();
+    db = await TestDatabase.forTarget(target);
     ({ app: holderApp, locks: holder } = await createLockApp(db.settings, target.options({ janitor: false })));
     // A fixed pause between tries, so the count of tries is what maxAttempts says, not what time allows.
     ({ app: waiterApp, locks: waiter } = await createLockApp(
