@@ -39,16 +39,16 @@ class Exporter {
   }
 }
 
-contractSuite('semaphore-calls', 'semaphore calls (one process)', () => {
+contractSuite('semaphore-calls', 'semaphore calls (one process)', { postgres: true }, (target) => {
   let db: TestDatabase;
   let app: INestApplicationContext;
   let locks: LockService;
   const events: LockEvent[] = [];
 
   before(async () => {
-    db = await TestDatabase.create();
+    db = await TestDatabase.forTarget(target);
     const onEvent = (event: LockEvent) => void events.push(event);
-    ({ app, locks } = await createLockApp(db.settings, { janitor: false, leaseMs: 5_000, onEvent }, { providers: [Exporter] }));
+    ({ app, locks } = await createLockApp(db.settings, target.options({ janitor: false, leaseMs: 5_000, onEvent }), { providers: [Exporter] }));
   });
   after(async () => {
     await app?.close();
