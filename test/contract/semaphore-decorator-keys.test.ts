@@ -97,9 +97,9 @@ class Permits {
   }
 }
 
-contractSuite('fenced-decorators', '@Semaphore fenced commits, key templates, escapes with cls', (target) => {
+contractSuite('fenced-decorators', '@Semaphore fenced commits, key templates, escapes with cls', { postgres: true }, (target) => {
   before(async () => {
-    db = await TestDatabase.create();
+    db = await TestDatabase.forTarget(target);
     await createAccounts(
       db,
       Array.from({ length: 40 }, (_, i) => i + 1),
@@ -178,6 +178,7 @@ contractSuite('fenced-decorators', '@Semaphore fenced commits, key templates, es
       assert.equal(await permits.permitKey(7n), 'sk:7');
       const rows = async () => (await db.query<unknown[]>("SELECT id FROM db_lock_log WHERE lock_key LIKE 'obj:%' OR lock_key LIKE 'sk:%'")).length;
       const rowsBefore = await rows();
+      assert.ok(rowsBefore >= 2, `the two valid calls' holds are counted (${rowsBefore} rows)`);
       const trips = callerTrips(locks);
       const hostile: unknown[] = [
         undefined,

@@ -14,7 +14,7 @@ export class Account {
 
 /** Creates the `account` table with `ids`, each with balance 100. */
 export async function createAccounts(db: TestDatabase, ids: readonly number[]): Promise<void> {
-  await db.query('CREATE TABLE account (id INT PRIMARY KEY, balance INT NOT NULL) ENGINE=InnoDB');
+  await db.query(`CREATE TABLE account (id INT PRIMARY KEY, balance INT NOT NULL)${db.sql.tableOptions}`);
   await db.query(`INSERT INTO account (id, balance) VALUES ${ids.map(() => '(?, 100)').join(', ')}`, [...ids]);
 }
 
