@@ -13,14 +13,14 @@ import { contractSuite } from '../support/contract-targets.js';
  * held longer than its own lease stays unexpired through its process's renewals: another limit must
  * still be refused at once, not left to wait for a timeout.
  */
-contractSuite('semaphore-calls', 'semaphore limit mismatch on a permit held past its own lease', () => {
+contractSuite('semaphore-calls', 'semaphore limit mismatch on a permit held past its own lease', { postgres: true }, (target) => {
   let db: TestDatabase;
   let app: INestApplicationContext;
   let locks: LockService;
 
   before(async () => {
-    db = await TestDatabase.create();
-    ({ app, locks } = await createLockApp(db.settings, { janitor: false }));
+    db = await TestDatabase.forTarget(target);
+    ({ app, locks } = await createLockApp(db.settings, target.options({ janitor: false })));
   });
   after(async () => {
     await app?.close();
