@@ -10,13 +10,13 @@ import { contractSuite, gapOf } from '../support/contract-targets.js';
 
 const scenarios = new URL('./scenarios/liveness.js', import.meta.url).href;
 
-contractSuite('admin', 'admin: listLocks and forceRelease', (target) => {
+contractSuite('admin', 'admin: listLocks and forceRelease', { postgres: true }, (target) => {
   let db: TestDatabase;
   let app: INestApplicationContext;
   let locks: LockService;
   let workers: LockWorker[] = [];
   before(async () => {
-    db = await TestDatabase.create();
+    db = await TestDatabase.forTarget(target);
     ({ app, locks } = await createLockApp(db.settings, target.options({ namespace: 'adm', janitor: false })));
   });
   after(async () => {
