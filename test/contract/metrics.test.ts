@@ -1,6 +1,6 @@
 import 'reflect-metadata';
 import type { DataPoint } from '@opentelemetry/sdk-metrics';
-import { metricPoints } from '../support/metric-points.js';
+import { freshMeterProvider, metricPoints } from '../support/metric-points.js';
 import { after, before, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { Injectable } from '@nestjs/common';
@@ -52,7 +52,7 @@ class LoanService {
   }
 }
 
-contractSuite('metrics', 'OpenTelemetry metrics, read with the SDK against the real database (lease)', () => {
+contractSuite('metrics', 'OpenTelemetry metrics, read with the SDK against the real database (lease)', { postgres: true }, (target) => {
   let db: TestDatabase;
   let app: INestApplicationContext;
   let locks: LockService;
@@ -60,10 +60,12 @@ contractSuite('metrics', 'OpenTelemetry metrics, read with the SDK against the r
   let peer: LockService;
 
   before(async () => {
-    db = await TestDatabase.create();
+    db = await TestDatabase.forTarget(target);
+    // The totals read below start from zero on each target.
+    freshMeterProvider();
     // The peer first: decorators use the service registered last under the DataSource name.
-    ({ app: peerApp, locks: peer } = await createLockApp(db.settings, { janitor: false }));
-    ({ app, locks } = await createLockApp(db.settings, { janitor: false }, { providers: [LoanService] }));
+    ({ app: peerApp, locks: peer } = await createLockApp(db.settings, target.options({ janitor: false })));
+    ({ app, locks } = await createLockApp(db.settings, target.options({ janitor: false }), { providers: [LoanService] }));
   });
   after(async () => {
     await app?.close();
