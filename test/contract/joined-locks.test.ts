@@ -7,10 +7,11 @@ import { LockLostError, LockService, LockTimeoutError, LockUpgradeError, ReadLoc
 import { createLockApp, endedStatuses } from '../support/lock-app.js';
 import { TestDatabase } from '../support/test-database.js';
 import { contractSuite } from '../support/contract-targets.js';
+import { runSql } from '../support/portable-sql.js';
 
 /** Locks taken inside an open fenced transaction (joined): timeouts, losses, skips. */
 const insert = (manager: EntityManager, k: string, who: string): Promise<unknown> =>
-  manager.query('INSERT INTO entries (k, who) VALUES (?, ?)', [k, who]);
+  runSql(manager, 'INSERT INTO entries (k, who) VALUES (?, ?)', [k, who]);
 
 @Injectable()
 class Svc {
@@ -115,15 +116,15 @@ class Svc {
   }
 }
 
-contractSuite('fenced-decorators', 'locks joined into an open fenced transaction', (target) => {
+contractSuite('fenced-decorators', 'locks joined into an open fenced transaction', { postgres: true }, (target) => {
   let db: TestDatabase;
   let app: INestApplicationContext;
   let locks: LockService;
   let svc: Svc;
 
   before(async () => {
-    db = await TestDatabase.create();
-    await db.query('CREATE TABLE entries (id INT AUTO_INCREMENT PRIMARY KEY, k VARCHAR(64) NOT NULL, who VARCHAR(32) NOT NULL)');
+    db = await TestDatabase.forTarget(target);
+    await db.query(`CREATE TABLE entries (id ${db.sql.autoId}, k VARCHAR(64) NOT NULL, who VARCHAR(32) NOT NULL)${db.sql.tableOptions}`);
     ({ app, locks } = await createLockApp(db.settings, target.options({ janitor: false }), { providers: [Svc] }));
     svc = app.get(Svc);
   });
