@@ -7,6 +7,7 @@ import { DbLockError, LockService, LockUpgradeError, ReadLock, WriteLock } from 
 import { createLockApp, endedStatuses } from '../support/lock-app.js';
 import { TestDatabase } from '../support/test-database.js';
 import { contractSuite } from '../support/contract-targets.js';
+import { runSql } from '../support/portable-sql.js';
 
 /**
  * Nested decorated calls across services, with mixed strategies, errors, 'skip' and concurrent
@@ -15,7 +16,7 @@ import { contractSuite } from '../support/contract-targets.js';
 class BusinessError extends Error {}
 
 const insert = (manager: EntityManager, k: string, who: string): Promise<unknown> =>
-  manager.query('INSERT INTO entries (k, who) VALUES (?, ?)', [k, who]);
+  runSql(manager, 'INSERT INTO entries (k, who) VALUES (?, ?)', [k, who]);
 
 /** A gate opened from outside. */
 function gate(): { wait: Promise<void>; open: () => void } {
@@ -126,15 +127,15 @@ class Outer {
   }
 }
 
-contractSuite('fenced-decorators', 'nested decorated calls across services', (target) => {
+contractSuite('fenced-decorators', 'nested decorated calls across services', { postgres: true }, (target) => {
   let db: TestDatabase;
   let app: INestApplicationContext;
   let locks: LockService;
   let outer: Outer;
 
   before(async () => {
-    db = await TestDatabase.create();
-    await db.query('CREATE TABLE entries (id INT AUTO_INCREMENT PRIMARY KEY, k VARCHAR(64) NOT NULL, who VARCHAR(32) NOT NULL)');
+    db = await TestDatabase.forTarget(target);
+    await db.query(`CREATE TABLE entries (id ${db.sql.autoId}, k VARCHAR(64) NOT NULL, who VARCHAR(32) NOT NULL)${db.sql.tableOptions}`);
     ({ app, locks } = await createLockApp(db.settings, target.options({ janitor: false }), { providers: [Outer, InnerLease, InnerRow] }));
     outer = app.get(Outer);
   });
