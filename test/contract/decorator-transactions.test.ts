@@ -9,11 +9,12 @@ import { createLockApp, eventually } from '../support/lock-app.js';
 import { TestDatabase } from '../support/test-database.js';
 import { callerTrips } from '../support/round-trips.js';
 import { appliesTo, contractSuite, gapOf } from '../support/contract-targets.js';
+import { runSql } from '../support/portable-sql.js';
 
 class BusinessError extends Error {}
 
 const insert = (manager: EntityManager, k: string, who: string): Promise<unknown> =>
-  manager.query('INSERT INTO entries (k, who) VALUES (?, ?)', [k, who]);
+  runSql(manager, 'INSERT INTO entries (k, who) VALUES (?, ?)', [k, who]);
 
 @Injectable()
 class Accounts {
@@ -97,7 +98,7 @@ class Accounts {
   }
 }
 
-contractSuite('fenced-decorators', 'decorators: fenced REQUIRES_NEW transactions in one process', (target) => {
+contractSuite('fenced-decorators', 'decorators: fenced REQUIRES_NEW transactions in one process', { postgres: true }, (target) => {
   let db: TestDatabase;
   let app: INestApplicationContext;
   let locks: LockService;
@@ -105,8 +106,8 @@ contractSuite('fenced-decorators', 'decorators: fenced REQUIRES_NEW transactions
   const events: LockEvent[] = [];
 
   before(async () => {
-    db = await TestDatabase.create();
-    await db.query('CREATE TABLE entries (id INT AUTO_INCREMENT PRIMARY KEY, k VARCHAR(64) NOT NULL, who VARCHAR(32) NOT NULL)');
+    db = await TestDatabase.forTarget(target);
+    await db.query(`CREATE TABLE entries (id ${db.sql.autoId}, k VARCHAR(64) NOT NULL, who VARCHAR(32) NOT NULL)${db.sql.tableOptions}`);
     // Long lease: no renewal lands inside the round-trip measurements.
     ({ app, locks } = await createLockApp(db.settings, target.options({ leaseMs: 30_000, janitor: false, onEvent: (e) => events.push(e) }), {
       providers: [Accounts],
@@ -267,65 +268,5 @@ contractSuite('fenced-decorators', 'decorators: fenced REQUIRES_NEW transactions
     );
     assert.equal(callerTrips(locks), before);
     await accounts.plain();
-  });
-});
-
-@Injectable()
-class SnapshotProbe {
-  constructor(readonly locks: LockService) {}
-
-  /**
-   * Turns on MariaDB >= 11.6.2's default (innodb_snapshot_isolation) for this session, reads (which
-   * starts the read view at REPEATABLE READ), then waits until the watchdog has renewed the lock at
-   * least twice. Renewals write the process's lease row, never the holder's log row, so the fence
-   * never writes a row changed after the read view began, at either isolation level.
-   */
-  @WriteLock('snap:rc', { leaseMs: 150 })
-  async readCommitted(): Promise<void> {
-    await this.work();
-  }
-
-  @WriteLock('snap:rr', { leaseMs: 150, isolationLevel: 'REPEATABLE READ' })
-  async repeatableRead(): Promise<void> {
-    await this.work();
-  }
-
-  private async work(): Promise<void> {
-    const manager = this.locks.manager;
-    await manager.query('SET SESSION innodb_snapshot_isolation = ON');
-    await manager.query('SELECT COUNT(*) FROM db_lock_log');
-    // Renewals touch the process row (lease); a row-lock holder has none and is checked without them.
-    if (this.locks.currentLock!.strategy === 'lease') {
-      const renewals = this.locks.stats().renewals;
-      await eventually(() => this.locks.stats().renewals >= renewals + 2, 5000, 'two renewals');
-    }
-    await insert(manager, 'snap', 'probe');
-  }
-}
-
-contractSuite('fenced-decorators', 'decorators: the fence under innodb_snapshot_isolation (session scope)', (target) => {
-  it('commits after renewals at READ COMMITTED (the default) and at REPEATABLE READ: no 1020', async () => {
-    const db = await TestDatabase.create();
-    await db.query('CREATE TABLE entries (id INT AUTO_INCREMENT PRIMARY KEY, k VARCHAR(64) NOT NULL, who VARCHAR(32) NOT NULL)');
-    // Own app: the session variable stays on its pooled connections, which close with it.
-    const { app } = await createLockApp(db.settings, target.options(), { providers: [SnapshotProbe] });
-    try {
-      const probe = app.get(SnapshotProbe);
-      await probe.readCommitted();
-      assert.deepEqual(
-        (await db.logRows('snap:rc')).map((r) => r.status),
-        ['RELEASED'],
-      );
-      // Before renewals moved to the process row, this one failed with 1020 "Record has changed since last read".
-      await probe.repeatableRead();
-      assert.deepEqual(
-        (await db.logRows('snap:rr')).map((r) => r.status),
-        ['RELEASED'],
-      );
-      assert.equal((await db.query<unknown[]>('SELECT * FROM entries')).length, 2, 'both writes exist');
-    } finally {
-      await app.close();
-      await db.drop();
-    }
   });
 });
