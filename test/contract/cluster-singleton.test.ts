@@ -9,15 +9,15 @@ const SCENARIO = new URL('./scenarios/cluster-singleton.js', import.meta.url).hr
 const NODES = 3;
 const ROUNDS = 10;
 
-contractSuite('cluster-singleton', "onLocked 'skip' across processes", (target) => {
+contractSuite('cluster-singleton', "onLocked 'skip' across processes", { postgres: true }, (target) => {
   let db: TestDatabase;
   let nodes: LockWorker[];
 
   before(async () => {
-    db = await TestDatabase.create();
-    await db.query('CREATE TABLE job_runs (id INT AUTO_INCREMENT PRIMARY KEY, round INT NOT NULL, pid INT NOT NULL)');
+    db = await TestDatabase.forTarget(target);
+    await db.query(`CREATE TABLE job_runs (id ${db.sql.autoId}, round INT NOT NULL, pid INT NOT NULL)${db.sql.tableOptions}`);
     await db.query(
-      'CREATE TABLE job_attempts (id INT AUTO_INCREMENT PRIMARY KEY, round INT NOT NULL, pid INT NOT NULL, outcome VARCHAR(8) NOT NULL)',
+      `CREATE TABLE job_attempts (id ${db.sql.autoId}, round INT NOT NULL, pid INT NOT NULL, outcome VARCHAR(8) NOT NULL)${db.sql.tableOptions}`,
     );
     nodes = await LockWorker.startMany(NODES, { settings: db.settings, appModule: SCENARIO, options: target.options({ leaseMs: 2000 }) });
   });

@@ -4,6 +4,7 @@ import { Cron, ScheduleModule } from '@nestjs/schedule';
 import { DataSource } from 'typeorm';
 import { LockService, WriteLock } from '../../../lib/index.js';
 import type { WorkerContext } from '../../support/lock-worker.js';
+import { runSql } from '../../support/portable-sql.js';
 
 @Injectable()
 export class ReconciliationJob {
@@ -21,10 +22,10 @@ export class ReconciliationJob {
   @WriteLock(undefined, { onLocked: 'skip' })
   async reconcile(round = 0, nodes = 3): Promise<'ran' | undefined> {
     const manager = this.locks.manager;
-    await manager.query('INSERT INTO job_runs (round, pid) VALUES (?, ?)', [round, process.pid]);
+    await runSql(manager, 'INSERT INTO job_runs (round, pid) VALUES (?, ?)', [round, process.pid]);
     const deadline = performance.now() + 10_000;
     while (performance.now() < deadline) {
-      const [row] = (await this.dataSource.query('SELECT COUNT(*) AS n FROM job_attempts WHERE round = ? AND outcome = ?', [round, 'skipped'])) as {
+      const [row] = (await runSql(this.dataSource, 'SELECT COUNT(*) AS n FROM job_attempts WHERE round = ? AND outcome = ?', [round, 'skipped'])) as {
         n: string;
       }[];
       if (Number(row!.n) >= nodes - 1) break;
@@ -41,7 +42,7 @@ export async function fireJob(ctx: WorkerContext<{ round: number }>): Promise<{ 
   const job = ctx.app.get(ReconciliationJob);
   const result = await job.reconcile(ctx.args.round);
   const outcome = result === 'ran' ? 'ran' : 'skipped';
-  await ctx.app.get(DataSource).query('INSERT INTO job_attempts (round, pid, outcome) VALUES (?, ?, ?)', [ctx.args.round, process.pid, outcome]);
+  await runSql(ctx.app.get(DataSource), 'INSERT INTO job_attempts (round, pid, outcome) VALUES (?, ?, ?)', [ctx.args.round, process.pid, outcome]);
   return {
     outcome,
     skipped: ctx.locks.stats().skipped,
