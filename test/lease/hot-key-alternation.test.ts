@@ -21,12 +21,12 @@ const ITERATIONS = 20;
 const WARM_UP = 32;
 const SCENARIO = new URL('../contract/scenarios/counter.js', import.meta.url).href;
 
-contractSuite('lease-mechanics', 'a hot key across processes', (target) => {
+contractSuite('lease-mechanics', 'a hot key across processes', { postgres: true }, (target) => {
   let db: TestDatabase;
   let workers: LockWorker[] = [];
 
   before(async () => {
-    db = await counterDatabase();
+    db = await counterDatabase(target);
     workers = await LockWorker.startMany(PROCESSES, {
       settings: db.settings,
       options: { ...target.options(), leaseMs: 5_000, escapedWrites: 'ignore', janitor: false },

@@ -1,112 +1,37 @@
 import { createHash } from 'node:crypto';
-import type { Bell as BellView, BellWait, DoorbellStore } from '../doorbell-store.js';
+import { type BellDatabase, DoorbellQueue, type QueuedBell, type QueuedWait } from '../doorbell-queue.js';
 import type { LockConnectionPool } from './lock-connection-pool.js';
 import type { DedicatedConnection } from './dedicated-connection.js';
 import { format, rowsOf } from './sql.js';
 
-/** Longest a waiter blocks on a doorbell before it asks the database anyway (a stalled holder keeps its bell, not its lease). */
-const BELL_WAIT_MS = 1_000;
-
-/** Bell names remembered per process (see Doorbells.nameOf), and keys whose bell a holder rang (see rungLately). */
-const MAX_REMEMBERED_NAMES = 10_000;
-
-/** How long a key whose bell a holder of this process rang counts as contended. */
-const RUNG_LATELY_MS = 1_000;
+/** A bell held on a connection of the library's pool. */
+export type Bell = QueuedBell<DedicatedConnection>;
 
 /**
- * Doorbells as GET_LOCK named locks (see DoorbellStore). Their connections come from the
- * library's pool, at most `maxConnections` at once (the pool keeps the rest for grants and
- * releases), so they count inside `poolSize`. Off on a multi-primary cluster: named locks are
+ * Doorbells as GET_LOCK named locks (see DoorbellStore, DoorbellQueue): a waiter's GET_LOCK waits
+ * in line behind the session that has the name. Off on a multi-primary cluster: named locks are
  * local to one node there.
  */
-export class Doorbells implements DoorbellStore {
-  private readonly bells = new Map<string, Bell>();
-  private readonly names = new Map<string, string>();
-  /** When a holder of this process last rang each key's bell (performance.now()). */
-  private readonly rungAt = new Map<string, number>();
-  /** Connections taken for bells now: waits in flight and bells held. */
-  private inUse = 0;
-
-  constructor(
-    private readonly pool: LockConnectionPool,
-    private readonly scope: string,
-    /** How long a bell nobody uses any more is kept (a waiter gave up between tries). */
-    private readonly idleMs: number,
-    readonly maxConnections: number,
-  ) {}
-
-  nameOf(storedKey: string): string {
-    // Asked twice per try, and a hash per call shows on the grant path: names are kept (bounded).
-    let name = this.names.get(storedKey);
-    if (name === undefined) {
-      if (this.names.size >= MAX_REMEMBERED_NAMES) this.names.clear();
-      name = bellName(this.scope, storedKey);
-      this.names.set(storedKey, name);
-    }
-    return name;
-  }
-
-  current(storedKey: string): Bell | undefined {
-    return this.bells.get(storedKey);
-  }
-
-  rungLately(storedKey: string): boolean {
-    const at = this.rungAt.get(storedKey);
-    return at !== undefined && performance.now() - at < RUNG_LATELY_MS;
-  }
-
-  async prepare(storedKey: string, deadline: number): Promise<Bell | BellRequest | undefined> {
-    const mine = this.bells.get(storedKey);
-    if (mine?.state === 'waiting') return mine.touch();
-    const waitMs = Math.min(BELL_WAIT_MS, deadline - performance.now());
-    if (waitMs < 1 || this.inUse >= this.maxConnections) return undefined;
-    this.inUse++;
-    let connection: DedicatedConnection;
-    try {
-      connection = await this.pool.acquireDedicated('locks', performance.now() + Math.min(waitMs, 50), () => this.inUse--);
-    } catch {
-      this.inUse--;
-      return undefined; // no connection free: ask without a bell
-    }
-    const name = this.nameOf(storedKey);
-    return new BellRequest(storedKey, name, connection, bellStatements.wait(name, waitMs), bellStatements.waitInto(name, waitMs));
-  }
-
-  settle(request: BellWait, waitResult: unknown): Bell | undefined {
-    const wait = request as BellRequest;
-    const got = Number(rowsOf(waitResult)[0]?.got) === 1;
-    if (!got) {
-      // No result: the batch the wait rode in failed and the grant was sent again. Whether the
-      // session took the bell is unknown, so it is closed, never pooled perhaps holding it.
-      if (waitResult === undefined) wait.connection.destroy();
-      else wait.connection.release();
-      return undefined;
-    }
-    // Another queue of this process (same key, other key set) may have got it meanwhile.
-    if (this.bells.has(wait.storedKey)) {
-      void ring(wait.connection, wait.name);
-      return undefined;
-    }
-    const bell = new Bell(this, wait.storedKey, wait.name, wait.connection, this.idleMs);
-    this.bells.set(wait.storedKey, bell);
-    return bell;
-  }
-
-  /** The bell was rung; `byHolder`: by its holder's release (others were queued on it). */
-  forget(bell: Bell, byHolder: boolean): void {
-    if (this.bells.get(bell.storedKey) === bell) this.bells.delete(bell.storedKey);
-    if (!byHolder) return;
-    if (this.rungAt.size >= MAX_REMEMBERED_NAMES) this.rungAt.clear();
-    this.rungAt.set(bell.storedKey, performance.now());
-  }
-
-  async close(): Promise<void> {
-    await Promise.allSettled([...this.bells.values()].map((bell) => bell.ring()));
+export class Doorbells extends DoorbellQueue<DedicatedConnection, BellRequest> {
+  constructor(pool: LockConnectionPool, scope: string, idleMs: number, maxConnections: number) {
+    super(namedLocks(pool, scope), idleMs, maxConnections);
   }
 }
 
+function namedLocks(pool: LockConnectionPool, scope: string): BellDatabase<DedicatedConnection, BellRequest> {
+  return {
+    nameOf: (storedKey) => bellName(scope, storedKey),
+    open: (deadline, onDone) => pool.acquireDedicated('locks', deadline, onDone),
+    waitFor: (storedKey, name, session, waitMs) =>
+      new BellRequest(storedKey, name, session, bellStatements.wait(name, waitMs), bellStatements.waitInto(name, waitMs)),
+    gotBell: (_wait, waitResult) => Number(rowsOf(waitResult)[0]?.got) === 1,
+    ringStatement: (name) => bellStatements.ring(name),
+    send: (session, sql, deadline) => session.query(sql, deadline),
+  };
+}
+
 /** A waiter's request for a bell: the connection it waits on and the statement that waits. */
-export class BellRequest implements BellWait {
+export class BellRequest implements QueuedWait<DedicatedConnection> {
   readonly kind = 'wait' as const;
   constructor(
     readonly storedKey: string,
@@ -132,74 +57,6 @@ export class BellRequest implements BellWait {
 
   cancel(): void {
     this.connection.destroy();
-  }
-}
-
-/** A named lock held on a connection of its own, until rung. */
-export class Bell implements BellView {
-  readonly kind = 'bell' as const;
-  state: 'waiting' | 'holding' | 'rung' = 'waiting';
-  private idleTimer: NodeJS.Timeout | undefined;
-
-  constructor(
-    private readonly owner: Doorbells,
-    readonly storedKey: string,
-    readonly name: string,
-    /** Holds the bell; its holder's grant and release go through it too. */
-    readonly connection: DedicatedConnection,
-    private readonly idleMs: number,
-  ) {
-    this.touch();
-  }
-
-  /** A waiter still uses it: keep it past the idle timeout. */
-  touch(): this {
-    if (this.idleTimer) clearTimeout(this.idleTimer);
-    if (this.state === 'waiting') {
-      this.idleTimer = setTimeout(() => void this.ring(), this.idleMs);
-      this.idleTimer.unref();
-    }
-    return this;
-  }
-
-  hold(): void {
-    this.state = 'holding';
-    if (this.idleTimer) clearTimeout(this.idleTimer);
-  }
-
-  /** Sent right after the holder's release, in the same round trip. */
-  get ringStatement(): string {
-    return bellStatements.ring(this.name);
-  }
-
-  /** Already rung by the statement sent with the release: local bookkeeping only. */
-  rungWith(ok: boolean): void {
-    if (!this.markRung()) return;
-    if (ok) this.connection.release();
-    else this.connection.destroy();
-  }
-
-  async ring(): Promise<void> {
-    if (this.markRung()) await ring(this.connection, this.name);
-  }
-
-  /** Local bookkeeping of a ring, once: false if it was rung already. */
-  private markRung(): boolean {
-    if (this.state === 'rung') return false;
-    const byHolder = this.state === 'holding';
-    this.state = 'rung';
-    if (this.idleTimer) clearTimeout(this.idleTimer);
-    this.owner.forget(this, byHolder);
-    return true;
-  }
-}
-
-async function ring(connection: DedicatedConnection, name: string): Promise<void> {
-  try {
-    await connection.query(bellStatements.ring(name), performance.now() + 5000);
-    connection.release();
-  } catch {
-    connection.destroy(); // closing the session frees the named lock too
   }
 }
 

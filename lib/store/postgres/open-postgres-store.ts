@@ -4,6 +4,7 @@ import type { LockStore, RoundTripPurpose } from '../lock-store.js';
 import type { StoreSettings } from '../open-store.js';
 import { pgAdmin } from './pg-admin.js';
 import { PgJanitorStore } from './pg-janitor.js';
+import { PgDoorbells } from './pg-doorbells.js';
 import { pgFence } from './pg-fence.js';
 import { PgLockLog } from './pg-lock-log.js';
 import { pgPoolConfig, PgLockPool } from './pg-pool.js';
@@ -15,14 +16,16 @@ const PG_DEFAULT_POOL_SIZE = 10;
 
 /**
  * Opens the PostgreSQL store: the library's pool from the DataSource's settings, the schema check
- * and this process's process-lease row. Both strategies are served; waiters of a lease lock poll
- * (no doorbells: see docs/notes/postgresql-store.md). Closes what it opened if a step fails.
+ * and this process's process-lease row. Both strategies are served; doorbells (advisory locks)
+ * borrow at most `poolSize - 2` of the pool's connections, as on MySQL. Closes what it opened if a
+ * step fails.
  */
 export async function openPostgresStore(dataSource: DataSource, settings: StoreSettings): Promise<LockStore> {
   const pool = new PgLockPool(pgPoolConfig(dataSource, Math.max(1, settings.poolSize)));
   try {
     const log = new PgLockLog(pool, `${hostname()}:${process.pid}`);
     await log.start();
+    const doorbells = settings.poolSize > 2 ? new PgDoorbells(pool, settings.doorbellIdleMs, settings.poolSize - 2) : undefined;
     const transactions = new PgSessionTransactions(dataSource);
     return {
       strategies: new Set(['lease', 'row-lock']),
@@ -30,7 +33,7 @@ export async function openPostgresStore(dataSource: DataSource, settings: StoreS
       processLease: log,
       fence: pgFence(transactions),
       rowLocks: new PgRowLockStore(log, transactions),
-      doorbells: undefined,
+      doorbells,
       janitor: new PgJanitorStore(log),
       admin: pgAdmin(log),
       get roundTrips(): Readonly<Record<RoundTripPurpose, number>> {

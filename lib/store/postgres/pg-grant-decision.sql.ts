@@ -35,6 +35,13 @@ const LOCK_ROWS =
   `PREPARE db_lock_lock_rows(bytea[]) AS SELECT set_config('${LOCKED_ROWS}', count(*)::text, true) AS locked, ${NOW} AS t0 ` +
   `FROM (SELECT 1 FROM ${LOCK_TABLE} WHERE lock_key = ANY($1) ORDER BY lock_key FOR UPDATE) AS l`;
 
+/**
+ * A custom setting, transaction-local: 'true' when the key's doorbell was taken or queued for by
+ * another session (see turnCheck): a waiter queued first has the next turn.
+ */
+const QUEUED_SETTING = 'nestjs_db_lock.queued';
+const QUEUED = `COALESCE(NULLIF(current_setting('${QUEUED_SETTING}', true), ''), 'false')::boolean`;
+
 /** The key rows this transaction locked (see LOCK_ROWS); 0 if it locked none. */
 const LOCKED = `COALESCE(NULLIF(current_setting('${LOCKED_ROWS}', true), ''), '0')::int`;
 
@@ -57,24 +64,24 @@ const INSERT_HOLDERS =
 
 /** One row per granted key, or one summary row when nothing was granted (the summary on each). */
 const answer = (extra: string): string =>
-  `SELECT ok.granted, d.locked_rows, d.writer_waiting, d.busy, d.expired, ${extra}, ins.id, ins.lock_key, ins.fencing_token, ins.acquired_at, ins.expires_at ` +
+  `SELECT ok.granted, d.locked_rows, d.queued, d.writer_waiting, d.busy, d.expired, ${extra}, ins.id, ins.lock_key, ins.fencing_token, ins.acquired_at, ins.expires_at ` +
   `FROM d CROSS JOIN ok LEFT JOIN ins ON true`;
 
 /**
  * A lock's decision and writes (see grantBatch), in one statement: $1 keys, $2 their modes, $8 the
  * writer-waiting mark in ms (0: none), $9 writer preference. Granted when every key row is there
  * and locked by this transaction (LOCK_ROWS), no conflicting holder is live (expired ones too: they are taken over first), and (writer
- * preference) no waiting writer marked a key read here. Then each key's token is bumped (a writer's
+ * preference) no waiting writer marked a key read here, and (a turn check ran) no doorbell waiter came first. Then each key's token is bumped (a writer's
  * mark cleared) and its row inserted; if refused, a waiting writer marks its keys, refreshed only
  * when less than half of the mark is left.
  */
 const LOCK_DECISION =
   `PREPARE db_lock_grant(bytea[], text[], int, text, text, bigint, int, int, boolean) AS ` +
   `WITH t AS (SELECT * FROM unnest($1, $2) AS t(k, m)), ${CLOCK}, ${LIVE}, ` +
-  `d AS (SELECT ${LOCKED} AS locked_rows, ` +
+  `d AS (SELECT ${LOCKED} AS locked_rows, ${QUEUED} AS queued, ` +
   `(CASE WHEN $9 THEN (SELECT count(*) FROM t JOIN ${LOCK_TABLE} l ON l.lock_key = t.k WHERE t.m = 'read' AND l.writer_waiting_until > ${NOW}) ELSE 0 END)::int AS writer_waiting, ` +
   `(SELECT count(*) FROM live WHERE until > ${NOW})::int AS busy, (SELECT count(*) FROM live WHERE until <= ${NOW})::int AS expired), ` +
-  `ok AS (SELECT locked_rows = cardinality($1) AND writer_waiting = 0 AND busy + expired = 0 AS granted FROM d), ` +
+  `ok AS (SELECT locked_rows = cardinality($1) AND NOT queued AND writer_waiting = 0 AND busy + expired = 0 AS granted FROM d), ` +
   `bumped AS (UPDATE ${LOCK_TABLE} l SET fencing_token = l.fencing_token + 1, last_granted_at = ${NOW}, no_lease_holders = 0, ` +
   `writer_waiting_until = CASE WHEN t.m = 'write' THEN NULL ELSE l.writer_waiting_until END ` +
   `FROM t WHERE l.lock_key = t.k AND (SELECT granted FROM ok) RETURNING l.lock_key, l.fencing_token, t.m), ${INSERT_HOLDERS}, ` +
@@ -92,7 +99,7 @@ const PERMIT_DECISION =
   `PREPARE db_lock_permit(bytea, int, int, text, text, bigint, int, boolean) AS ` +
   `WITH t AS (SELECT $1 AS k, '${PERMIT_MODE}'::text AS m), ${CLOCK}, ${LIVE}, ` +
   `kr AS (SELECT l.semaphore_limit, ($8 AND l.writer_waiting_until > ${NOW}) AS waits FROM ${LOCK_TABLE} l WHERE l.lock_key = $1), ` +
-  `d AS (SELECT ${LOCKED} AS locked_rows, (SELECT count(*) FROM kr WHERE waits)::int AS writer_waiting, ` +
+  `d AS (SELECT ${LOCKED} AS locked_rows, false AS queued, (SELECT count(*) FROM kr WHERE waits)::int AS writer_waiting, ` +
   `(SELECT max(semaphore_limit) FROM kr) AS current_limit, (SELECT count(*) FROM live)::int AS held, ` +
   `(SELECT count(*) FROM live WHERE mode <> '${PERMIT_MODE}')::int AS locked, ` +
   `(SELECT count(*) FROM live WHERE until > ${NOW})::int AS busy, (SELECT count(*) FROM live WHERE until <= ${NOW})::int AS expired), ` +
@@ -108,6 +115,15 @@ const PERMIT_DECISION =
 export const GRANT_STATEMENTS = { sql: ['DEALLOCATE ALL', LOCK_ROWS, LOCK_DECISION, PERMIT_DECISION].join(';\n'), count: 4 };
 
 const keyArray = (keys: readonly Buffer[]): string => `ARRAY[${keys.map(keyLiteral).join(', ')}]`;
+
+/**
+ * The turn check of a grant not sent through the key's doorbell (`bell`, see pg-doorbells.ts):
+ * refused (QUEUED) while another session has the bell or waits for it. A shared try of the bell's
+ * advisory lock fails then (PostgreSQL queues a request behind conflicting waiters, and a try does
+ * not wait); when it succeeds it is kept until the grant commits, a few statements later.
+ */
+export const turnCheck = (bell: string): string =>
+  `SELECT set_config('${QUEUED_SETTING}', (NOT pg_try_advisory_xact_lock_shared(${bell}))::text, true)`;
 
 /** The key rows' lock, in key order. */
 export const lockRows = (keys: readonly Buffer[]): string => `EXECUTE db_lock_lock_rows(${keyArray(keys)})`;

@@ -2,7 +2,7 @@ import type pg from 'pg';
 import type { LockTarget } from '../../core/lock-key.js';
 import type { GrantOutcome, GrantRequest } from '../lock-store.js';
 import { createKeyRowsStatement } from './pg-log-rows.sql.js';
-import { lockDecision, lockRows, permitDecision } from './pg-grant-decision.sql.js';
+import { lockDecision, lockRows, permitDecision, turnCheck } from './pg-grant-decision.sql.js';
 import {
   EFFECTIVE_EXPIRY,
   endHoldersCtes,
@@ -28,6 +28,8 @@ export interface PgGrantInput {
   readonly processId: string;
   /** lock_timeout of the grant's row-lock waits, in ms (a row-lock holder keeps a key row for its whole transaction). */
   readonly waitMs: number;
+  /** The key's doorbell (an advisory lock's key), when the grant is not sent through it: see turnCheck. */
+  readonly turn?: string;
 }
 
 /** What a grant batch has to do besides deciding: first use of a key, holders whose lease ran out. */
@@ -40,7 +42,8 @@ export interface GrantSteps {
  * One lease grant try, one round trip: a simple-query batch holding one READ COMMITTED transaction.
  *  1. (a budget under LOCK_WAIT_MS) bound the lock waits to it;
  *  2. (first use) create the missing key rows, from the fencing floor;
- *  3. lock the keys' rows in key order (every grant of a key, and every row-lock take, serialises
+ *  3. (a doorbell's key, not sent through it) the turn check: a doorbell waiter queued first goes first;
+ *     then lock the keys' rows in key order (every grant of a key, and every row-lock take, serialises
  *     here) and note the server's clock;
  *  4. (takeover) lock the processes of the conflicting holders FOR SHARE, so that a renewal in
  *     flight commits first and the next statement sees it; end the holders whose lease (own or
@@ -66,13 +69,14 @@ export function grantBatch(input: PgGrantInput, steps: GrantSteps): { sql: strin
     'BEGIN ISOLATION LEVEL READ COMMITTED',
     ...bound,
     ...(steps.createKeyRows ? [createKeyRowsStatement(keys)] : []),
+    ...(input.turn !== undefined ? [turnCheck(input.turn)] : []),
     lockRows(keys),
     ...(steps.takeover ? takeoverStatements(conflict, `taken over by ${input.request.acquisitionId}`) : []),
     limit === undefined ? lockDecision(input) : permitDecision(input, limit),
     'COMMIT',
   ];
   const decided = statements.length - 2;
-  const locked = 1 + bound.length + (steps.createKeyRows ? 1 : 0);
+  const locked = 1 + bound.length + (steps.createKeyRows ? 1 : 0) + (input.turn !== undefined ? 1 : 0);
   return {
     sql: statements.join(';\n'),
     parse: (results) => {
@@ -131,6 +135,8 @@ function outcomeOf(rows: readonly Row[], n: number, t0: Date, reclaimed: number,
   }
   // A key row not there, or not locked by this grant (created by another one meanwhile): the next try creates what is missing and locks it.
   if (Number(summary.locked_rows) < n) return { granted: false, reason: 'missing-key-rows' };
+  // A doorbell waiter was queued first: its turn (this caller waits on the bell next).
+  if (summary.queued === true) return { granted: false, reason: 'busy' };
   const current = summary.current_limit === null || summary.current_limit === undefined ? null : Number(summary.current_limit);
   // A different limit is refused only while unexpired permits hold it; expired ones are taken over first.
   if (limit !== undefined && Number(summary.locked) === 0 && current !== null && current !== limit && Number(summary.busy) > 0)

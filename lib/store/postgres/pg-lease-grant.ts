@@ -3,10 +3,24 @@ import { ANSWER_BOUND_MS } from '../answer-bound.js';
 import { LockStatementError } from '../lock-statement.error.js';
 import type { GrantAnswer, GrantRequest } from '../lock-store.js';
 import { grantBatch, type GrantSteps } from './pg-grant.sql.js';
-import type { PgLockPool } from './pg-pool.js';
+import type pg from 'pg';
+import type { PgLockPool, PreparedStatements } from './pg-pool.js';
 import { LOCK_WAIT_MS } from './pg-sql.js';
 import { LOCK_NOT_AVAILABLE, sqlStateOf } from './pg-failures.js';
 import { GRANT_STATEMENTS } from './pg-grant-decision.sql.js';
+
+/** Where a grant's round trips go: the library's pool, or a doorbell's session (see PgLockPool.query for the contract). */
+export interface GrantChannel {
+  query(sql: string, answerWithinMs: number, prepared?: PreparedStatements): Promise<pg.QueryResult[]>;
+}
+
+/** How a grant try is sent: `channel` (default the pool), and the turn check of a doorbell it does not hold (see turnCheck). */
+export interface GrantRoute {
+  readonly channel?: GrantChannel;
+  readonly turn?: string;
+  /** What the previous round trip found missing (a grant after a doorbell wait goes on from there). */
+  readonly steps?: GrantSteps;
+}
 
 /** What a grant needs from the lock log. */
 export interface LeaseGrantHost {
@@ -27,20 +41,27 @@ export interface LeaseGrantHost {
  * waiting for its answer. A try whose outcome is unknown (its connection broke, its answer came
  * too late) is given back before the failure is thrown.
  */
-export async function grantLease(host: LeaseGrantHost, request: GrantRequest, deadline: number, serverBoundMs = Infinity): Promise<GrantAnswer> {
+export async function grantLease(
+  host: LeaseGrantHost,
+  request: GrantRequest,
+  deadline: number,
+  serverBoundMs = Infinity,
+  route: GrantRoute = {},
+): Promise<GrantAnswer> {
   const startedAt = performance.now();
-  let steps: GrantSteps = { createKeyRows: false, takeover: false };
+  const channel = route.channel ?? { query: (sql, answerWithinMs, prepared) => host.pool.query(sql, 'locks', answerWithinMs, prepared) };
+  let steps: GrantSteps = route.steps ?? { createKeyRows: false, takeover: false };
   for (let attempt = 0; ; attempt++) {
     const sentAt = performance.now();
     const waitMs = Math.min(LOCK_WAIT_MS, serverBoundMs - (sentAt - startedAt));
     if (attempt > 0 && waitMs <= 0) return { granted: false, reason: 'busy' };
-    const batch = grantBatch({ request, holder: host.holder, processId: host.processId, waitMs: Math.max(1, waitMs) }, steps);
+    const batch = grantBatch({ request, holder: host.holder, processId: host.processId, waitMs: Math.max(1, waitMs), turn: route.turn }, steps);
     let answer: GrantAnswer;
     try {
-      answer = batch.parse(await host.pool.query(batch.sql, 'locks', Math.max(1, Math.min(ANSWER_BOUND_MS, deadline - sentAt)), GRANT_STATEMENTS));
+      answer = batch.parse(await channel.query(batch.sql, Math.max(1, Math.min(ANSWER_BOUND_MS, deadline - sentAt)), GRANT_STATEMENTS));
     } catch (error) {
       const failure = LockStatementError.from(error);
-      // The pool rolled the transaction back: nothing was granted.
+      // The channel rolled the transaction back: nothing was granted.
       if (sqlStateOf(failure.driverError) === LOCK_NOT_AVAILABLE) return { granted: false, reason: 'busy' };
       if (failure.kind === 'retry' && attempt < 4 && performance.now() < deadline) {
         await sleep(1 + Math.random() * 4 * (attempt + 1));
@@ -51,8 +72,16 @@ export async function grantLease(host: LeaseGrantHost, request: GrantRequest, de
     }
     if (answer.granted) return attempt === 0 ? answer : { ...answer, sentAt };
     if (attempt >= 4) return answer;
-    if (answer.reason === 'missing-key-rows') steps = { ...steps, createKeyRows: true };
-    else if (answer.reason === 'expired-holders' && !steps.takeover) steps = { ...steps, takeover: true };
-    else return answer;
+    const next = nextSteps(steps, answer);
+    if (next === undefined) return answer;
+    steps = next;
   }
+}
+
+/** What the next try must do for a refusal that says what is missing; undefined when trying again would not help. */
+export function nextSteps(steps: GrantSteps, answer: GrantAnswer): GrantSteps | undefined {
+  if (answer.granted) return undefined;
+  if (answer.reason === 'missing-key-rows') return { ...steps, createKeyRows: true };
+  if (answer.reason === 'expired-holders' && !steps.takeover) return { ...steps, takeover: true };
+  return undefined;
 }

@@ -1,6 +1,8 @@
 import type { EndStatus, LockStatus } from '../../core/lock-status.js';
 import { DbLockSchemaError } from '../../errors/db-lock-schema.error.js';
-import type { Bell } from '../doorbell-store.js';
+import type { Bell, BellWait } from '../doorbell-store.js';
+import { grantAfterBell, releaseThroughBell } from './pg-bell-grant.js';
+import type { PgBell, PgBellRequest } from './pg-doorbells.js';
 import { endedByThisRelease } from '../ended-by-earlier-try.js';
 import { LockStatementError } from '../lock-statement.error.js';
 import type { GrantAnswer, GrantRequest, LockLogStore, ProcessLeaseStore, RowLockAuditRow } from '../lock-store.js';
@@ -96,8 +98,19 @@ export class PgLockLog implements LockLogStore, ProcessLeaseStore, LeaseGrantHos
       .catch(() => undefined);
   }
 
-  grant(request: GrantRequest, deadline: number, options: { serverBoundMs?: number } = {}): Promise<GrantAnswer> {
-    return grantLease(this, request, deadline, options.serverBoundMs);
+  /**
+   * A grant try: after a wait for the key's doorbell, on the bell's session (grantAfterBell);
+   * through a bell this process has, on its session; else on the pool, behind any doorbell
+   * waiter of the key (the turn check).
+   */
+  grant(request: GrantRequest, deadline: number, options: { bell?: Bell | BellWait; serverBoundMs?: number } = {}): Promise<GrantAnswer> {
+    const serverBoundMs = options.serverBoundMs ?? Infinity;
+    if (options.bell?.kind === 'wait') return grantAfterBell(this, request, options.bell as PgBellRequest, deadline, serverBoundMs);
+    if (options.bell !== undefined) {
+      const session = (options.bell as PgBell).connection;
+      return grantLease(this, request, deadline, serverBoundMs, { channel: { query: (sql, ms, prepared) => session.query(sql, ms, prepared) } });
+    }
+    return grantLease(this, request, deadline, serverBoundMs, { turn: request.doorbell });
   }
 
   /** Sent again through transient failures; if the database stays out of reach, the end is owed (settled before the next renewal). */
@@ -105,9 +118,15 @@ export class PgLockLog implements LockLogStore, ProcessLeaseStore, LeaseGrantHos
     rowIds: readonly string[],
     status: EndStatus | typeof LockStatus.EXPIRED,
     note?: string,
-    _bell?: Bell,
+    bell?: Bell,
     heldMs?: number,
   ): Promise<number> {
+    // The holder of the key's bell releases on the bell's session and rings it, one round trip.
+    const held = bell as PgBell | undefined;
+    if (held?.state === 'holding') {
+      const ended = await releaseThroughBell(held, rowIds, status, note, heldMs);
+      if (ended !== undefined) return ended;
+    } else if (held?.state === 'waiting') await held.ring();
     const sql = endRowsStatement(rowIds, status, note, heldMs);
     let tries = 0;
     let count: number;

@@ -5,6 +5,7 @@ import type { RoundTripPurpose } from '../lock-store.js';
 import { ANSWER_BOUND_MS } from '../answer-bound.js';
 import './pg-failures.js';
 import { LOCK_WAIT_MS } from './pg-sql.js';
+import { PgDedicatedConnection } from './pg-dedicated-connection.js';
 
 /** The library's sessions: READ COMMITTED (a fresh read per statement), a bounded row-lock wait. */
 const SESSION_SETUP = `SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL READ COMMITTED; SET lock_timeout = '${LOCK_WAIT_MS}ms'`;
@@ -56,6 +57,8 @@ export class PgLockPool {
   private closed = false;
   /** Connections whose prepared statements are in place (each after a round trip that made them succeeded). */
   private readonly prepared = new WeakMap<pg.PoolClient, PreparedStatements>();
+  /** Clients a failure left unusable (closed when they go back). */
+  private readonly broken = new WeakSet<pg.PoolClient>();
   readonly roundTrips: Record<RoundTripPurpose, number> = { locks: 0, renewals: 0, janitor: 0, admin: 0 };
 
   constructor(config: pg.PoolConfig) {
@@ -73,7 +76,7 @@ export class PgLockPool {
 
   /**
    * One round trip (one or more statements, one result each). A failed batch that opened a
-   * transaction is rolled back before its client goes back to the pool; a client whose answer did
+   * transaction is rolled back (see send) before its client goes back to the pool; a client whose answer did
    * not come in time, or whose connection broke, is destroyed, never reused. `prepared`: statements
    * this round trip EXECUTEs, made first on a connection that does not have them yet (in the same
    * round trip; their results left out).
@@ -89,6 +92,54 @@ export class PgLockPool {
       failure.sent = false;
       throw failure;
     }
+    try {
+      const results = await this.send(client, sql, purpose, answerWithinMs, prepared);
+      client.release();
+      return results;
+    } catch (error) {
+      const failure = error as LockStatementError;
+      client.release(this.broken.has(client) ? failure : undefined);
+      throw failure;
+    }
+  }
+
+  /**
+   * A connection kept out of the pool by its user (a doorbell's session), waited for until
+   * `deadline` at most. Counted in the pool's size, so it leaves fewer for everyone else.
+   */
+  async acquireDedicated(deadline: number, onDone?: () => void): Promise<PgDedicatedConnection> {
+    if (this.closed) throw new LockStatementError('unreachable', new Error('the lock pool is closed'));
+    const connecting = this.pool.connect();
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<never>((_, reject) => {
+      timer = setTimeout(
+        () => reject(new LockStatementError('unreachable', new Error('no lock pool connection free in time'))),
+        Math.max(0, deadline - performance.now()),
+      );
+    });
+    try {
+      const client = await Promise.race([connecting, late]);
+      return new PgDedicatedConnection(client, (sql, answerWithinMs, prepared) => this.send(client, sql, 'locks', answerWithinMs, prepared), onDone);
+    } catch (error) {
+      // A connection that comes after the caller gave up goes straight back.
+      connecting.then(
+        (client) => client.release(),
+        () => undefined,
+      );
+      throw error;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** One round trip on `client`, counted; its prepared statements made first where missing; rolled back if it failed. @throws LockStatementError */
+  private async send(
+    client: pg.PoolClient,
+    sql: string,
+    purpose: RoundTripPurpose,
+    answerWithinMs: number,
+    prepared?: PreparedStatements,
+  ): Promise<pg.QueryResult[]> {
     this.roundTrips[purpose]++;
     const prepare = prepared !== undefined && this.prepared.get(client) !== prepared ? prepared : undefined;
     try {
@@ -96,17 +147,13 @@ export class PgLockPool {
       const answer = (await client.query({ text, query_timeout: Math.max(1, Math.ceil(answerWithinMs)) } as pg.QueryConfig)) as
         pg.QueryResult | pg.QueryResult[];
       if (prepare) this.prepared.set(client, prepare);
-      client.release();
       const results = Array.isArray(answer) ? answer : [answer];
       return prepare ? results.slice(prepare.count) : results;
     } catch (error) {
       const failure = LockStatementError.from(error);
-      if (failure.kind === 'connection-lost' || failure.kind === 'other') client.release(failure);
-      else
-        await client.query('ROLLBACK').then(
-          () => client.release(),
-          (rollbackError: Error) => client.release(rollbackError),
-        );
+      // A broken session is closed by whoever holds it; one that answered is left with no transaction open.
+      if (failure.kind === 'connection-lost' || failure.kind === 'other') this.broken.add(client);
+      else await client.query('ROLLBACK').catch(() => this.broken.add(client));
       throw failure;
     }
   }

@@ -1,0 +1,89 @@
+import { ANSWER_BOUND_MS } from '../answer-bound.js';
+import { LockStatementError } from '../lock-statement.error.js';
+import type { GrantAnswer, GrantRequest } from '../lock-store.js';
+import type { PgBell, PgBellRequest } from './pg-doorbells.js';
+import { GRANT_STATEMENTS } from './pg-grant-decision.sql.js';
+import { grantBatch } from './pg-grant.sql.js';
+import { type GrantChannel, grantLease, type LeaseGrantHost, nextSteps } from './pg-lease-grant.js';
+import type { PgDedicatedConnection } from './pg-dedicated-connection.js';
+import { endRowsStatement } from './pg-log-rows.sql.js';
+import type { EndStatus, LockStatus } from '../../core/lock-status.js';
+
+/** Whether this session holds an advisory lock: asked after a batch whose bell wait may have stopped it. */
+const HOLDS_BELL = `SELECT count(*)::int AS got FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid() AND granted`;
+
+/**
+ * A grant after a doorbell wait, in one round trip on the bell's session: the wait, then the grant
+ * (grantBatch). The holder that rang has let go, so the next in line is usually granted at once.
+ * A wait that timed out, or a grant that failed after it, stops the batch: the session then says
+ * whether it holds the bell (one more round trip, rare) and the grant goes on through the bell if
+ * it does, else on the pool with the turn check. A first use of the key or expired holders go on
+ * on the bell's session too (grantLease).
+ * @returns the outcome, and the wait's result (`before`: undefined if unknown).
+ */
+export async function grantAfterBell(
+  host: LeaseGrantHost,
+  request: GrantRequest,
+  wait: PgBellRequest,
+  deadline: number,
+  serverBoundMs: number,
+): Promise<GrantAnswer> {
+  const startedAt = performance.now();
+  const channel = channelOf(wait.connection);
+  const left = () => serverBoundMs - (performance.now() - startedAt);
+  // The grant's own row-lock wait is what the budget leaves after the bell's.
+  const grantWaitMs = Math.max(1, Math.min(serverBoundMs, 1_000_000) - wait.waitMs);
+  const batch = grantBatch(
+    { request, holder: host.holder, processId: host.processId, waitMs: grantWaitMs },
+    { createKeyRows: false, takeover: false },
+  );
+  let before: unknown;
+  try {
+    const results = await channel.query(`${wait.statements.join(';\n')};\n${batch.sql}`, answerWithin(deadline), GRANT_STATEMENTS);
+    before = results[wait.resultAt];
+    const answer = batch.parse(results.slice(wait.statements.length));
+    const steps = nextSteps({ createKeyRows: false, takeover: false }, answer);
+    if (steps === undefined) return { ...answer, before };
+    return { ...(await grantLease(host, request, deadline, left(), { channel, steps })), before };
+  } catch (error) {
+    if (before !== undefined) throw error; // the grant's rare path failed: its own error
+    const failure = LockStatementError.from(error);
+    if (failure.outcomeUnknown || failure.kind === 'interrupted') void host.giveBack(request.acquisitionId).catch(() => undefined);
+    if (failure.kind === 'connection-lost' || failure.kind === 'other' || failure.outcomeUnknown) throw failure;
+    // Rolled back (see PgLockPool.send), and nothing granted: does the session hold the bell?
+    const [held] = await channel.query(HOLDS_BELL, answerWithin(deadline));
+    const got = Number(held!.rows[0]?.got) > 0;
+    const answer = await grantLease(host, request, deadline, left(), got ? { channel } : { turn: wait.name });
+    return { ...answer, before: { rows: [{ got: got ? 1 : 0, waited_us: 0 }] } };
+  }
+}
+
+/**
+ * A release by the holder of the key's bell: the end and the ring in one round trip on the bell's
+ * session. Undefined when that round trip failed: the session is closed (which frees the bell), and
+ * the caller sends the release on the pool.
+ */
+export async function releaseThroughBell(
+  bell: PgBell,
+  rowIds: readonly string[],
+  status: EndStatus | typeof LockStatus.EXPIRED,
+  note: string | undefined,
+  heldMs: number | undefined,
+): Promise<number | undefined> {
+  try {
+    const [ended] = await bell.connection.query(`${endRowsStatement(rowIds, status, note, heldMs)};\n${bell.ringStatement}`, ANSWER_BOUND_MS);
+    bell.rungWith(true);
+    return ended!.rowCount ?? 0;
+  } catch {
+    bell.rungWith(false);
+    return undefined;
+  }
+}
+
+function channelOf(connection: PgDedicatedConnection): GrantChannel {
+  return { query: (sql, answerWithinMs, prepared) => connection.query(sql, answerWithinMs, prepared) };
+}
+
+function answerWithin(deadline: number): number {
+  return Math.max(1, Math.min(ANSWER_BOUND_MS, deadline - performance.now()));
+}
