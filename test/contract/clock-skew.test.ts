@@ -20,12 +20,12 @@ const SKEW_PRELOAD = new URL('../support/clock-skew.js', import.meta.url).href;
 const COUNTER = new URL('./scenarios/counter.js', import.meta.url).href;
 const HOLDERS = new URL('./scenarios/holders.js', import.meta.url).href;
 
-contractSuite('server-clock', 'a process with its clock shifted by +1 h', (target) => {
+contractSuite('server-clock', 'a process with its clock shifted by +1 h', { postgres: true }, (target) => {
   let db: TestDatabase;
   let skewed: LockWorker[] = [];
   let normal: LockWorker[] = [];
   before(async () => {
-    db = await counterDatabase();
+    db = await counterDatabase(target);
     const config = { settings: db.settings, options: target.options({ leaseMs: LEASE_MS, retryMaxDelayMs: POLL_MS }) };
     [skewed, normal] = await Promise.all([
       LockWorker.startMany(2, config, { execArgv: ['--import', SKEW_PRELOAD], env: { CLOCK_SKEW_MS: String(SKEW_MS) } }),
@@ -98,7 +98,7 @@ contractSuite('server-clock', 'a process with its clock shifted by +1 h', (targe
         const killedAt = performance.now();
         const taken = waiter.run<HoldResult>(HOLDERS, 'acquireAndRelease', { key, timeoutMs: 15_000 });
         await holder.kill();
-        const [{ now: deadAt }] = (await db.query(`SELECT UTC_TIMESTAMP(6) AS now`)) as [{ now: Date }];
+        const [{ now: deadAt }] = (await db.query(`SELECT ${db.sql.utcNow} AS now`)) as [{ now: Date }];
         const result = await taken;
         const elapsed = performance.now() - killedAt;
         assert.equal(result.fencingToken, 2);
