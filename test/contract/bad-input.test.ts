@@ -14,7 +14,7 @@ import {
   type LockService,
   MAX_KEY_LENGTH,
 } from '../../lib/index.js';
-import { contractSuite } from '../support/contract-targets.js';
+import { contractSuite, contractTargets } from '../support/contract-targets.js';
 
 /**
  * Bad input: an invalid key or option is rejected with a typed error before any SQL runs: the
@@ -239,68 +239,72 @@ contractSuite('bad-input', 'bad input is rejected before any SQL', { postgres: t
   });
 });
 
-describe('bad module options fail at bootstrap with every problem listed', () => {
-  let db: TestDatabase;
-  before(async () => {
-    db = await TestDatabase.create();
-  });
-  after(async () => {
-    await db?.drop();
-  });
+/** One target per server: module options are checked before the strategy matters. */
+const oneTargetPerServer = [...new Map(contractTargets().map((target) => [target.server, target])).values()];
 
-  it('DbLockModule.forRoot with many bad options', async () => {
-    const bad = {
-      namespace: 42,
-      leaseMs: -5,
-      timeoutMs: NaN,
-      retryMinDelayMs: 500,
-      retryMaxDelayMs: 100,
-      slowThresholdMs: 0,
-      renewIntervalMs: 60_000,
-      maxHoldMs: 1.5,
-      poolSize: 1,
-      writerPreference: 'yes',
-      janitor: { intervalMs: 5, sweep: true },
-      onEvent: 'log',
-      lease: 1000,
-    };
-    await assert.rejects(bootLockApp(db.settings, DbLockModule.forRoot(bad as never), { logger: false }), (error: unknown) => {
-      assert.ok(error instanceof DbLockOptionsError, `expected DbLockOptionsError, got ${String(error)}`);
-      const expected = [
-        /namespace must be a string, got 42/,
-        /leaseMs must be .*got -5/,
-        /timeoutMs must be .*got NaN/,
-        /retryMinDelayMs \(500\) must not exceed retryMaxDelayMs \(100\)/,
-        /slowThresholdMs must be .*got 0/,
-        /maxHoldMs must be .*got 1\.5/,
-        /poolSize must be .*got 1/,
-        /writerPreference must be a boolean, got 'yes'/,
-        /janitor\.intervalMs must be .*got 5/,
-        /unknown option 'janitor\.sweep'/,
-        /onEvent must be a function, got 'log'/,
-        /unknown option 'lease'/,
-      ];
-      for (const pattern of expected)
-        assert.ok(
-          error.problems.some((p) => pattern.test(p)),
-          `no problem matches ${pattern}:\n${error.message}`,
-        );
-      assert.equal(error.problems.length, expected.length, error.message);
-      return true;
+for (const target of oneTargetPerServer)
+  describe(`bad module options fail at bootstrap with every problem listed [${target.server}]`, () => {
+    let db: TestDatabase;
+    before(async () => {
+      db = await TestDatabase.forTarget(target);
     });
-    const [a] = await db.query<{ n: number }[]>('SELECT (SELECT COUNT(*) FROM db_lock) + (SELECT COUNT(*) FROM db_lock_log) AS n');
-    assert.equal(Number(a!.n), 0);
-  });
+    after(async () => {
+      await db?.drop();
+    });
 
-  it('registration fields are checked when the module is built', () => {
-    assert.throws(
-      () => DbLockModule.forRoot({ dataSourceName: '', isGlobal: 'yes' as never }),
-      (error: unknown) => {
-        assert.ok(error instanceof DbLockOptionsError);
-        assert.equal(error.problems.length, 2, error.message);
+    it('DbLockModule.forRoot with many bad options', async () => {
+      const bad = {
+        namespace: 42,
+        leaseMs: -5,
+        timeoutMs: NaN,
+        retryMinDelayMs: 500,
+        retryMaxDelayMs: 100,
+        slowThresholdMs: 0,
+        renewIntervalMs: 60_000,
+        maxHoldMs: 1.5,
+        poolSize: 1,
+        writerPreference: 'yes',
+        janitor: { intervalMs: 5, sweep: true },
+        onEvent: 'log',
+        lease: 1000,
+      };
+      await assert.rejects(bootLockApp(db.settings, DbLockModule.forRoot(bad as never), { logger: false }), (error: unknown) => {
+        assert.ok(error instanceof DbLockOptionsError, `expected DbLockOptionsError, got ${String(error)}`);
+        const expected = [
+          /namespace must be a string, got 42/,
+          /leaseMs must be .*got -5/,
+          /timeoutMs must be .*got NaN/,
+          /retryMinDelayMs \(500\) must not exceed retryMaxDelayMs \(100\)/,
+          /slowThresholdMs must be .*got 0/,
+          /maxHoldMs must be .*got 1\.5/,
+          /poolSize must be .*got 1/,
+          /writerPreference must be a boolean, got 'yes'/,
+          /janitor\.intervalMs must be .*got 5/,
+          /unknown option 'janitor\.sweep'/,
+          /onEvent must be a function, got 'log'/,
+          /unknown option 'lease'/,
+        ];
+        for (const pattern of expected)
+          assert.ok(
+            error.problems.some((p) => pattern.test(p)),
+            `no problem matches ${pattern}:\n${error.message}`,
+          );
+        assert.equal(error.problems.length, expected.length, error.message);
         return true;
-      },
-    );
-    assert.throws(() => DbLockModule.forRootAsync({} as never), DbLockOptionsError);
+      });
+      const [a] = await db.query<{ n: number }[]>('SELECT (SELECT COUNT(*) FROM db_lock) + (SELECT COUNT(*) FROM db_lock_log) AS n');
+      assert.equal(Number(a!.n), 0);
+    });
+
+    it('registration fields are checked when the module is built', () => {
+      assert.throws(
+        () => DbLockModule.forRoot({ dataSourceName: '', isGlobal: 'yes' as never }),
+        (error: unknown) => {
+          assert.ok(error instanceof DbLockOptionsError);
+          assert.equal(error.problems.length, 2, error.message);
+          return true;
+        },
+      );
+      assert.throws(() => DbLockModule.forRootAsync({} as never), DbLockOptionsError);
+    });
   });
-});
