@@ -1,10 +1,11 @@
 import 'reflect-metadata';
-import { after, before, describe, it } from 'node:test';
+import { after, before, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { TestDatabase } from '../support/test-database.js';
 import { LockWorker } from '../support/worker-host.js';
 import { WORKER_HANDLES } from '../support/worker-handles.js';
+import { contractSuite } from '../support/contract-targets.js';
 
 /**
  * A frozen (SIGSTOP) process that was only *waiting* for a key must not keep the free key from
@@ -13,12 +14,12 @@ import { WORKER_HANDLES } from '../support/worker-handles.js';
  * the 2 s lease), must get it.
  */
 if (!process.env.DB_LOCK_WORKER) {
-  describe('a stopped waiter does not keep a free key from every other writer', () => {
+  contractSuite('lease-mechanics', 'a stopped waiter does not keep a free key from every other writer', { postgres: true }, (target) => {
     let db: TestDatabase;
     let workers: LockWorker[] = [];
     before(async () => {
-      db = await TestDatabase.create();
-      workers = await LockWorker.startMany(3, { settings: db.settings, options: { leaseMs: 2_000, janitor: false } });
+      db = await TestDatabase.forTarget(target);
+      workers = await LockWorker.startMany(3, { settings: db.settings, options: target.options({ leaseMs: 2_000, janitor: false }) });
     });
     after(async () => {
       for (const w of workers) w.signal('SIGCONT');

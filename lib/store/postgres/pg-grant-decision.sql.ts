@@ -42,6 +42,12 @@ const LOCK_ROWS =
 const QUEUED_SETTING = 'nestjs_db_lock.queued';
 const QUEUED = `COALESCE(NULLIF(current_setting('${QUEUED_SETTING}', true), ''), 'false')::boolean`;
 
+/** How long after the key's newest claim ended a doorbell held by another session keeps the turn (see turnCheck). */
+const BELL_TURN_MS = 2_000;
+
+/** A log row `c` that claimed its key's token (the claim index's rows: not a row-lock hold's audit row). */
+const CLAIMS_TOKEN = `NOT (c.strategy = 'row-lock' AND c.status <> 'CLAIMED')`;
+
 /** The key rows this transaction locked (see LOCK_ROWS); 0 if it locked none. */
 const LOCKED = `COALESCE(NULLIF(current_setting('${LOCKED_ROWS}', true), ''), '0')::int`;
 
@@ -120,10 +126,15 @@ const keyArray = (keys: readonly Buffer[]): string => `ARRAY[${keys.map(keyLiter
  * The turn check of a grant not sent through the key's doorbell (`bell`, see pg-doorbells.ts):
  * refused (QUEUED) while another session has the bell or waits for it. A shared try of the bell's
  * advisory lock fails then (PostgreSQL queues a request behind conflicting waiters, and a try does
- * not wait); when it succeeds it is kept until the grant commits, a few statements later.
+ * not wait); when it succeeds it is kept until the grant commits, a few statements later. The turn
+ * lasts BELL_TURN_MS past the end of the key's newest claim: the waiter a ring woke grants within
+ * milliseconds, so a bell kept longer over a free key belongs to a waiter that stopped (a frozen
+ * process, a host cut off with its connection open), and must not keep everyone from the key.
  */
-export const turnCheck = (bell: string): string =>
-  `SELECT set_config('${QUEUED_SETTING}', (NOT pg_try_advisory_xact_lock_shared(${bell}))::text, true)`;
+export const turnCheck = (bell: string, key: Buffer): string =>
+  `SELECT set_config('${QUEUED_SETTING}', (CASE WHEN pg_try_advisory_xact_lock_shared(${bell}) THEN false ELSE ` +
+  `COALESCE((SELECT c.ended_at FROM ${LOCK_LOG_TABLE} c WHERE c.lock_key = ${keyLiteral(key)} AND ${CLAIMS_TOKEN} ORDER BY c.fencing_token DESC LIMIT 1), '-infinity') ` +
+  `>= ${NOW} - interval '${BELL_TURN_MS} milliseconds' END)::text, true)`;
 
 /** The key rows' lock, in key order. */
 export const lockRows = (keys: readonly Buffer[]): string => `EXECUTE db_lock_lock_rows(${keyArray(keys)})`;

@@ -69,7 +69,7 @@ export function grantBatch(input: PgGrantInput, steps: GrantSteps): { sql: strin
     'BEGIN ISOLATION LEVEL READ COMMITTED',
     ...bound,
     ...(steps.createKeyRows ? [createKeyRowsStatement(keys)] : []),
-    ...(input.turn !== undefined ? [turnCheck(input.turn)] : []),
+    ...(input.turn !== undefined ? [turnCheck(input.turn, keys[0]!)] : []),
     lockRows(keys),
     ...(steps.takeover ? takeoverStatements(conflict, `taken over by ${input.request.acquisitionId}`) : []),
     limit === undefined ? lockDecision(input) : permitDecision(input, limit),
