@@ -1,10 +1,11 @@
 import 'reflect-metadata';
-import { after, before, describe, it } from 'node:test';
+import { after, before, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { TestDatabase } from '../support/test-database.js';
 import { LockWorker } from '../support/worker-host.js';
 import { WORKER_HANDLES } from '../support/worker-handles.js';
+import { contractSuite } from '../support/contract-targets.js';
 
 /**
  * Two processes, one key, default options (lease, doorbells, writerPreference on).
@@ -13,12 +14,12 @@ import { WORKER_HANDLES } from '../support/worker-handles.js';
  * must be refused while B's writer holds the key (exclusion), not granted beside it.
  */
 if (!process.env.DB_LOCK_WORKER) {
-  describe('a reader of the releasing process beside the writer its doorbell woke', () => {
+  contractSuite('lease-mechanics', 'a reader of the releasing process beside the writer its doorbell woke', { postgres: true }, (target) => {
     let db: TestDatabase;
     let workers: LockWorker[] = [];
     before(async () => {
-      db = await TestDatabase.create();
-      workers = await LockWorker.startMany(2, { settings: db.settings, options: { leaseMs: 5_000, janitor: false } });
+      db = await TestDatabase.forTarget(target);
+      workers = await LockWorker.startMany(2, { settings: db.settings, options: target.options({ leaseMs: 5_000, janitor: false }) });
     });
     after(async () => {
       await Promise.all(workers.map((w) => w.close()));
