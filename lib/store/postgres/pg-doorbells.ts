@@ -16,7 +16,7 @@ export type PgBell = QueuedBell<PgDedicatedConnection>;
  * LISTEN/NOTIFY: a notification wakes every listener at once (a thundering herd that all ask
  * again), whereas a lock queue wakes exactly the next waiter, and its wait rides in the grant's
  * round trip. Behind PgBouncer in transaction pooling mode a session lock is not kept for its
- * session, so the store must be given a direct connection or session pooling (see the README).
+ * client, so the store needs a direct connection or session pooling (see the README).
  */
 export class PgDoorbells extends DoorbellQueue<PgDedicatedConnection, PgBellRequest> {
   constructor(pool: PgLockPool, idleMs: number, maxConnections: number) {
