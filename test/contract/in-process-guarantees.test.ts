@@ -12,9 +12,6 @@ import { TestDatabase } from '../support/test-database.js';
  * PostgreSQL grants FOR SHARE beside share lockers without queueing behind a waiting FOR UPDATE,
  * so a row-lock reader is let in while a writer waits (MySQL's InnoDB queues it behind the writer).
  */
-const ROW_LOCK_READERS_JUMP_WRITERS =
-  'known PostgreSQL gap: a row-lock reader (FOR SHARE) is granted beside readers while a writer waits; the README says row-lock readers wait behind it';
-
 contractSuite('in-process', 'the in-process guarantees of the testing module', { postgres: true }, (target) => {
   const { strategy } = target;
   let db: TestDatabase;
@@ -32,7 +29,6 @@ contractSuite('in-process', 'the in-process guarantees of the testing module', {
       triesWait: strategy === 'row-lock',
       readersShareToken: strategy === 'row-lock',
       forceReleaseGap: gapOf('admin', target),
-      writerPreferenceGap: strategy === 'row-lock' && target.database === 'postgres' ? ROW_LOCK_READERS_JUMP_WRITERS : undefined,
       close: async () => {
         await first.app.close();
         await second.app.close();

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type pg from 'pg';
 import type { KeyGroup } from '../key-groups.js';
 import { keyList, keyLiteral, keyText, LOCK_TABLE, NOW } from './pg-sql.js';
@@ -31,6 +32,35 @@ export function bounded(statements: string[], waitMs: number): { sql: string; of
   };
 }
 
+/**
+ * The keys' queue, ahead of their rows: a transaction-level advisory lock per key (a 64-bit hash of
+ * it), exclusive for writers, shared for readers, taken in hash order (one order for everyone, so
+ * these never deadlock). PostgreSQL grants a new FOR SHARE beside other sharers even while a
+ * FOR UPDATE waits, so readers could keep a writer out for ever; its lock manager queues a shared
+ * advisory lock behind a waiting exclusive one, first come first served. The rows' locks still
+ * decide (exact keys: a hash collision costs a wait, never a wrong grant). A single try bounds the
+ * queue's wait to 1 ms (advisory locks have no NOWAIT), then answers busy (55P03).
+ */
+export function queueStatements(group: KeyGroup, waitMs: number): string[] {
+  const fn = group.mode === 'write' ? 'pg_advisory_xact_lock' : 'pg_advisory_xact_lock_shared';
+  const hashes = [...new Set(group.stored.map(queueKey))].sort((a, b) => (BigInt(a) < BigInt(b) ? -1 : 1));
+  const queue =
+    hashes.length === 1
+      ? `SELECT ${fn}(${hashes[0]})`
+      : `SELECT count(${fn}(h)) FROM (SELECT h FROM unnest(ARRAY[${hashes.join(', ')}]::bigint[]) AS u(h) ORDER BY h) AS q`;
+  if (waitMs > 0) return [queue];
+  return [
+    `SELECT set_config('${SAVED_LOCK_TIMEOUT}', current_setting('lock_timeout'), true), set_config('lock_timeout', '1ms', true)`,
+    queue,
+    `SELECT set_config('lock_timeout', current_setting('${SAVED_LOCK_TIMEOUT}'), true)`,
+  ];
+}
+
+/** A key's queue lock (see queueStatements): 64 bits of a hash of the stored key, in a namespace of the library's own. */
+export function queueKey(storedKey: string): string {
+  return createHash('sha1').update('nestjs-db-lock row\0').update(storedKey).digest().readBigInt64BE(0).toString();
+}
+
 /** The rows' locks in key order (rows are locked in output order): FOR UPDATE / FOR SHARE, NOWAIT for a single try. */
 export function lockRowsStatement(group: KeyGroup, waitMs: number): string {
   const clause = group.mode === 'write' ? 'FOR UPDATE' : 'FOR SHARE';
@@ -50,17 +80,19 @@ export function bumpStatement(keys: readonly Buffer[], checked = false): string 
 }
 
 /**
- * One group's take as one round trip: writers lock first where an UPDATE alone would not lock in
+ * One group's take as one round trip, behind the keys' queue (queueStatements): writers lock first where an UPDATE alone would not lock in
  * key order (several keys) or could not refuse at once (a single try), then update; readers lock
  * FOR SHARE. `result` picks the answer that says what was taken.
  */
 export function takeGroupStatement(group: KeyGroup, waitMs: number): { sql: string; result: (results: pg.QueryResult[]) => pg.QueryResult } {
-  const statements =
-    group.mode === 'read'
+  const statements = [
+    ...queueStatements(group, waitMs),
+    ...(group.mode === 'read'
       ? [lockRowsStatement(group, waitMs)]
       : group.keys.length === 1 && waitMs > 0
         ? [bumpStatement(group.keys)]
-        : [lockRowsStatement(group, waitMs), bumpStatement(group.keys)];
+        : [lockRowsStatement(group, waitMs), bumpStatement(group.keys)]),
+  ];
   const { sql, offset } = bounded(statements, waitMs);
   const at = offset + statements.length - 1;
   return { sql, result: (results) => results[at]! };

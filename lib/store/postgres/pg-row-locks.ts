@@ -7,7 +7,7 @@ import { DEADLOCK_DETECTED, sqlStateOf } from './pg-failures.js';
 import type { PgLockLog } from './pg-lock-log.js';
 import { createKeyRowsStatement, insertAuditRows } from './pg-log-rows.sql.js';
 import { beginStatement, cutSession, type PgSessionTransactions, sessionGone, sessionQuery, watchSession } from './pg-session.js';
-import { bounded, bumpStatement, lockRowsStatement, takeGroupStatement, tokensTaken } from './pg-row-lock.sql.js';
+import { bounded, bumpStatement, lockRowsStatement, queueStatements, takeGroupStatement, tokensTaken } from './pg-row-lock.sql.js';
 import { groupsOf } from '../key-groups.js';
 import { conflictingHolders, takeoverStatements } from './pg-grant.sql.js';
 import { keyText, LIVE_STATUSES_SQL, LOCK_LOG_TABLE } from './pg-sql.js';
@@ -111,8 +111,9 @@ export class PgRowLockStore implements RowLockStore {
       const current = new Map<string, number>();
       for (const group of groupsOf(targets)) {
         const waitMs = waitLeft(deadline);
-        const lock = bounded([lockRowsStatement(group, waitMs)], waitMs);
-        const locked = (await send(lock.sql))[lock.offset];
+        const queue = queueStatements(group, waitMs);
+        const lock = bounded([...queue, lockRowsStatement(group, waitMs)], waitMs);
+        const locked = (await send(lock.sql))[lock.offset + queue.length];
         for (const row of locked!.rows as { lock_key: Buffer; fencing_token: string }[])
           current.set(keyText(row.lock_key), Number(row.fencing_token));
       }
