@@ -18,7 +18,7 @@ const POOL = 10; // the test DataSource's pool (test/support/lock-app.ts)
  * comes free after it gave up goes back to the pool, not to a runner nobody uses. A lease hold
  * itself needs no DataSource connection.
  */
-contractSuite('bounded-connection-wait', "the app's DataSource pool held full by the app", (target) => {
+contractSuite('bounded-connection-wait', "the app's DataSource pool held full by the app", { postgres: true }, (target) => {
   const TIMEOUT_MS = 500;
   // Margin: a loaded 2-core machine; the app lets its connections go only after 4 s.
   const MARGIN_MS = 1_500;
@@ -31,7 +31,7 @@ contractSuite('bounded-connection-wait', "the app's DataSource pool held full by
   let dataSource: DataSource;
 
   before(async () => {
-    db = await TestDatabase.create();
+    db = await TestDatabase.forTarget(target);
     ({ app, locks } = await createLockApp(db.settings, target.options({ janitor: false })));
     ({ app: peerApp, locks: peer } = await createLockApp(db.settings, target.options({ janitor: false })));
     dataSource = app.get(DataSource);
