@@ -102,9 +102,9 @@ class Outer {
   }
 }
 
-contractSuite('fenced-decorators', '@nestjs-cls/transactional around and inside locked methods', (target) => {
+contractSuite('fenced-decorators', '@nestjs-cls/transactional around and inside locked methods', { postgres: true }, (target) => {
   before(async () => {
-    db = await TestDatabase.create();
+    db = await TestDatabase.forTarget(target);
     await createAccounts(
       db,
       Array.from({ length: 30 }, (_, i) => i + 1),
