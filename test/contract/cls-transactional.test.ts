@@ -94,9 +94,9 @@ class Ledger {
   }
 }
 
-contractSuite('fenced-decorators', '@nestjs-cls/transactional: the fenced transaction is the current transaction', (target) => {
+contractSuite('fenced-decorators', '@nestjs-cls/transactional: the fenced transaction is the current transaction', { postgres: true }, (target) => {
   before(async () => {
-    db = await TestDatabase.create();
+    db = await TestDatabase.forTarget(target);
     await createAccounts(db, [1, 2, 3, 4, 5, 6, 7, 8, 9]);
   });
   after(async () => {
@@ -210,7 +210,7 @@ contractSuite('fenced-decorators', '@nestjs-cls/transactional: the fenced transa
     const explicit = await boot(
       DbLockModule.forRootAsync({
         inject: [TransactionHost],
-        useFactory: (txHost: TxHost): DbLockModuleOptions => ({ transactionHost: txHost }),
+        useFactory: (txHost: TxHost): DbLockModuleOptions => target.options({ transactionHost: txHost }),
       }),
     );
     try {
