@@ -19,6 +19,15 @@ import { contractSuite } from '../support/contract-targets.js';
  */
 class BusinessError extends Error {}
 
+/** A session's row lock wait bound, and the server's default for new sessions (PostgreSQL: pg_settings' boot/config value). */
+const LOCK_WAIT = {
+  mysql: { session: 'SELECT @@SESSION.innodb_lock_wait_timeout AS v', server: 'SELECT @@GLOBAL.innodb_lock_wait_timeout AS v' },
+  postgres: {
+    session: "SELECT setting AS v FROM pg_settings WHERE name = 'lock_timeout'",
+    server: "SELECT reset_val AS v FROM pg_settings WHERE name = 'lock_timeout'",
+  },
+};
+
 @Injectable()
 class Bank {
   constructor(
@@ -56,10 +65,10 @@ class Bank {
   }
 }
 
-contractSuite('fenced-decorators', 'writes that escape the fenced transaction', (target) => {
+contractSuite('fenced-decorators', 'writes that escape the fenced transaction', { postgres: true }, (target) => {
   let db: TestDatabase;
   before(async () => {
-    db = await TestDatabase.create();
+    db = await TestDatabase.forTarget(target);
     await createAccounts(db, [1, 2, 3, 4, 5, 6, 7, 8, 9]);
   });
   after(async () => {
@@ -85,7 +94,7 @@ contractSuite('fenced-decorators', 'writes that escape the fenced transaction', 
       const [warning, ...more] = logger.escaped();
       assert.equal(more.length, 0, logger.escaped().join('\n'));
       assert.match(warning!, /at Bank\.escapeThenFail \(.*escaped-writes\.test\.js:\d+:\d+\)/, warning);
-      assert.match(warning!, /"UPDATE `account` SET `balance` = \?/);
+      assert.match(warning!, db.type === 'postgres' ? /"UPDATE "account" SET "balance" = \$1/ : /"UPDATE `account` SET `balance` = \?/);
       assert.match(warning!, /DataSource 'default'/);
       assert.match(warning!, /lockService\.manager/);
       assert.match(warning!, /@nestjs-cls\/transactional/);
@@ -99,7 +108,7 @@ contractSuite('fenced-decorators', 'writes that escape the fenced transaction', 
     }
   });
 
-  it("'warn': writing the fence's own row through the repository fails in about 1 s with EscapedWriteError, not after innodb_lock_wait_timeout", async () => {
+  it("'warn': writing the fence's own row through the repository fails in about 1 s with EscapedWriteError, not after the server's own lock wait bound", async () => {
     const { app, bank, locks, dataSource } = await boot({});
     try {
       const started = performance.now();
@@ -125,13 +134,13 @@ contractSuite('fenced-decorators', 'writes that escape the fenced transaction', 
       assert.ok(next, 'the lock is free at once');
       await next.release();
       // The bound was the escaped statement's only: every pooled connection is back to the server's value.
-      const [global] = await db.query<{ v: number }[]>('SELECT @@GLOBAL.innodb_lock_wait_timeout AS v');
+      const [global] = await db.query<{ v: unknown }[]>(db.type === 'postgres' ? LOCK_WAIT.postgres.server : LOCK_WAIT.mysql.server);
       const runners = Array.from({ length: 4 }, () => dataSource.createQueryRunner());
       try {
         for (const runner of runners) await runner.connect();
         for (const runner of runners) {
-          const [row] = (await runner.query('SELECT @@SESSION.innodb_lock_wait_timeout AS v')) as { v: number }[];
-          assert.equal(Number(row!.v), Number(global!.v));
+          const [row] = (await runner.query(db.type === 'postgres' ? LOCK_WAIT.postgres.session : LOCK_WAIT.mysql.session)) as { v: unknown }[];
+          assert.equal(String(row!.v), String(global!.v));
         }
       } finally {
         for (const runner of runners) await runner.release();
