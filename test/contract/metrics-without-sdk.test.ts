@@ -13,16 +13,16 @@ import { contractSuite } from '../support/contract-targets.js';
  * loss) runs and nothing fails. (Without
  * the package at all: test/e2e/cjs-consumer, both module formats.)
  */
-contractSuite('metrics', 'OpenTelemetry metrics with no SDK registered (no-op meter)', () => {
+contractSuite('metrics', 'OpenTelemetry metrics with no SDK registered (no-op meter)', { postgres: true }, (target) => {
   let db: TestDatabase;
   let app: INestApplicationContext;
   let peerApp: INestApplicationContext;
   let locks: LockService;
   let peer: LockService;
   before(async () => {
-    db = await TestDatabase.create();
-    ({ app, locks } = await createLockApp(db.settings, { janitor: false }));
-    ({ app: peerApp, locks: peer } = await createLockApp(db.settings, { janitor: false }));
+    db = await TestDatabase.forTarget(target);
+    ({ app, locks } = await createLockApp(db.settings, target.options({ janitor: false })));
+    ({ app: peerApp, locks: peer } = await createLockApp(db.settings, target.options({ janitor: false })));
   });
   after(async () => {
     await app?.close();
