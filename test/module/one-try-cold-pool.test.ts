@@ -1,9 +1,10 @@
 import 'reflect-metadata';
-import { after, before, describe, it } from 'node:test';
+import { after, before, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { TestDatabase } from '../support/test-database.js';
 import { LockWorker } from '../support/worker-host.js';
 import type { WorkerContext } from '../support/lock-worker.js';
+import { contractSuite } from '../support/contract-targets.js';
 
 /**
  * One try (onLocked 'skip', whose default budget is 0, or timeoutMs: 0) on keys nobody holds must
@@ -34,10 +35,10 @@ export async function fireJobs(ctx: WorkerContext<{ prefix: string; count: numbe
 }
 
 if (!process.env.DB_LOCK_WORKER) {
-  describe('one try on free keys in a fresh process', () => {
+  contractSuite('basics', 'one try on free keys in a fresh process', { postgres: true }, (target) => {
     let db: TestDatabase;
     before(async () => {
-      db = await TestDatabase.create();
+      db = await TestDatabase.forTarget(target);
     });
     after(async () => {
       await db?.drop();
@@ -45,10 +46,10 @@ if (!process.env.DB_LOCK_WORKER) {
 
     for (const how of ['skip', 'timeout0'] as const) {
       it(`${how}: 6 jobs on 6 free keys at once all run`, async () => {
-        const workers = await LockWorker.startMany(2, { settings: db.settings, options: { leaseMs: 5_000, janitor: false } });
+        const workers = await LockWorker.startMany(2, { settings: db.settings, options: target.options({ leaseMs: 5_000, janitor: false }) });
         try {
           const outcomes = await workers[0]!.run<string[]>(SELF, 'fireJobs', { prefix: `job-${how}`, count: 6, how });
-          const live = await db.query<{ n: number }[]>(`SELECT COUNT(*) AS n FROM db_lock_log WHERE lock_key LIKE ? `, [`job-${how}%`]);
+          const live = await db.query<{ n: number }[]>(`SELECT COUNT(*) AS n FROM db_lock_log WHERE lock_key LIKE ? `, [Buffer.from(`job-${how}%`)]);
           assert.deepEqual(
             outcomes,
             Array(6).fill('ran'),
