@@ -1,11 +1,13 @@
 import 'reflect-metadata';
-import { after, before, describe, it } from 'node:test';
+import { after, before, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { DataSource } from 'typeorm';
 import { TestDatabase } from '../support/test-database.js';
 import { LockWorker } from '../support/worker-host.js';
 import type { WorkerContext } from '../support/lock-worker.js';
+import { contractSuite } from '../support/contract-targets.js';
+import { runSql } from '../support/portable-sql.js';
 
 /**
  * A key used as a semaphore and as a lock (writers, readers) at the same time by
@@ -19,6 +21,8 @@ import type { WorkerContext } from '../support/lock-worker.js';
 const SELF = import.meta.url;
 const TABLE = 'sem_mix';
 const LIMIT = 2;
+/** 1 where `condition` holds, else 0 (PostgreSQL adds no booleans to integers). */
+const flag = (condition: string): string => `CASE WHEN ${condition} THEN 1 ELSE 0 END`;
 
 interface MixArgs {
   key: string;
@@ -33,10 +37,11 @@ export async function mix(ctx: WorkerContext<MixArgs>): Promise<{ done: number; 
   const ds = ctx.app.get(DataSource);
   const errors: string[] = [];
   let done = 0;
+  // Every expression reads the row as it was (peak before np: MySQL would read an np assigned earlier in the SET).
   const enter: Record<string, string> = {
-    permit: `UPDATE ${TABLE} SET bad = bad + (nw + nr > 0) + (np >= ${LIMIT}), np = np + 1, peak = GREATEST(peak, np) WHERE run = ?`,
-    write: `UPDATE ${TABLE} SET bad = bad + (nw + nr + np > 0), nw = nw + 1 WHERE run = ?`,
-    read: `UPDATE ${TABLE} SET bad = bad + (nw + np > 0), nr = nr + 1 WHERE run = ?`,
+    permit: `UPDATE ${TABLE} SET bad = bad + ${flag('nw + nr > 0')} + ${flag(`np >= ${LIMIT}`)}, peak = GREATEST(peak, np + 1), np = np + 1 WHERE run = ?`,
+    write: `UPDATE ${TABLE} SET bad = bad + ${flag('nw + nr + np > 0')}, nw = nw + 1 WHERE run = ?`,
+    read: `UPDATE ${TABLE} SET bad = bad + ${flag('nw + np > 0')}, nr = nr + 1 WHERE run = ?`,
   };
   const leave: Record<string, string> = {
     permit: `UPDATE ${TABLE} SET np = np - 1 WHERE run = ?`,
@@ -44,9 +49,9 @@ export async function mix(ctx: WorkerContext<MixArgs>): Promise<{ done: number; 
     read: `UPDATE ${TABLE} SET nr = nr - 1 WHERE run = ?`,
   };
   const inside = async (kind: string): Promise<void> => {
-    await ds.query(enter[kind]!, [run]);
+    await runSql(ds, enter[kind]!, [run]);
     await sleep(holdMs);
-    await ds.query(leave[kind]!, [run]);
+    await runSql(ds, leave[kind]!, [run]);
     done++;
   };
   const loop = async (kind: 'permit' | 'write' | 'read'): Promise<void> => {
@@ -64,18 +69,18 @@ export async function mix(ctx: WorkerContext<MixArgs>): Promise<{ done: number; 
 }
 
 if (!process.env.DB_LOCK_WORKER) {
-  describe('permits, writers and readers of one key across processes', () => {
+  contractSuite('semaphore', 'permits, writers and readers of one key across processes', { postgres: true }, (target) => {
     let db: TestDatabase;
     let workers: LockWorker[] = [];
     before(async () => {
-      db = await TestDatabase.create();
+      db = await TestDatabase.forTarget(target);
       await db.query(
         `CREATE TABLE ${TABLE} (run INT PRIMARY KEY, np INT NOT NULL DEFAULT 0, nw INT NOT NULL DEFAULT 0, nr INT NOT NULL DEFAULT 0, ` +
-          `bad INT NOT NULL DEFAULT 0, peak INT NOT NULL DEFAULT 0) ENGINE=InnoDB`,
+          `bad INT NOT NULL DEFAULT 0, peak INT NOT NULL DEFAULT 0)${db.sql.tableOptions}`,
       );
       workers = await LockWorker.startMany(3, {
         settings: db.settings,
-        options: { leaseMs: 5_000, retryMinDelayMs: 5, retryMaxDelayMs: 25, janitor: false },
+        options: target.options({ leaseMs: 5_000, retryMinDelayMs: 5, retryMaxDelayMs: 25, janitor: false }),
       });
     });
     after(async () => {
