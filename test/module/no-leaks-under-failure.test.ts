@@ -7,30 +7,12 @@ import { DbLockError, type DbLockModuleOptions, type LockService, LockTimeoutErr
 import { TestDatabase } from '../support/test-database.js';
 import type { OpenTransaction } from '../support/open-transactions.js';
 import { createLockApp, eventually } from '../support/lock-app.js';
-import { mysqlLogOf } from '../support/lock-internals.js';
+import { activeSessionIds, busyConnections, checkedOutSessionIds, killSession, sessionCount, sessionIdSql } from '../support/server-sessions.js';
 import { contractSuite } from '../support/contract-targets.js';
-
-type Queue = { length: number };
-type MysqlPool = { _allConnections: Queue; _freeConnections: Queue; _connectionQueue: Queue };
 
 async function appWith(db: TestDatabase, options: DbLockModuleOptions, poolSize: number) {
   const { app, locks } = await createLockApp(db.settings, options, { poolSize });
   return { app, locks, dataSource: app.get(DataSource) };
-}
-
-/** Busy connections: the DataSource pool (checked out, queued), the library's pools (checked out, not kept idle). */
-function busy(dataSource: DataSource, locks: LockService): Record<string, number> {
-  const ds = (dataSource.driver as unknown as { pool: MysqlPool }).pool;
-  const lib = mysqlLogOf(locks).pool as unknown as { pool: MysqlPool; reserved: MysqlPool; idle: Map<unknown, unknown[]> };
-  const libBusy = [lib.pool, lib.reserved].reduce(
-    (n, p) => n + p._allConnections.length - p._freeConnections.length - (lib.idle.get(p) ?? []).length,
-    0,
-  );
-  return {
-    appBusy: ds._allConnections.length - ds._freeConnections.length,
-    appQueued: ds._connectionQueue.length,
-    libBusy,
-  };
 }
 
 async function assertIdle(db: TestDatabase, dataSource: DataSource, locks: LockService, what: string): Promise<void> {
@@ -39,7 +21,7 @@ async function assertIdle(db: TestDatabase, dataSource: DataSource, locks: LockS
   try {
     await eventually(
       async () => {
-        const b = busy(dataSource, locks);
+        const b = busyConnections(dataSource, locks);
         open = await db.openTransactions();
         last = { ...b, trx: open.length };
         return b.appBusy === 0 && b.appQueued === 0 && b.libBusy === 0 && open.length === 0;
@@ -58,13 +40,13 @@ const outcomeOf = (p: Promise<unknown>) =>
     (error: unknown) => ({ error }),
   );
 
-contractSuite('bounded-wait', 'connections back to idle after failures', (target) => {
+contractSuite('bounded-wait', 'connections back to idle after failures', { postgres: true }, (target) => {
   let db: TestDatabase;
   let app: INestApplicationContext;
   let locks: LockService;
   let dataSource: DataSource;
   before(async () => {
-    db = await TestDatabase.create();
+    db = await TestDatabase.forTarget(target);
     ({ app, locks, dataSource } = await appWith(db, target.options({ janitor: false, escapedWrites: 'ignore' }), 4));
   });
   after(async () => {
@@ -95,16 +77,16 @@ contractSuite('bounded-wait', 'connections back to idle after failures', (target
   it('the work connection is killed mid-work (runLocked), then the commit', async () => {
     const mid = await outcomeOf(
       locks.runLocked('kill-mid', async () => {
-        const [{ id }] = await locks.manager.query('SELECT CONNECTION_ID() AS id');
-        await db.query(`KILL ${Number(id)}`);
+        const [{ id }] = await locks.manager.query(sessionIdSql(db));
+        await killSession(db, Number(id));
         await locks.manager.query('SELECT 1');
       }),
     );
     assert.ok('error' in mid, 'failed');
     const commit = await outcomeOf(
       locks.runLocked('kill-commit', async () => {
-        const [{ id }] = await locks.manager.query('SELECT CONNECTION_ID() AS id');
-        await db.query(`KILL ${Number(id)}`);
+        const [{ id }] = await locks.manager.query(sessionIdSql(db));
+        await killSession(db, Number(id));
         await sleep(50);
       }),
     );
@@ -118,17 +100,7 @@ contractSuite('bounded-wait', 'connections back to idle after failures', (target
   it('withLock: the holder connection killed, then release; a waiter killed in the server', async () => {
     await outcomeOf(
       locks.withLock('wk', async () => {
-        const pool = (
-          dataSource.driver as unknown as {
-            pool: { _allConnections: { toArray(): { threadId: number }[] }; _freeConnections: { toArray(): { threadId: number }[] } };
-          }
-        ).pool;
-        const free = new Set(pool._freeConnections.toArray().map((c) => c.threadId));
-        const ids = pool._allConnections
-          .toArray()
-          .filter((c) => !free.has(c.threadId))
-          .map((c) => ({ id: c.threadId }));
-        for (const r of ids) await db.query(`KILL ${Number(r.id)}`);
+        for (const id of checkedOutSessionIds(dataSource)) await killSession(db, id);
         await sleep(100);
       }),
     );
@@ -137,11 +109,7 @@ contractSuite('bounded-wait', 'connections back to idle after failures', (target
     const holder = await locks.acquire('wk', { timeoutMs: 2_000 });
     const waiter = outcomeOf(locks.acquire('wk', { timeoutMs: 3_000 }));
     await sleep(300);
-    const waiting = await db.query<{ id: number; info: string }[]>(
-      "SELECT id, info FROM information_schema.PROCESSLIST WHERE db = ? AND command = 'Query' AND id <> CONNECTION_ID()",
-      [db.name],
-    );
-    for (const w of waiting) await db.query(`KILL ${Number(w.id)}`).catch(() => undefined);
+    for (const id of await activeSessionIds(db)) await killSession(db, id).catch(() => undefined);
     await sleep(300);
     await holder.release();
     const w = await waiter;
@@ -222,7 +190,7 @@ contractSuite('bounded-wait', 'connections back to idle after failures', (target
       );
       const b = await outcomeOf(
         bounded.locks.runLocked('hold', async () => {
-          await bounded.locks.manager.query('SELECT SLEEP(1)');
+          await bounded.locks.manager.query(db.type === 'postgres' ? 'SELECT pg_sleep(1)' : 'SELECT SLEEP(1)');
         }),
       );
       const c = await outcomeOf(
@@ -273,7 +241,7 @@ contractSuite('bounded-wait', 'connections back to idle after failures', (target
   });
 
   it('handles never released while the app closes; a waiter too', async () => {
-    const other = await TestDatabase.create();
+    const other = await TestDatabase.forTarget(target);
     const closing = await appWith(other, target.options({ janitor: false }), 4);
     const h1 = await closing.locks.acquire('never-1');
     await closing.locks.acquire('never-2');
@@ -286,18 +254,7 @@ contractSuite('bounded-wait', 'connections back to idle after failures', (target
     assert.ok('error' in w, 'the waiter failed');
     assert.ok(tookMs < 5_000, `close took ${tookMs}`);
     assert.ok(h1.signal.aborted, 'aborted');
-    await eventually(
-      async () =>
-        Number(
-          (
-            await other.query<{ n: number }[]>('SELECT COUNT(*) n FROM information_schema.PROCESSLIST WHERE db = ? AND id <> CONNECTION_ID()', [
-              other.name,
-            ])
-          )[0]!.n,
-        ) === 0,
-      3_000,
-      'no session left after close',
-    );
+    await eventually(async () => (await sessionCount(other)) === 0, 3_000, 'no session left after close');
     await other.drop();
   });
 });
