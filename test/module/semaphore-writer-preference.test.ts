@@ -1,5 +1,5 @@
 import 'reflect-metadata';
-import { after, before, describe, it } from 'node:test';
+import { after, before, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { INestApplicationContext } from '@nestjs/common';
@@ -8,6 +8,7 @@ import { createLockApp } from '../support/lock-app.js';
 import { LockWorker } from '../support/worker-host.js';
 import type { WorkerContext } from '../support/lock-worker.js';
 import type { LockService } from '../../lib/index.js';
+import { contractSuite } from '../support/contract-targets.js';
 
 /**
  * A writer waiting for a key whose permits other processes keep taking, permits
@@ -38,15 +39,15 @@ export async function churn(ctx: WorkerContext<{ key: string; kind: 'permit' | '
 }
 
 if (!process.env.DB_LOCK_WORKER) {
-  describe('a waiting writer beside overlapping permits of other processes', () => {
+  contractSuite('lease-writer-preference', 'a waiting writer beside overlapping permits of other processes', { postgres: true }, (target) => {
     let db: TestDatabase;
     let workers: LockWorker[] = [];
     let app: INestApplicationContext;
     let locks: LockService;
     before(async () => {
-      db = await TestDatabase.create();
-      workers = await LockWorker.startMany(2, { settings: db.settings, options: { leaseMs: 5_000, janitor: false } });
-      ({ app, locks } = await createLockApp(db.settings, { leaseMs: 5_000, janitor: false }));
+      db = await TestDatabase.forTarget(target);
+      workers = await LockWorker.startMany(2, { settings: db.settings, options: target.options({ leaseMs: 5_000, janitor: false }) });
+      ({ app, locks } = await createLockApp(db.settings, target.options({ leaseMs: 5_000, janitor: false })));
     });
     after(async () => {
       await app?.close();
