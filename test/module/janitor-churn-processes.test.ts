@@ -5,11 +5,12 @@
  * operations.md: tokens "jump, never go back"; one holder at a time. Per key, the holds (from every
  * process, on one machine's clock) never overlap and their tokens strictly increase in hold order.
  */
-import { after, before, describe, it } from 'node:test';
+import { after, before, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { TestDatabase } from '../support/test-database.js';
 import { LockWorker } from '../support/worker-host.js';
 import type { WorkerContext } from '../support/lock-worker.js';
+import { contractSuite } from '../support/contract-targets.js';
 
 type Hold = { key: string; token: number; from: number; to: number };
 
@@ -44,11 +45,11 @@ export async function janitorStats(ctx: WorkerContext): Promise<unknown> {
 const SELF = import.meta.url;
 
 if (!process.env.DB_LOCK_WORKER)
-  describe('tokens under janitors that prune and reap between holds', () => {
+  contractSuite('lease-janitor', 'tokens under janitors that prune and reap between holds', { postgres: true }, (target) => {
     let db: TestDatabase;
     let workers: LockWorker[] = [];
     before(async () => {
-      db = await TestDatabase.create();
+      db = await TestDatabase.forTarget(target);
     });
     after(async () => {
       await Promise.all(workers.map((w) => w.kill()));
@@ -58,7 +59,7 @@ if (!process.env.DB_LOCK_WORKER)
     it('per key: one holder at a time, tokens strictly increasing, across reaps and prunes in three processes', async () => {
       workers = await LockWorker.startMany(3, {
         settings: db.settings,
-        options: { leaseMs: 2_000, janitor: { intervalMs: 100, logRetentionMs: 0, idleKeyMs: 0, batchSize: 3 } },
+        options: target.options({ leaseMs: 2_000, janitor: { intervalMs: 100, logRetentionMs: 0, idleKeyMs: 0, batchSize: 3 } }),
       });
       const keys = ['rl:a', 'rl:b', 'rl:c', 'ls:a', 'ls:b'];
       const results = await Promise.all(workers.map((w) => w.run<{ holds: Hold[]; errors: string[] }>(SELF, 'churn', { keys, ms: 7_000 })));
