@@ -81,14 +81,7 @@ contractSuite('lease-mechanics', 'a release whose answer is lost but which lande
     await db?.drop();
   });
 
-  // PostgreSQL: the release through the bell is given up at its answer bound and sent again on the pool, whose
-  // UPDATE waits behind the landing one and then ends no row; only the pool's own tries count as tries of
-  // unknown outcome there, so the row is not recognised as ended by this release.
-  const skip =
-    target.database === 'postgres'
-      ? 'library bug on PostgreSQL: a doorbell release that landed after its answer bound is reported as LockLostError (its retry on the pool finds the row ended by that release)'
-      : undefined;
-  it("the release (through the key's doorbell) that landed after its answer bound is not reported as a lost lock", { skip }, async (t) => {
+  it("the release (through the key's doorbell) that landed after its answer bound is not reported as a lost lock", async (t) => {
     // The holder gets the key after waiting on its doorbell: it holds the bell, and its release goes on the bell's connection.
     const first = await other.acquire(KEY);
     const waiting = locks.acquire(KEY, { timeoutMs: 10_000 });

@@ -123,12 +123,14 @@ export class PgLockLog implements LockLogStore, ProcessLeaseStore, LeaseGrantHos
   ): Promise<number> {
     // The holder of the key's bell releases on the bell's session and rings it, one round trip.
     const held = bell as PgBell | undefined;
+    // A bell release that failed may still land (its answer was lost): the pool's then counts as a retry.
+    let tries = 0;
     if (held?.state === 'holding') {
       const ended = await releaseThroughBell(held, rowIds, status, note, heldMs);
       if (ended !== undefined) return ended;
+      tries++;
     } else if (held?.state === 'waiting') await held.ring();
     const sql = endRowsStatement(rowIds, status, note, heldMs);
-    let tries = 0;
     let count: number;
     try {
       count = await this.withRetries(() => (tries++, this.pool.query(sql, 'locks'))).then((results) => results[0]!.rowCount ?? 0);
