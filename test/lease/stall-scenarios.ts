@@ -41,7 +41,8 @@ export async function fencedStall(
       ctx.args.key,
       async () => {
         token = ctx.locks.currentLock!.fencingToken;
-        await ctx.locks.manager.query(`INSERT INTO ${ctx.args.table} (who, token) VALUES (?, ?)`, [ctx.args.who, token]);
+        const { runSql } = await import('../support/portable-sql.js');
+        await runSql(ctx.locks.manager, `INSERT INTO ${ctx.args.table} (who, token) VALUES (?, ?)`, [ctx.args.who, token]);
         const lock = ctx.locks.currentLock as unknown as { leaseFrom: number; localDeadline: number; state: string };
         const insideAt = performance.now();
         ctx.emit('inside', { token });
@@ -73,7 +74,8 @@ export async function fencedPermitStall(
       ctx.args.limit,
       async () => {
         token = ctx.locks.currentLock!.fencingToken;
-        await ctx.locks.manager.query(`INSERT INTO ${ctx.args.table} (who, token) VALUES (?, ?)`, [ctx.args.who, token]);
+        const { runSql } = await import('../support/portable-sql.js');
+        await runSql(ctx.locks.manager, `INSERT INTO ${ctx.args.table} (who, token) VALUES (?, ?)`, [ctx.args.who, token]);
         const lock = ctx.locks.currentLock as unknown as { leaseFrom: number; localDeadline: number; state: string };
         const insideAt = performance.now();
         ctx.emit('inside', { token });
@@ -223,7 +225,8 @@ export async function fencedStallAtCommit(
       ctx.args.key,
       async () => {
         token = ctx.locks.currentLock!.fencingToken;
-        await ctx.locks.manager.query(`INSERT INTO ${ctx.args.table} (who, token) VALUES (?, ?)`, [ctx.args.who, token]);
+        const { runSql } = await import('../support/portable-sql.js');
+        await runSql(ctx.locks.manager, `INSERT INTO ${ctx.args.table} (who, token) VALUES (?, ?)`, [ctx.args.who, token]);
         armed = true;
       },
       { leaseMs: ctx.args.leaseMs, timeoutMs: 10_000 },
