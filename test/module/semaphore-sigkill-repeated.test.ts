@@ -1,11 +1,14 @@
 import 'reflect-metadata';
-import { after, before, describe, it } from 'node:test';
+import { after, before, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { DataSource } from 'typeorm';
 import { TestDatabase } from '../support/test-database.js';
 import { LockWorker } from '../support/worker-host.js';
 import type { WorkerContext } from '../support/lock-worker.js';
+import { contractSuite } from '../support/contract-targets.js';
+import { dialectSql } from '../support/dialect-sql.js';
+import { runSql, typeOfQueryable } from '../support/portable-sql.js';
 
 /**
  * Semaphore holders SIGKILLed again and again while the others keep taking
@@ -17,9 +20,16 @@ import type { WorkerContext } from '../support/lock-worker.js';
 const SELF = import.meta.url;
 const LIMIT = 2;
 const KEY = 'kill-crowd';
+/** A timestamp as text that sorts as the time does (microseconds kept), in each server's words. */
+const TIME_TEXT = {
+  mysql: (t: string) => `DATE_FORMAT(${t}, '%Y-%m-%d %H:%i:%s.%f')`,
+  postgres: (t: string) => `to_char(${t}, 'YYYY-MM-DD HH24:MI:SS.US')`,
+};
 
 export async function loop(ctx: WorkerContext<{ ms: number }>): Promise<{ entries: number; errors: string[] }> {
   const ds = ctx.app.get(DataSource);
+  const type = typeOfQueryable(ds);
+  const now = dialectSql(type).utcNow;
   const until = performance.now() + ctx.args.ms;
   const errors: string[] = [];
   let entries = 0;
@@ -30,13 +40,12 @@ export async function loop(ctx: WorkerContext<{ ms: number }>): Promise<{ entrie
           KEY,
           LIMIT,
           async (permit) => {
-            const res = (await ds.query('INSERT INTO sem_entries (pid, token, t_in) VALUES (?, ?, UTC_TIMESTAMP(6))', [
-              process.pid,
-              permit.fencingToken,
-            ])) as { insertId: number };
+            const insert = `INSERT INTO sem_entries (pid, token, t_in) VALUES (?, ?, ${now})${type === 'postgres' ? ' RETURNING id' : ''}`;
+            const res = await runSql<{ insertId: number } | { id: number }[]>(ds, insert, [process.pid, permit.fencingToken]);
+            const id = Array.isArray(res) ? res[0]!.id : res.insertId;
             await sleep(20 + Math.random() * 80);
             // A holder that lost its permit meanwhile (a stall under CPU load) may overlap by design (unfenced work): marked, left out.
-            await ds.query('UPDATE sem_entries SET t_out = UTC_TIMESTAMP(6), lost = ? WHERE id = ?', [permit.signal.aborted ? 1 : 0, res.insertId]);
+            await runSql(ds, `UPDATE sem_entries SET t_out = ${now}, lost = ? WHERE id = ?`, [permit.signal.aborted ? 1 : 0, id]);
           },
           { leaseMs: 1_000, timeoutMs: 10_000 },
         );
@@ -55,14 +64,18 @@ export async function reclaimed(ctx: WorkerContext): Promise<{ pid: number; recl
 }
 
 if (!process.env.DB_LOCK_WORKER) {
-  describe('permit holders SIGKILLed repeatedly', () => {
+  contractSuite('semaphore', 'permit holders SIGKILLed repeatedly', { postgres: true }, (target) => {
     let db: TestDatabase;
     let workers: LockWorker[] = [];
-    const config = () => ({ settings: db.settings, options: { leaseMs: 1_000, janitor: false as const, retryMinDelayMs: 5, retryMaxDelayMs: 50 } });
+    const config = () => ({
+      settings: db.settings,
+      options: target.options({ leaseMs: 1_000, janitor: false as const, retryMinDelayMs: 5, retryMaxDelayMs: 50 }),
+    });
     before(async () => {
-      db = await TestDatabase.create();
+      db = await TestDatabase.forTarget(target);
       await db.query(
-        'CREATE TABLE sem_entries (id INT AUTO_INCREMENT PRIMARY KEY, pid INT NOT NULL, token BIGINT NOT NULL, t_in DATETIME(6) NOT NULL, t_out DATETIME(6) NULL, lost TINYINT NOT NULL DEFAULT 0)',
+        `CREATE TABLE sem_entries (id ${db.sql.autoId}, pid INT NOT NULL, token BIGINT NOT NULL, t_in ${db.sql.timestamp} NOT NULL, ` +
+          `t_out ${db.sql.timestamp} NULL, lost SMALLINT NOT NULL DEFAULT 0)${db.sql.tableOptions}`,
       );
       workers = await LockWorker.startMany(4, config());
     });
@@ -79,7 +92,7 @@ if (!process.env.DB_LOCK_WORKER) {
         const i = k % workers.length;
         const victim = workers[i]!;
         await victim.kill();
-        const [now] = await db.query<{ t: string }[]>('SELECT DATE_FORMAT(UTC_TIMESTAMP(6), "%Y-%m-%d %H:%i:%s.%f") AS t');
+        const [now] = await db.query<{ t: string }[]>(`SELECT ${TIME_TEXT[db.type](db.sql.utcNow)} AS t`);
         killedAt.set(victim.pid, now!.t);
         const fresh = await LockWorker.start(config());
         workers[i] = fresh;
@@ -88,7 +101,7 @@ if (!process.env.DB_LOCK_WORKER) {
       const results = (await Promise.all(runs)) as ({ entries: number; errors: string[] } | undefined)[];
       const errors = results.flatMap((r) => r?.errors ?? []).filter((e) => !e.startsWith('LockLostError'));
       const all = await db.query<{ pid: number; token: number; t_in: string; t_out: string | null; lost: number }[]>(
-        `SELECT pid, token, DATE_FORMAT(t_in, "%Y-%m-%d %H:%i:%s.%f") AS t_in, DATE_FORMAT(t_out, "%Y-%m-%d %H:%i:%s.%f") AS t_out, lost FROM sem_entries`,
+        `SELECT pid, token, ${TIME_TEXT[db.type]('t_in')} AS t_in, ${TIME_TEXT[db.type]('t_out')} AS t_out, lost FROM sem_entries`,
       );
       const rows = all.filter((r) => Number(r.lost) === 0);
       assert.ok(all.length - rows.length <= 3, `${all.length - rows.length} live holders lost their permit (stalls)`);
