@@ -1,10 +1,11 @@
 import 'reflect-metadata';
-import { after, before, describe, it } from 'node:test';
+import { after, before, it } from 'node:test';
 import assert from 'node:assert/strict';
 import type { INestApplicationContext } from '@nestjs/common';
 import { TestDatabase } from '../support/test-database.js';
 import { createLockApp } from '../support/lock-app.js';
 import type { LockHandle, LockService } from '../../lib/index.js';
+import { contractSuite } from '../support/contract-targets.js';
 
 /**
  * Exclusion between a writer and a reader of one key (lease, default options, writerPreference on).
@@ -13,14 +14,14 @@ import type { LockHandle, LockService } from '../../lib/index.js';
  * reader's fast try decides with `fencing_token = T` on the key row instead of the log search.
  * When both first tries go out together, the reader must not be granted beside the writer.
  */
-describe('reader beside a one-INSERT writer of a known-free key', () => {
+contractSuite('lease-mechanics', 'reader beside a one-INSERT writer of a known-free key', { postgres: true }, (target) => {
   let db: TestDatabase;
   let app: INestApplicationContext;
   let locks: LockService;
 
   before(async () => {
-    db = await TestDatabase.create();
-    ({ app, locks } = await createLockApp(db.settings, { janitor: false, leaseMs: 5_000 }));
+    db = await TestDatabase.forTarget(target);
+    ({ app, locks } = await createLockApp(db.settings, target.options({ janitor: false, leaseMs: 5_000 })));
   });
   after(async () => {
     await app?.close();
