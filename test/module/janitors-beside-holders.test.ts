@@ -8,7 +8,7 @@
  * its lock (its row live, nobody else gets the key), inspect/listLocks show them, and after the
  * releases each key's next grant has a larger token than any handed out before.
  */
-import { after, before, describe, it } from 'node:test';
+import { after, before, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { TestDatabase } from '../support/test-database.js';
 import { createLockApp } from '../support/lock-app.js';
@@ -16,6 +16,7 @@ import { LockWorker } from '../support/worker-host.js';
 import type { WorkerContext } from '../support/lock-worker.js';
 import type { INestApplicationContext } from '@nestjs/common';
 import type { LockHandle, LockService } from '../../lib/index.js';
+import { contractSuite } from '../support/contract-targets.js';
 
 const handles = new Map<string, LockHandle>();
 
@@ -48,14 +49,14 @@ export async function janitorStats(ctx: WorkerContext): Promise<unknown> {
 const SELF = import.meta.url;
 
 if (!process.env.DB_LOCK_WORKER)
-  describe('live holders beside janitors that keep nothing', () => {
+  contractSuite('lease-janitor', 'live holders beside janitors that keep nothing', { postgres: true }, (target) => {
     let db: TestDatabase;
     let app: INestApplicationContext;
     let locks: LockService;
     const workers: LockWorker[] = [];
     before(async () => {
-      db = await TestDatabase.create();
-      ({ app, locks } = await createLockApp(db.settings, { janitor: false, leaseMs: 1_000 }));
+      db = await TestDatabase.forTarget(target);
+      ({ app, locks } = await createLockApp(db.settings, target.options({ janitor: false, leaseMs: 1_000 })));
     });
     after(async () => {
       await Promise.all(workers.map((w) => w.kill()));
@@ -74,7 +75,7 @@ if (!process.env.DB_LOCK_WORKER)
           await l.release();
         }
       }
-      const holdOptions = { settings: db.settings, options: { janitor: false as const, leaseMs: 2_500 } };
+      const holdOptions = { settings: db.settings, options: target.options({ janitor: false as const, leaseMs: 2_500 }) };
       const [leases, rows] = await LockWorker.startMany(2, holdOptions);
       workers.push(leases!, rows!);
       const tokens: Record<string, number[]> = {};
@@ -91,7 +92,7 @@ if (!process.env.DB_LOCK_WORKER)
 
       const janitorOptions = {
         settings: db.settings,
-        options: { leaseMs: 2_500, janitor: { intervalMs: 100, logRetentionMs: 0, idleKeyMs: 0, batchSize: 2 } },
+        options: target.options({ leaseMs: 2_500, janitor: { intervalMs: 100, logRetentionMs: 0, idleKeyMs: 0, batchSize: 2 } }),
       };
       const janitors = await LockWorker.startMany(2, janitorOptions);
       workers.push(...janitors);
