@@ -1,11 +1,12 @@
 import 'reflect-metadata';
-import { after, before, describe, it } from 'node:test';
+import { after, before, it } from 'node:test';
 import assert from 'node:assert/strict';
 import type { INestApplicationContext } from '@nestjs/common';
 import { TestDatabase } from '../support/test-database.js';
 import { createLockApp } from '../support/lock-app.js';
 import { LockLostError, type LockHandle, type LockService } from '../../lib/index.js';
 import { stall } from '../support/lock-internals.js';
+import { contractSuite } from '../support/contract-targets.js';
 
 /**
  * README "What signal promises": after the process itself stalled, reading
@@ -20,16 +21,16 @@ function blockFor(ms: number): void {
   }
 }
 
-describe('a permit holder whose event loop stalled past its lease', () => {
+contractSuite('semaphore-calls', 'a permit holder whose event loop stalled past its lease', { postgres: true }, (target) => {
   let db: TestDatabase;
   let app: INestApplicationContext;
   let locks: LockService;
   let peerApp: INestApplicationContext;
   let peer: LockService;
   before(async () => {
-    db = await TestDatabase.create();
-    ({ app: peerApp, locks: peer } = await createLockApp(db.settings, { janitor: false, leaseMs: 5_000 }));
-    ({ app, locks } = await createLockApp(db.settings, { janitor: false, leaseMs: 5_000 }));
+    db = await TestDatabase.forTarget(target);
+    ({ app: peerApp, locks: peer } = await createLockApp(db.settings, target.options({ janitor: false, leaseMs: 5_000 })));
+    ({ app, locks } = await createLockApp(db.settings, target.options({ janitor: false, leaseMs: 5_000 })));
   });
   after(async () => {
     await app?.close();
