@@ -1,11 +1,12 @@
 import 'reflect-metadata';
-import { after, before, describe, it } from 'node:test';
+import { after, before, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { INestApplicationContext } from '@nestjs/common';
 import { TestDatabase } from '../support/test-database.js';
 import { createLockApp, eventually } from '../support/lock-app.js';
 import { LockLostError, type LockService } from '../../lib/index.js';
+import { contractSuite } from '../support/contract-targets.js';
 
 /**
  * `maxHoldMs` on permits ("the signal aborts, the lock is given back"): a
@@ -13,17 +14,17 @@ import { LockLostError, type LockService } from '../../lib/index.js';
  * another process at once, not after its lease; a withSemaphore holder's signal aborts and its
  * permit row ends.
  */
-describe('maxHoldMs on permits', () => {
+contractSuite('semaphore-calls', 'maxHoldMs on permits', { postgres: true }, (target) => {
   let db: TestDatabase;
   let a: INestApplicationContext;
   let b: INestApplicationContext;
   let la: LockService;
   let lb: LockService;
   before(async () => {
-    db = await TestDatabase.create();
-    await db.query('CREATE TABLE mh_writes (id INT PRIMARY KEY) ENGINE=InnoDB');
-    ({ app: a, locks: la } = await createLockApp(db.settings, { leaseMs: 30_000, maxHoldMs: 600, janitor: false }));
-    ({ app: b, locks: lb } = await createLockApp(db.settings, { leaseMs: 30_000, janitor: false }));
+    db = await TestDatabase.forTarget(target);
+    await db.query(`CREATE TABLE mh_writes (id INT PRIMARY KEY)${db.sql.tableOptions}`);
+    ({ app: a, locks: la } = await createLockApp(db.settings, target.options({ leaseMs: 30_000, maxHoldMs: 600, janitor: false })));
+    ({ app: b, locks: lb } = await createLockApp(db.settings, target.options({ leaseMs: 30_000, janitor: false })));
   });
   after(async () => {
     await a?.close();
