@@ -1,7 +1,7 @@
 import 'reflect-metadata';
 import type { DataPoint } from '@opentelemetry/sdk-metrics';
-import { metricPoints } from '../support/metric-points.js';
-import { after, before, describe, it } from 'node:test';
+import { freshMeterProvider, metricPoints } from '../support/metric-points.js';
+import { after, before, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { Injectable } from '@nestjs/common';
 import type { INestApplicationContext } from '@nestjs/common';
@@ -10,6 +10,8 @@ import { DB_LOCK_INSTRUMENTS } from '../../lib/core/lock-metrics.js';
 import { createLockApp, eventually } from '../support/lock-app.js';
 import { stall } from '../support/lock-internals.js';
 import { TestDatabase } from '../support/test-database.js';
+import { contractSuite } from '../support/contract-targets.js';
+import { runSql } from '../support/portable-sql.js';
 
 /**
  * OpenTelemetry metrics, events and stats of semaphore calls (README: "Timeouts,
@@ -50,11 +52,11 @@ class ExportService {
     await stall(this.locks, this.locks.currentLock!);
     stalled();
     await proceed;
-    await this.locks.manager.query('SELECT ?', [id]);
+    await runSql(this.locks.manager, 'SELECT ?', [id]);
   }
 }
 
-describe('metrics, events and stats of semaphore calls', () => {
+contractSuite('metrics', 'metrics, events and stats of semaphore calls', { postgres: true }, (target) => {
   let db: TestDatabase;
   let app: INestApplicationContext;
   let peerApp: INestApplicationContext;
@@ -62,9 +64,13 @@ describe('metrics, events and stats of semaphore calls', () => {
   const events: LockEvent[] = [];
 
   before(async () => {
-    db = await TestDatabase.create();
-    ({ app: peerApp, locks: peer } = await createLockApp(db.settings, { janitor: false }));
-    ({ app } = await createLockApp(db.settings, { janitor: false, onEvent: (e) => events.push(e) }, { providers: [ExportService] }));
+    // Totals are read per target: the apps of this target count into a provider of their own.
+    freshMeterProvider();
+    db = await TestDatabase.forTarget(target);
+    ({ app: peerApp, locks: peer } = await createLockApp(db.settings, target.options({ janitor: false })));
+    ({ app } = await createLockApp(db.settings, target.options({ janitor: false, onEvent: (e: LockEvent) => events.push(e) }), {
+      providers: [ExportService],
+    }));
   });
   after(async () => {
     await app?.close();
