@@ -1,28 +1,29 @@
 import 'reflect-metadata';
-import { after, before, describe, it } from 'node:test';
+import { after, before, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { INestApplicationContext } from '@nestjs/common';
 import { TestDatabase } from '../support/test-database.js';
 import { createLockApp } from '../support/lock-app.js';
 import { SemaphoreLimitError, type LockService } from '../../lib/index.js';
+import { contractSuite } from '../support/contract-targets.js';
 
 /**
  * The janitor while permits are held past their own lease (renewed through the
  * process lease): it must not reclaim them, reap their key row, or reset the limit; after they are
  * released and the key row is reaped, the next permit's token is still above every earlier one.
  */
-describe('the janitor beside held permits', () => {
+contractSuite('semaphore', 'the janitor beside held permits', { postgres: true }, (target) => {
   let db: TestDatabase;
   let a: INestApplicationContext;
   let b: INestApplicationContext;
   let la: LockService;
   let lb: LockService;
   before(async () => {
-    db = await TestDatabase.create();
+    db = await TestDatabase.forTarget(target);
     const janitor = { intervalMs: 3_600_000, logRetentionMs: 1, idleKeyMs: 1 };
-    ({ app: a, locks: la } = await createLockApp(db.settings, { leaseMs: 5_000, janitor }));
-    ({ app: b, locks: lb } = await createLockApp(db.settings, { leaseMs: 5_000, janitor }));
+    ({ app: a, locks: la } = await createLockApp(db.settings, target.options({ leaseMs: 5_000, janitor })));
+    ({ app: b, locks: lb } = await createLockApp(db.settings, target.options({ leaseMs: 5_000, janitor })));
   });
   after(async () => {
     await a?.close();
