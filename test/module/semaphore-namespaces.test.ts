@@ -1,26 +1,27 @@
 import 'reflect-metadata';
-import { after, before, describe, it } from 'node:test';
+import { after, before, it } from 'node:test';
 import assert from 'node:assert/strict';
 import type { INestApplicationContext } from '@nestjs/common';
 import { TestDatabase } from '../support/test-database.js';
 import { createLockApp } from '../support/lock-app.js';
 import { SemaphoreLimitError, type LockService } from '../../lib/index.js';
+import { contractSuite } from '../support/contract-targets.js';
 
 /**
  * Semaphores under namespaces: the same key in two namespaces is two semaphores
  * (each with its own limit and count); SemaphoreLimitError names the key without the namespace and
  * carries `limit` and `currentLimit`; inspect/listLocks show the permits under their own namespace.
  */
-describe('semaphores in namespaces', () => {
+contractSuite('semaphore-calls', 'semaphores in namespaces', { postgres: true }, (target) => {
   let db: TestDatabase;
   let a: INestApplicationContext;
   let b: INestApplicationContext;
   let la: LockService;
   let lb: LockService;
   before(async () => {
-    db = await TestDatabase.create();
-    ({ app: a, locks: la } = await createLockApp(db.settings, { janitor: false, namespace: 'ns1' }));
-    ({ app: b, locks: lb } = await createLockApp(db.settings, { janitor: false, namespace: 'ns2' }));
+    db = await TestDatabase.forTarget(target);
+    ({ app: a, locks: la } = await createLockApp(db.settings, target.options({ janitor: false, namespace: 'ns1' })));
+    ({ app: b, locks: lb } = await createLockApp(db.settings, target.options({ janitor: false, namespace: 'ns2' })));
   });
   after(async () => {
     await a?.close();
