@@ -1,16 +1,17 @@
 import 'reflect-metadata';
-import { after, before, describe, it } from 'node:test';
+import { after, before, it } from 'node:test';
 import assert from 'node:assert/strict';
 import type { INestApplicationContext } from '@nestjs/common';
 import { TestDatabase } from '../support/test-database.js';
 import { createLockApp, eventually } from '../support/lock-app.js';
 import type { LockService } from '../../lib/index.js';
+import { contractSuite } from '../support/contract-targets.js';
 
 /**
  * "timeoutMs: 0 one try" / onLocked 'skip' (one try): a permit caller of a semaphore with free
  * permits must be granted, even while another caller of its process waits (queued) for the key.
  */
-describe('semaphores: one try (timeoutMs 0, skip) beside a local waiter', () => {
+contractSuite('semaphore-calls', 'semaphores: one try (timeoutMs 0, skip) beside a local waiter', { postgres: true }, (target) => {
   let db: TestDatabase;
   let a: INestApplicationContext;
   let b: INestApplicationContext;
@@ -18,9 +19,12 @@ describe('semaphores: one try (timeoutMs 0, skip) beside a local waiter', () => 
   let lb: LockService;
 
   before(async () => {
-    db = await TestDatabase.create();
-    ({ app: a, locks: la } = await createLockApp(db.settings, { janitor: false, leaseMs: 5_000, retryMinDelayMs: 400, retryMaxDelayMs: 400 }));
-    ({ app: b, locks: lb } = await createLockApp(db.settings, { janitor: false, leaseMs: 5_000 }));
+    db = await TestDatabase.forTarget(target);
+    ({ app: a, locks: la } = await createLockApp(
+      db.settings,
+      target.options({ janitor: false, leaseMs: 5_000, retryMinDelayMs: 400, retryMaxDelayMs: 400 }),
+    ));
+    ({ app: b, locks: lb } = await createLockApp(db.settings, target.options({ janitor: false, leaseMs: 5_000 })));
   });
   after(async () => {
     await a?.close();
