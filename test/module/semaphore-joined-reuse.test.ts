@@ -1,10 +1,11 @@
 import 'reflect-metadata';
-import { after, before, describe, it } from 'node:test';
+import { after, before, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { Injectable, type INestApplicationContext } from '@nestjs/common';
 import { TestDatabase } from '../support/test-database.js';
 import { createLockApp } from '../support/lock-app.js';
 import { LockService, Semaphore, SemaphoreLimitError, WriteLock } from '../../lib/index.js';
+import { contractSuite } from '../support/contract-targets.js';
 
 @Injectable()
 class Svc {
@@ -65,43 +66,48 @@ class Svc {
   }
 }
 
-describe('a permit taken by a joined @Semaphore helper, asked again in the same fenced call (by hand, or by the same helper at once)', () => {
-  let db: TestDatabase;
-  let app: INestApplicationContext;
-  before(async () => {
-    db = await TestDatabase.create();
-    ({ app } = await createLockApp(db.settings, { janitor: false, leaseMs: 5_000 }, { providers: [Svc] }));
-  });
-  after(async () => {
-    await app?.close();
-    await db?.drop();
-  });
-
-  it('acquire() of the key as a lock after the joined permit: SemaphoreLimitError at once (README), not a wait for itself', async () => {
-    const { error, waitedMs } = await app.get(Svc).outerLock('lock');
-    assert.ok(error instanceof SemaphoreLimitError, `got ${String(error)} after ${Math.round(waitedMs)} ms`);
-    assert.ok(waitedMs < 500, `after ${Math.round(waitedMs)} ms`);
-  });
-
-  for (const how of ['withSemaphore', 'acquireSemaphore'] as const) {
-    it(`${how}: reused (the chain holds the permit until its commit), no wait for itself`, async () => {
-      const started = performance.now();
-      const result = await app
-        .get(Svc)
-        .outer(how, how)
-        .then(
-          (r) => r,
-          (e: unknown) => e,
-        );
-      assert.ok(!(result instanceof Error), `${String(result)} after ${Math.round(performance.now() - started)} ms`);
-      const r = result as { first: number; second: number; waitedMs: number; reentrant: boolean };
-      assert.equal(r.second, r.first);
-      assert.equal(r.reentrant, true);
-      assert.ok(r.waitedMs < 500, `waited ${Math.round(r.waitedMs)} ms`);
+contractSuite(
+  'semaphore-calls',
+  'a permit taken by a joined @Semaphore helper, asked again in the same fenced call (by hand, or by the same helper at once)',
+  { postgres: true },
+  (target) => {
+    let db: TestDatabase;
+    let app: INestApplicationContext;
+    before(async () => {
+      db = await TestDatabase.forTarget(target);
+      ({ app } = await createLockApp(db.settings, target.options({ janitor: false, leaseMs: 5_000 }), { providers: [Svc] }));
     });
-  }
+    after(async () => {
+      await app?.close();
+      await db?.drop();
+    });
 
-  it("an onLocked 'skip' helper called twice at once: both run (a free semaphore of 2; the second reuses the first's permit or takes its own), none skipped", async () => {
-    assert.deepEqual(await app.get(Svc).outerTwice('a'), ['ran', 'ran']);
-  });
-});
+    it('acquire() of the key as a lock after the joined permit: SemaphoreLimitError at once (README), not a wait for itself', async () => {
+      const { error, waitedMs } = await app.get(Svc).outerLock('lock');
+      assert.ok(error instanceof SemaphoreLimitError, `got ${String(error)} after ${Math.round(waitedMs)} ms`);
+      assert.ok(waitedMs < 500, `after ${Math.round(waitedMs)} ms`);
+    });
+
+    for (const how of ['withSemaphore', 'acquireSemaphore'] as const) {
+      it(`${how}: reused (the chain holds the permit until its commit), no wait for itself`, async () => {
+        const started = performance.now();
+        const result = await app
+          .get(Svc)
+          .outer(how, how)
+          .then(
+            (r) => r,
+            (e: unknown) => e,
+          );
+        assert.ok(!(result instanceof Error), `${String(result)} after ${Math.round(performance.now() - started)} ms`);
+        const r = result as { first: number; second: number; waitedMs: number; reentrant: boolean };
+        assert.equal(r.second, r.first);
+        assert.equal(r.reentrant, true);
+        assert.ok(r.waitedMs < 500, `waited ${Math.round(r.waitedMs)} ms`);
+      });
+    }
+
+    it("an onLocked 'skip' helper called twice at once: both run (a free semaphore of 2; the second reuses the first's permit or takes its own), none skipped", async () => {
+      assert.deepEqual(await app.get(Svc).outerTwice('a'), ['ran', 'ran']);
+    });
+  },
+);
