@@ -4,8 +4,8 @@ import type { GrantAnswer, GrantRequest } from '../lock-store.js';
 import type { PgBell, PgBellRequest } from './pg-doorbells.js';
 import { GRANT_STATEMENTS } from './pg-grant-decision.sql.js';
 import { grantBatch } from './pg-grant.sql.js';
-import { type GrantChannel, grantLease, type LeaseGrantHost, nextSteps } from './pg-lease-grant.js';
-import type { PgDedicatedConnection } from './pg-dedicated-connection.js';
+import { grantLease, type LeaseGrantHost, nextSteps } from './pg-lease-grant.js';
+import { LOCK_WAIT_MS } from './pg-sql.js';
 import { endRowsStatement } from './pg-log-rows.sql.js';
 import type { EndStatus, LockStatus } from '../../core/lock-status.js';
 
@@ -29,10 +29,10 @@ export async function grantAfterBell(
   serverBoundMs: number,
 ): Promise<GrantAnswer> {
   const startedAt = performance.now();
-  const channel = channelOf(wait.connection);
+  const channel = wait.connection;
   const left = () => serverBoundMs - (performance.now() - startedAt);
   // The grant's own row-lock wait is what the budget leaves after the bell's.
-  const grantWaitMs = Math.max(1, Math.min(serverBoundMs, 1_000_000) - wait.waitMs);
+  const grantWaitMs = Math.max(1, Math.min(LOCK_WAIT_MS, serverBoundMs - wait.waitMs));
   const batch = grantBatch(
     { request, holder: host.holder, processId: host.processId, waitMs: grantWaitMs },
     { createKeyRows: false, takeover: false },
@@ -78,10 +78,6 @@ export async function releaseThroughBell(
     bell.rungWith(false);
     return undefined;
   }
-}
-
-function channelOf(connection: PgDedicatedConnection): GrantChannel {
-  return { query: (sql, answerWithinMs, prepared) => connection.query(sql, answerWithinMs, prepared) };
 }
 
 function answerWithin(deadline: number): number {

@@ -1,9 +1,8 @@
-import { createHash } from 'node:crypto';
 import type pg from 'pg';
 import { type BellDatabase, DoorbellQueue, type QueuedBell, type QueuedWait } from '../doorbell-queue.js';
 import type { PgDedicatedConnection } from './pg-dedicated-connection.js';
 import type { PgLockPool } from './pg-pool.js';
-import { LOCK_WAIT_MS } from './pg-sql.js';
+import { advisoryKey, LOCK_WAIT_MS } from './pg-sql.js';
 
 /** A bell held on a connection of the library's pool. */
 export type PgBell = QueuedBell<PgDedicatedConnection>;
@@ -80,5 +79,5 @@ export class PgBellRequest implements QueuedWait<PgDedicatedConnection> {
  * second, never a wrong grant: bells never decide who holds a key).
  */
 export function bellKey(storedKey: string): string {
-  return createHash('sha1').update('nestjs-db-lock bell\0').update(storedKey).digest().readBigInt64BE(0).toString();
+  return advisoryKey('bell', storedKey);
 }

@@ -107,8 +107,7 @@ export class PgLockLog implements LockLogStore, ProcessLeaseStore, LeaseGrantHos
     const serverBoundMs = options.serverBoundMs ?? Infinity;
     if (options.bell?.kind === 'wait') return grantAfterBell(this, request, options.bell as PgBellRequest, deadline, serverBoundMs);
     if (options.bell !== undefined) {
-      const session = (options.bell as PgBell).connection;
-      return grantLease(this, request, deadline, serverBoundMs, { channel: { query: (sql, ms, prepared) => session.query(sql, ms, prepared) } });
+      return grantLease(this, request, deadline, serverBoundMs, { channel: (options.bell as PgBell).connection });
     }
     return grantLease(this, request, deadline, serverBoundMs, { turn: request.doorbell });
   }

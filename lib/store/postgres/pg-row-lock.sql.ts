@@ -1,7 +1,6 @@
-import { createHash } from 'node:crypto';
 import type pg from 'pg';
 import type { KeyGroup } from '../key-groups.js';
-import { keyList, keyLiteral, keyText, LOCK_TABLE, NOW } from './pg-sql.js';
+import { advisoryKey, keyList, keyLiteral, keyText, LOCK_TABLE, NOW } from './pg-sql.js';
 
 /**
  * The row-lock's statements on PostgreSQL, sent on the business transaction's own connection. The
@@ -58,7 +57,7 @@ export function queueStatements(group: KeyGroup, waitMs: number): string[] {
 
 /** A key's queue lock (see queueStatements): 64 bits of a hash of the stored key, in a namespace of the library's own. */
 export function queueKey(storedKey: string): string {
-  return createHash('sha1').update('nestjs-db-lock row\0').update(storedKey).digest().readBigInt64BE(0).toString();
+  return advisoryKey('row', storedKey);
 }
 
 /** The rows' locks in key order (rows are locked in output order): FOR UPDATE / FOR SHARE, NOWAIT for a single try. */

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import pg from 'pg';
 import { INTERNAL_KEY_BYTE } from '../../core/internal-keys.js';
 import { LockStatus } from '../../core/lock-status.js';
@@ -89,4 +90,12 @@ export type Row = Record<string, unknown>;
 /** The results of a round trip, one per statement (pg answers one object for a single statement). */
 export function resultsOf(answer: pg.QueryResult | pg.QueryResult[]): pg.QueryResult[] {
   return Array.isArray(answer) ? answer : [answer];
+}
+
+/**
+ * A 64-bit advisory-lock key for `storedKey` in one of the library's own namespaces (`use`): a hash,
+ * so two keys may share one (a collision costs a wait, never a wrong grant: the keys' rows decide).
+ */
+export function advisoryKey(use: 'bell' | 'row', storedKey: string): string {
+  return createHash('sha1').update(`nestjs-db-lock ${use}\0`).update(storedKey).digest().readBigInt64BE(0).toString();
 }
