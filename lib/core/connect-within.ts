@@ -1,6 +1,7 @@
 import type { QueryRunner } from 'typeorm';
 import { LockStatementError } from '../store/lock-statement.error.js';
 import { deadlines } from './deadline-watch.js';
+import { dataSourcePool, takeBound } from './connection-opening.js';
 
 const GAVE_UP = "No connection of the app's DataSource came free within the caller's budget";
 
@@ -9,13 +10,15 @@ export const CONNECT_GRACE_MS = 250;
 
 /**
  * Connects `runner` by `deadline` (performance.now(); Infinity: no bound) unless `shutdown` aborts first, or within
- * CONNECT_GRACE_MS if that is later. TypeORM waits for a pool connection as long as the app's own
+ * CONNECT_GRACE_MS if that is later, or within OPEN_BOUND_MS when the pool opens a connection for it. TypeORM waits for a pool connection as long as the app's own
  * work holds them all; a caller's budget must still end its wait (LockStatementError 'deadline', a
  * timeout to the caller). The runner is then released here once its connection arrives (TypeORM
  * gives back nothing when released before that): the caller must not release it too, or the
  * connection would go back to the pool twice.
  */
 export function connectWithin(runner: QueryRunner, deadline: number, shutdown?: AbortSignal): Promise<void> {
+  // Asked before the connect: the pool's counters say whether this checkout opens a connection.
+  const bound = deadline === Infinity ? Infinity : takeBound(dataSourcePool(runner.connection), deadline, CONNECT_GRACE_MS);
   const connecting = runner.connect();
   if (deadline === Infinity && !shutdown) return connecting.then(() => undefined);
   // One promise settled by whichever comes first (no Promise.race): this runs on every row-lock hold.
@@ -27,10 +30,7 @@ export function connectWithin(runner: QueryRunner, deadline: number, shutdown?: 
       reject(error);
     };
     const stopped = (): void => giveUp(LockStatementError.notSent('The lock service is shutting down'));
-    const watched =
-      deadline === Infinity
-        ? undefined
-        : deadlines.watch(Math.max(deadline, performance.now() + CONNECT_GRACE_MS), () => giveUp(LockStatementError.deadline(GAVE_UP)));
+    const watched = deadline === Infinity ? undefined : deadlines.watch(bound, () => giveUp(LockStatementError.deadline(GAVE_UP)));
     shutdown?.addEventListener('abort', stopped, { once: true });
     const settled = (): void => {
       watched?.cancel();

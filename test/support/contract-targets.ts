@@ -79,6 +79,8 @@ export const GUARANTEES = {
   'admin-evict-remote': ['processes', 'sql-tables'],
   /** Bad input: typed error, nothing sent, nothing written. */
   'bad-input': ['sql-tables'],
+  /** A single try is sent even where its connection must first be opened: a slow open is never taken for a busy key. */
+  'one-try-cold-pool': ['sql-tables'],
   /** A crashed holder's lock comes back (within its lease, or at once with its connection). */
   'crash-liveness': ['processes', 'sql-tables'],
   /** An expired holder is taken over and fenced (lease strategy only). */

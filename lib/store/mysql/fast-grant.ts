@@ -62,9 +62,9 @@ export class FastGrant {
   /**
    * One try at the floor's shape, its answer handled in the driver's callback: `granted` with the
    * grant; `refused` when the key was taken meanwhile (nothing was written; the full plan follows,
-   * and notes the key if it refuses too); `failed` on any other failure.
+   * and notes the key if it refuses too); `failed` on any other failure. `onOpened`: see QueryOptions.
    */
-  tryGrant(input: GrantInput, deadline: number, then: FastGrantHandlers): Promise<GrantAnswer> {
+  tryGrant(input: GrantInput, deadline: number, then: FastGrantHandlers, onOpened?: (ms: number) => void): Promise<GrantAnswer> {
     const key = input.targets[0]!.storedKey;
     const plan = fastSingleKeyGrantPlan(input, this.serverNow, this.knownFree.tokenOf(key));
     const handled: StatementPlan<GrantAnswer | Promise<GrantAnswer>> = {
@@ -76,6 +76,11 @@ export class FastGrant {
       this.knownFree.forget(key);
       return then.refused();
     };
-    return runPlan(this.pool, handled, { purpose: 'locks', deadline, connectBy: input.connectBy, oneByOne: false }, rescue) as Promise<GrantAnswer>;
+    return runPlan(
+      this.pool,
+      handled,
+      { purpose: 'locks', deadline, connectBy: input.connectBy, oneByOne: false, onOpened },
+      rescue,
+    ) as Promise<GrantAnswer>;
   }
 }

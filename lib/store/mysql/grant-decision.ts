@@ -1,4 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
+import { signalMarginMs } from '../../core/held-lock.js';
+import { LockStatus } from './sql.js';
 import { LockStatementError } from '../lock-statement.error.js';
 import type { GrantAnswer, GrantRequest } from '../lock-store.js';
 import { grantAfterBell } from './bell-grant.js';
@@ -19,12 +21,14 @@ export interface GrantDecisionHost {
     input: Pick<GrantInput, 'acquisitionId' | 'connectBy'>,
     deadline: number,
     via?: DedicatedConnection,
+    /** Told how long a connection opened for the round trip took: no bound counts it (see connection-opening.ts). */
+    onOpened?: (ms: number) => void,
   ): Promise<GrantOutcome>;
   keyRowsPlan(keys: readonly Buffer[]): StatementPlan<void>;
   /** Ends whatever a grant of unknown outcome may have committed. */
   giveBack(acquisitionId: string, failure: LockStatementError): Promise<void>;
-  /** The granted answer, or a refusal when it answered after its lease may have run out (given back). */
-  inTime(input: GrantInput, outcome: Extract<GrantOutcome, { granted: true }>, sentAt: number): GrantAnswer | Promise<GrantAnswer>;
+  /** Ends rows of this process (a grant that answered too late is given back with it). */
+  endRows(rowIds: readonly string[], status: typeof LockStatus.RELEASED, note?: string): Promise<number>;
 }
 
 /**
@@ -91,7 +95,11 @@ export async function decideGrant(host: GrantDecisionHost, full: GrantInput, dea
     try {
       if (wait && attempt === 0) {
         ({ outcome, before } = await grantAfterBell(full, wait, () => (plan ??= firstPlan()), host.fast.afterBell(full), deadline));
-      } else outcome = await host.sendGrant((plan ??= firstPlan()), full, deadline, via);
+      } else {
+        // Only a try's first round trip waits for a connection no later than `connectBy`: the rest go on with a try already sent.
+        const input = attempt === 0 ? full : { acquisitionId: full.acquisitionId, connectBy: undefined };
+        outcome = await host.sendGrant((plan ??= firstPlan()), input, deadline, via, (ms) => (deadline += ms));
+      }
     } catch (error) {
       failure = LockStatementError.from(error);
       continue;
@@ -100,7 +108,7 @@ export async function decideGrant(host: GrantDecisionHost, full: GrantInput, dea
     // Only a live holder or a waiting writer says the key is contended: a first use or a takeover does not.
     if (!outcome.granted && (outcome.reason === 'busy' || outcome.reason === 'writer-waiting')) host.fast.noteRefused(full);
     host.fast.knownFree.granted(full, outcome);
-    if (outcome.granted) return before === undefined ? host.inTime(full, outcome, sentAt) : { ...outcome, sentAt: firstSentAt, before };
+    if (outcome.granted) return before === undefined ? grantedInTime(host, full, outcome, sentAt) : { ...outcome, sentAt: firstSentAt, before };
     if (outcome.reason === 'missing-key-rows' && attempt < 4) {
       // First use of a key (or after the janitor reaped it): its rows in their own transaction, then the grant, one round trip.
       const create = host.keyRowsPlan(full.targets.map((t) => t.bytes));
@@ -114,4 +122,33 @@ export async function decideGrant(host: GrantDecisionHost, full: GrantInput, dea
     }
     return { ...outcome, before };
   }
+}
+
+/**
+ * A grant that answered after its lease's local deadline (its COMMIT held up, e.g. for the
+ * seconds a multi-primary cluster freezes when a node dies) is given back at once instead of
+ * handed to a caller: the database may already count that lease as over, so the holder's
+ * signal would have to abort before its work even started.
+ */
+export function grantedInTime(
+  host: Pick<GrantDecisionHost, 'endRows'>,
+  input: { readonly leaseMs: number },
+  outcome: Extract<GrantOutcome, { granted: true }>,
+  sentAt: number,
+): GrantAnswer | Promise<GrantAnswer> {
+  const localDeadline = sentAt + outcome.serverWaitMs + input.leaseMs - signalMarginMs(input.leaseMs);
+  if (performance.now() < localDeadline)
+    return {
+      granted: true,
+      rows: outcome.rows,
+      reclaimed: outcome.reclaimed,
+      serverWaitMs: outcome.serverWaitMs,
+      serverStartedAt: outcome.serverStartedAt,
+      sentAt,
+    };
+  const ids = outcome.rows.map((r) => r.id);
+  return host.endRows(ids, LockStatus.RELEASED, 'given back: the grant answered after its lease had run out').then(
+    () => ({ granted: false as const, reason: 'busy' as const }),
+    () => ({ granted: false as const, reason: 'busy' as const }),
+  );
 }

@@ -1,13 +1,11 @@
 import mysql from 'mysql2';
 import type { Pool, PoolConnection, PoolOptions } from 'mysql2';
-import { classify } from './errno.js';
 import { LockStatementError } from '../lock-statement.error.js';
-import { deadlines } from '../../core/deadline-watch.js';
 import type { RoundTripPurpose } from '../lock-store.js';
 import { DedicatedConnection } from './dedicated-connection.js';
-import { closeUnderWork } from './close-under-work.js';
 import { recoverConnection, sendBounded, type StatementDone } from './bounded-statement.js';
 import { ANSWER_BOUND_MS } from '../answer-bound.js';
+import { KeptConnections } from './kept-connections.js';
 
 export type { RoundTripPurpose };
 
@@ -30,6 +28,8 @@ export interface QueryOptions {
   readonly connectBy?: number;
   /** 'reserved': the watchdog's own connection, so renewals never queue behind grants. */
   readonly lane?: 'shared' | 'reserved';
+  /** Told how long the connection took to open when one was opened for this round trip: `deadline` has moved by as much. */
+  readonly onOpened?: (ms: number) => void;
 }
 
 /** A connection checked out for several dependent round trips (cluster grants, doorbells). */
@@ -47,14 +47,8 @@ export class LockConnectionPool {
   private readonly pool: Pool;
   private readonly reserved: Pool;
   private closed = false;
-  /**
-   * Connections this class took from a mysql2 pool and keeps between statements, last in first out:
-   * taking one back is synchronous, while mysql2 hands out even a free connection on a later tick,
-   * behind whatever else the caller started meanwhile (a grant would go on the wire after it).
-   */
-  private readonly idle = new Map<Pool, PoolConnection[]>();
-  /** Checkouts waiting for mysql2 (its pool was exhausted): connections go back to it then, so none waits forever. */
-  private waitingForPool = 0;
+  /** Connections taken from mysql2 and kept between statements. */
+  private readonly kept = new KeptConnections(() => this.closed);
   /** Round trips sent to the server since the pool was created, by purpose. */
   readonly roundTrips: Record<RoundTripPurpose, number> = { locks: 0, renewals: 0, janitor: 0, admin: 0 };
 
@@ -103,12 +97,13 @@ export class LockConnectionPool {
   ): Promise<R> {
     const deadline = options.deadline ?? performance.now() + ANSWER_BOUND_MS;
     const pool = options.lane === 'reserved' ? this.reserved : this.pool;
-    const taken = this.take(pool, Math.min(deadline, options.connectBy ?? Infinity));
+    const taken = this.kept.take(pool, Math.min(deadline, options.connectBy ?? Infinity));
     // A kept connection: the statement leaves in this very call.
     if (!(taken instanceof Promise)) return this.sendKeeping(pool, taken, sql, deadline, options.purpose, parse, rescue);
     // No connection came: `rescue` handles that failure here (the statement's own, sendKeeping does).
     return taken.then(
-      (connection) => this.sendKeeping(pool, connection, sql, deadline, options.purpose, parse, rescue),
+      (connection) =>
+        this.sendKeeping(pool, connection, sql, deadline + this.kept.openTime(connection, options.onOpened), options.purpose, parse, rescue),
       rescue && ((error: unknown) => rescue(LockStatementError.from(error))),
     );
   }
@@ -116,7 +111,11 @@ export class LockConnectionPool {
   /** Runs `fn` with one connection for several dependent round trips; it goes back to the pool after. */
   async session<T>(options: QueryOptions, fn: (session: LockSession) => Promise<T>): Promise<T> {
     const deadline = options.deadline ?? performance.now() + ANSWER_BOUND_MS;
-    const connection = await this.take(options.lane === 'reserved' ? this.reserved : this.pool, Math.min(deadline, options.connectBy ?? Infinity));
+    const connection = await this.kept.take(
+      options.lane === 'reserved' ? this.reserved : this.pool,
+      Math.min(deadline, options.connectBy ?? Infinity),
+    );
+    const until = deadline + this.kept.openTime(connection, options.onOpened);
     let inTransaction = false;
     const session: LockSession = {
       threadId: Number(connection.threadId),
@@ -124,7 +123,7 @@ export class LockConnectionPool {
         if (/^\s*START TRANSACTION/.test(sql)) inTransaction = true;
         // A batch that ends the transaction ends with it (the batch may begin with anything).
         if (/\b(COMMIT|ROLLBACK)\s*;?\s*$/.test(sql)) inTransaction = false;
-        return this.send<R>(connection, sql, deadline, options.purpose);
+        return this.send<R>(connection, sql, until, options.purpose);
       },
     };
     try {
@@ -143,63 +142,19 @@ export class LockConnectionPool {
    * a hold). The caller must call `release()` or `destroy()` exactly once.
    */
   async acquireDedicated(purpose: RoundTripPurpose, deadline = Infinity, onDone?: () => void): Promise<DedicatedConnection> {
-    const connection = await this.take(this.pool, deadline);
+    const connection = await this.kept.take(this.pool, deadline);
     return new DedicatedConnection(connection, (sql, until) => this.send(connection, sql, until, purpose), onDone);
   }
 
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    for (const kept of this.idle.values()) for (const connection of kept.splice(0)) connection.release();
+    this.kept.releaseAll();
     await Promise.all([this.pool, this.reserved].map((pool) => new Promise<void>((resolve) => pool.end(() => resolve()))));
   }
 
   get isClosed(): boolean {
     return this.closed;
-  }
-
-  /** After a clean round trip: kept for the next statement, or given back to mysql2 if someone waits there. */
-  private keep(pool: Pool, connection: PoolConnection): void {
-    if (this.closed || this.waitingForPool > 0) return connection.release();
-    let kept = this.idle.get(pool);
-    if (!kept) this.idle.set(pool, (kept = []));
-    kept.push(connection);
-  }
-
-  /** A kept connection at once (no tick: the caller's statement goes out before anything else runs), else one from mysql2. */
-  private take(pool: Pool, deadline: number): PoolConnection | Promise<PoolConnection> {
-    // One the server closed while kept (killed, timed out) is dropped here rather than fail a statement.
-    for (let kept = this.idle.get(pool)?.pop(); kept; kept = this.idle.get(pool)?.pop()) {
-      if ((kept as { state?: string }).state === 'authenticated') return kept;
-      closeUnderWork(kept);
-    }
-    return this.checkout(pool, deadline);
-  }
-
-  private checkout(pool: Pool, deadline: number): Promise<PoolConnection> {
-    if (this.closed) return Promise.reject(new LockStatementError('unreachable', new Error('The lock connection pool is closed')));
-    return new Promise((resolve, reject) => {
-      let gaveUp = false;
-      const watched =
-        deadline === Infinity
-          ? undefined
-          : deadlines.watch(deadline, () => {
-              gaveUp = true;
-              reject(LockStatementError.notSent('No lock connection became free before the deadline'));
-            });
-      this.waitingForPool++;
-      pool.getConnection((error, connection) => {
-        this.waitingForPool--;
-        watched?.cancel();
-        if (gaveUp) {
-          if (!error) connection.release();
-          return;
-        }
-        // Nothing was sent: a failure to connect is "unreachable" whatever its code says.
-        if (error) reject(new LockStatementError(classify(error) === 'other' ? 'unreachable' : classify(error), error));
-        else resolve(connection);
-      });
-    });
   }
 
   private countedSend(connection: PoolConnection, sql: string, deadline: number, purpose: RoundTripPurpose, done: StatementDone): void {
@@ -226,7 +181,7 @@ export class LockConnectionPool {
     return new Promise<R>((resolve, reject) =>
       this.countedSend(connection, sql, deadline, purpose, (error, result) => {
         if (!error) {
-          this.keep(pool, connection);
+          this.kept.keep(pool, connection);
           try {
             return resolve(parse(result));
           } catch (parseError) {

@@ -1,5 +1,4 @@
 import { sendWithRetries } from '../send-with-retries.js';
-import { signalMarginMs } from '../../core/held-lock.js';
 import { ANSWER_BOUND_MS, type LockConnectionPool, type RoundTripPurpose } from './lock-connection-pool.js';
 import type { DedicatedConnection } from './dedicated-connection.js';
 import { LockStatementError } from '../lock-statement.error.js';
@@ -7,16 +6,14 @@ import type { ServerFlavor } from './server-flavor.js';
 import type { Bell as BellView, BellWait } from '../doorbell-store.js';
 import type { GrantAnswer, GrantRequest, LockLogStore, ProcessLeaseStore } from '../lock-store.js';
 import type { Bell, BellRequest } from './doorbells.js';
-import { decideGrant, type GrantDecisionHost, grantInputOf } from './grant-decision.js';
+import { decideGrant, type GrantDecisionHost, grantedInTime, grantInputOf } from './grant-decision.js';
 import { releaseThroughBell } from './bell-release.js';
 import { type EndStatus, LockStatus, NOW, parseDate, ROW_LOCK_TABLE } from './sql.js';
 import { runOn, runPlan, runPlanThen, type StatementPlan } from './statement-plan.js';
 import { FastGrant } from './fast-grant.js';
 import { KnownFreeKeys } from './known-free-keys.js';
 import { confirmOnSession } from './grant-confirmation.js';
-import { type GrantInput, type GrantOutcome, leanGrantPlan, takeoverGrantPlan } from './grant.sql.js';
-import { semaphorePlan } from './semaphore-grant.sql.js';
-import { singleKeyGrantPlan } from './single-key-grant.sql.js';
+import type { GrantInput, GrantOutcome } from './grant.sql.js';
 import { createKeyRowsPlan } from './key-rows.sql.js';
 import {
   giveBackPlan,
@@ -105,15 +102,22 @@ export class MysqlLockLog implements LockLogStore, ProcessLeaseStore, GrantDecis
     const via = wait?.connection ?? (options.bell as Bell | undefined)?.connection;
     if (via !== undefined || this.clustered || !this.fast.applies(full)) return decideGrant(this, full, deadline, { wait, via, tries: 0 });
     const sentAt = performance.now();
-    return this.fast.tryGrant(full, deadline, {
-      granted: (outcome) => {
-        this.fast.knownFree.granted(full, outcome);
-        return this.inTime(full, outcome, sentAt);
+    // The time a connection took to open for the fast try counts in no bound (see connection-opening.ts).
+    let openedMs = 0;
+    return this.fast.tryGrant(
+      full,
+      deadline,
+      {
+        granted: (outcome) => {
+          this.fast.knownFree.granted(full, outcome);
+          return grantedInTime(this, full, outcome, sentAt + openedMs);
+        },
+        // Refused: the full plan decides again and says why.
+        refused: () => decideGrant(this, full, deadline + openedMs, { tries: 1 }),
+        failed: (failure) => decideGrant(this, full, deadline + openedMs, { tries: 1, failure }),
       },
-      // Refused: the full plan decides again and says why.
-      refused: () => decideGrant(this, full, deadline, { tries: 1 }),
-      failed: (failure) => decideGrant(this, full, deadline, { tries: 1, failure }),
-    });
+      (ms) => (openedMs = ms),
+    );
   }
 
   endRows(
@@ -217,34 +221,11 @@ export class MysqlLockLog implements LockLogStore, ProcessLeaseStore, GrantDecis
     input: Pick<GrantInput, 'acquisitionId' | 'connectBy'>,
     deadline: number,
     via?: DedicatedConnection,
+    onOpened?: (ms: number) => void,
   ): Promise<GrantOutcome> {
     if (via) return runOn(via, plan, deadline);
-    const options = { purpose: 'locks' as const, deadline, connectBy: input.connectBy };
+    const options = { purpose: 'locks' as const, deadline, connectBy: input.connectBy, onOpened };
     if (!this.clustered) return runPlan(this.pool, plan, { ...options, oneByOne: false });
     return runPlanThen(this.pool, plan, options, (result, session) => confirmOnSession(session, input.acquisitionId, this.processId, result));
-  }
-
-  /**
-   * A grant that answered after its lease's local deadline (its COMMIT held up, e.g. for the
-   * seconds a multi-primary cluster freezes when a node dies) is given back at once instead of
-   * handed to a caller: the database may already count that lease as over, so the holder's
-   * signal would have to abort before its work even started.
-   */
-  inTime(input: { readonly leaseMs: number }, outcome: Extract<GrantOutcome, { granted: true }>, sentAt: number): GrantAnswer | Promise<GrantAnswer> {
-    const localDeadline = sentAt + outcome.serverWaitMs + input.leaseMs - signalMarginMs(input.leaseMs);
-    if (performance.now() < localDeadline)
-      return {
-        granted: true,
-        rows: outcome.rows,
-        reclaimed: outcome.reclaimed,
-        serverWaitMs: outcome.serverWaitMs,
-        serverStartedAt: outcome.serverStartedAt,
-        sentAt,
-      };
-    const ids = outcome.rows.map((r) => r.id);
-    return this.endRows(ids, LockStatus.RELEASED, 'given back: the grant answered after its lease had run out').then(
-      () => ({ granted: false as const, reason: 'busy' as const }),
-      () => ({ granted: false as const, reason: 'busy' as const }),
-    );
   }
 }

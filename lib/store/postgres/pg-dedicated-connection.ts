@@ -20,6 +20,8 @@ export class PgDedicatedConnection {
     private readonly sender: (sql: string, answerWithinMs: number, prepared?: PreparedStatements) => Promise<pg.QueryResult[]>,
     /** Called once when it goes back or is closed. */
     private readonly onDone?: () => void,
+    /** Whether a failed round trip left the session unusable (then it is closed, not pooled, when it goes back). */
+    private readonly broken: () => boolean = () => false,
   ) {
     client.on('error', this.onError);
   }
@@ -29,12 +31,12 @@ export class PgDedicatedConnection {
     return this.sender(sql, answerWithinMs, prepared);
   }
 
-  /** Back to the pool (the caller left no transaction and no advisory lock behind). */
+  /** Back to the pool (the caller left no transaction and no advisory lock behind); closed instead if it broke. */
   release(): void {
     if (this.done) return;
     this.done = true;
     this.client.off('error', this.onError);
-    this.client.release(this.lost);
+    this.client.release(this.lost ?? (this.broken() ? new Error('the session broke mid-statement') : undefined));
     this.onDone?.();
   }
 

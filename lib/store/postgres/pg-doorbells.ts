@@ -26,7 +26,7 @@ export class PgDoorbells extends DoorbellQueue<PgDedicatedConnection, PgBellRequ
 function advisoryLocks(pool: PgLockPool): BellDatabase<PgDedicatedConnection, PgBellRequest> {
   return {
     nameOf: bellKey,
-    open: (deadline, onDone) => pool.acquireDedicated(deadline, onDone),
+    open: (deadline, onDone) => pool.acquireDedicated(deadline, onDone).then(({ connection }) => connection),
     waitFor: (storedKey, name, session, waitMs) => new PgBellRequest(storedKey, name, session, waitMs),
     gotBell: (_wait, waitResult) => Number((waitResult as pg.QueryResult | undefined)?.rows[0]?.got) === 1,
     ringStatement: (name) => `SELECT pg_advisory_unlock(${name})`,

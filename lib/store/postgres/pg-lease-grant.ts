@@ -78,6 +78,23 @@ export async function grantLease(
   }
 }
 
+/**
+ * A grant on the pool: one connection taken for all its tries, waited for until the request's
+ * `connectBy` (or OPEN_BOUND_MS when one is opened for it: see connection-opening.ts). The time an
+ * open took counts in no bound of the grant: the answer's deadline moves by it, and the lock waits
+ * are measured from the first send.
+ */
+export async function grantOnPool(host: LeaseGrantHost, request: GrantRequest, deadline: number, serverBoundMs: number): Promise<GrantAnswer> {
+  const { connection, openedMs } = await host.pool.acquireDedicated(Math.min(deadline, request.connectBy ?? Infinity), undefined, () =>
+    LockStatementError.notSent('No lock connection became free before the deadline'),
+  );
+  try {
+    return await grantLease(host, request, deadline + openedMs, serverBoundMs, { channel: connection, turn: request.doorbell });
+  } finally {
+    connection.release();
+  }
+}
+
 /** What the next try must do for a refusal that says what is missing; undefined when trying again would not help. */
 export function nextSteps(steps: GrantSteps, answer: GrantAnswer): GrantSteps | undefined {
   if (answer.granted) return undefined;

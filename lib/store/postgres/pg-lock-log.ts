@@ -8,7 +8,7 @@ import { LockStatementError } from '../lock-statement.error.js';
 import type { GrantAnswer, GrantRequest, LockLogStore, ProcessLeaseStore, RowLockAuditRow } from '../lock-store.js';
 import { sendWithRetries } from '../send-with-retries.js';
 import { UnendedRows } from '../unended-rows.js';
-import { grantLease, type LeaseGrantHost } from './pg-lease-grant.js';
+import { grantLease, grantOnPool, type LeaseGrantHost } from './pg-lease-grant.js';
 import {
   createKeyRowsStatement,
   endedAmongStatement,
@@ -109,7 +109,7 @@ export class PgLockLog implements LockLogStore, ProcessLeaseStore, LeaseGrantHos
     if (options.bell !== undefined) {
       return grantLease(this, request, deadline, serverBoundMs, { channel: (options.bell as PgBell).connection });
     }
-    return grantLease(this, request, deadline, serverBoundMs, { turn: request.doorbell });
+    return grantOnPool(this, request, deadline, serverBoundMs);
   }
 
   /** Sent again through transient failures; if the database stays out of reach, the end is owed (settled before the next renewal). */

@@ -6,6 +6,7 @@ import { ANSWER_BOUND_MS } from '../answer-bound.js';
 import './pg-failures.js';
 import { LOCK_WAIT_MS } from './pg-sql.js';
 import { PgDedicatedConnection } from './pg-dedicated-connection.js';
+import { opensConnection, OPEN_BOUND_MS } from '../../core/connection-opening.js';
 
 /** The library's sessions: READ COMMITTED (a fresh read per statement), a bounded row-lock wait. */
 const SESSION_SETUP = `SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL READ COMMITTED; SET lock_timeout = '${LOCK_WAIT_MS}ms'`;
@@ -82,16 +83,14 @@ export class PgLockPool {
    * round trip; their results left out).
    * @throws LockStatementError, whatever went wrong.
    */
-  async query(sql: string, purpose: RoundTripPurpose, answerWithinMs = ANSWER_BOUND_MS, prepared?: PreparedStatements): Promise<pg.QueryResult[]> {
-    if (this.closed) throw new LockStatementError('unreachable', new Error('the lock pool is closed'));
-    let client: pg.PoolClient;
-    try {
-      client = await this.pool.connect();
-    } catch (error) {
-      const failure = LockStatementError.from(error);
-      failure.sent = false;
-      throw failure;
-    }
+  async query(
+    sql: string,
+    purpose: RoundTripPurpose,
+    answerWithinMs = ANSWER_BOUND_MS,
+    prepared?: PreparedStatements,
+    connectBy = Infinity,
+  ): Promise<pg.QueryResult[]> {
+    const { client } = await this.connect(connectBy, () => LockStatementError.notSent('No lock connection became free before the deadline'));
     try {
       const results = await this.send(client, sql, purpose, answerWithinMs, prepared);
       client.release();
@@ -104,29 +103,52 @@ export class PgLockPool {
   }
 
   /**
-   * A connection kept out of the pool by its user (a doorbell's session), waited for until
-   * `deadline` at most. Counted in the pool's size, so it leaves fewer for everyone else.
+   * A connection kept out of the pool by its user (a doorbell's session, or a grant's round trips),
+   * waited for until `deadline` at most, or until OPEN_BOUND_MS when one is opened for it (see
+   * connection-opening.ts). Counted in the pool's size, so it leaves fewer for everyone else.
+   * `openedMs`: how long it took to open, 0 if it was open already.
    */
-  async acquireDedicated(deadline: number, onDone?: () => void): Promise<PgDedicatedConnection> {
+  async acquireDedicated(
+    deadline: number,
+    onDone?: () => void,
+    late: () => LockStatementError = () => new LockStatementError('unreachable', new Error('no lock pool connection free in time')),
+  ): Promise<{ connection: PgDedicatedConnection; openedMs: number }> {
+    const { client, openedMs } = await this.connect(deadline, late);
+    const connection = new PgDedicatedConnection(
+      client,
+      (sql, answerWithinMs, prepared) => this.send(client, sql, 'locks', answerWithinMs, prepared),
+      onDone,
+      () => this.broken.has(client),
+    );
+    return { connection, openedMs };
+  }
+
+  /** A client by `deadline`, or by OPEN_BOUND_MS when the pool opens one for it; one that comes after the caller gave up goes straight back. */
+  private async connect(deadline: number, late: () => LockStatementError): Promise<{ client: pg.PoolClient; openedMs: number }> {
     if (this.closed) throw new LockStatementError('unreachable', new Error('the lock pool is closed'));
+    const askedAt = performance.now();
+    const opens = opensConnection(this.pool);
+    const bound = opens ? Math.max(deadline, askedAt + OPEN_BOUND_MS) : deadline;
     const connecting = this.pool.connect();
     let timer: NodeJS.Timeout | undefined;
-    const late = new Promise<never>((_, reject) => {
-      timer = setTimeout(
-        () => reject(new LockStatementError('unreachable', new Error('no lock pool connection free in time'))),
-        Math.max(0, deadline - performance.now()),
-      );
-    });
+    const timedOut =
+      bound === Infinity
+        ? undefined
+        : new Promise<never>((_, reject) => {
+            timer = setTimeout(() => reject(late()), Math.max(0, bound - askedAt));
+          });
     try {
-      const client = await Promise.race([connecting, late]);
-      return new PgDedicatedConnection(client, (sql, answerWithinMs, prepared) => this.send(client, sql, 'locks', answerWithinMs, prepared), onDone);
+      const client = await (timedOut ? Promise.race([connecting, timedOut]) : connecting);
+      return { client, openedMs: opens ? performance.now() - askedAt : 0 };
     } catch (error) {
-      // A connection that comes after the caller gave up goes straight back.
       connecting.then(
         (client) => client.release(),
         () => undefined,
       );
-      throw error;
+      if (error instanceof LockStatementError) throw error;
+      const failure = LockStatementError.from(error);
+      failure.sent = false;
+      throw failure;
     } finally {
       clearTimeout(timer);
     }
