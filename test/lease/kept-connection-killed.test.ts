@@ -32,7 +32,7 @@ contractSuite('lease-mechanics', 'a kept lock connection the server closed', () 
       Number((await db.query<{ n: number }[]>('SELECT COUNT(*) AS n FROM information_schema.PROCESSLIST WHERE ID = ?', [killed]))[0]!.n) === 0;
     await eventually(gone, 5_000, 'the killed session to leave the server');
     // The client learns of the close from its socket: wait for that event (a loaded machine may take a while).
-    const kept = () => [...(pool as unknown as { idle: Map<unknown, { threadId: number; state?: string }[]> }).idle.values()].flat();
+    const kept = () => pool.keptConnections as unknown as { threadId: number; state?: string }[];
     await eventually(() => kept().every((c) => c.threadId !== killed || c.state !== 'authenticated'), 5_000, 'the client to see the close');
     assert.ok(
       kept().some((c) => c.threadId === killed),

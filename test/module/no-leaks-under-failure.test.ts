@@ -5,33 +5,13 @@ import type { INestApplicationContext } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 import { DbLockError, type DbLockModuleOptions, type LockService, LockTimeoutError } from '../../lib/index.js';
 import { TestDatabase } from '../support/test-database.js';
-import type { OpenTransaction } from '../support/open-transactions.js';
 import { createLockApp, eventually } from '../support/lock-app.js';
-import { activeSessionIds, busyConnections, checkedOutSessionIds, killSession, sessionCount, sessionIdSql } from '../support/server-sessions.js';
+import { assertIdle, checkedOutSessionIds, killSession, sessionCount, sessionIdSql, sessionIds } from '../support/server-sessions.js';
 import { contractSuite } from '../support/contract-targets.js';
 
 async function appWith(db: TestDatabase, options: DbLockModuleOptions, poolSize: number) {
   const { app, locks } = await createLockApp(db.settings, options, { poolSize });
   return { app, locks, dataSource: app.get(DataSource) };
-}
-
-async function assertIdle(db: TestDatabase, dataSource: DataSource, locks: LockService, what: string): Promise<void> {
-  let last: unknown;
-  let open: OpenTransaction[] = [];
-  try {
-    await eventually(
-      async () => {
-        const b = busyConnections(dataSource, locks);
-        open = await db.openTransactions();
-        last = { ...b, trx: open.length };
-        return b.appBusy === 0 && b.appQueued === 0 && b.libBusy === 0 && open.length === 0;
-      },
-      3_000,
-      what,
-    );
-  } catch {
-    assert.fail(`${what}: not back to idle: ${JSON.stringify(last)}${open.map((t) => `\n${t.text}`).join('')}`);
-  }
 }
 
 const outcomeOf = (p: Promise<unknown>) =>
@@ -105,17 +85,28 @@ contractSuite('bounded-wait', 'connections back to idle after failures', { postg
       }),
     );
     await idle('after withLock kill');
-    // A waiter in the server (row-lock) or on a doorbell (lease), killed while waiting.
+    // The waiter is another app's, so that it waits in the server (row-lock: its locking statement)
+    // or polls it (lease), where the holder's own process would have kept it waiting locally. Every
+    // session of the waiter's app is killed while it waits.
     const holder = await locks.acquire('wk', { timeoutMs: 2_000 });
-    const waiter = outcomeOf(locks.acquire('wk', { timeoutMs: 3_000 }));
-    await sleep(300);
-    for (const id of await activeSessionIds(db)) await killSession(db, id).catch(() => undefined);
-    await sleep(300);
-    await holder.release();
-    const w = await waiter;
-    if ('value' in w) await (w.value as { release(): Promise<void> }).release();
-    else assert.ok(w.error instanceof DbLockError, `typed: ${String(w.error)}`);
-    await idle('after killed waiter');
+    const holderSide = new Set(await sessionIds(db));
+    const other = await appWith(db, target.options({ janitor: false, escapedWrites: 'ignore' }), 4);
+    try {
+      const waiter = outcomeOf(other.locks.acquire('wk', { timeoutMs: 3_000 }));
+      await sleep(300);
+      const waiterSide = (await sessionIds(db)).filter((id) => !holderSide.has(id));
+      assert.ok(waiterSide.length > 0, 'the waiter has sessions to kill (else this step proves nothing)');
+      for (const id of waiterSide) await killSession(db, id).catch(() => undefined);
+      await sleep(300);
+      await holder.release();
+      const w = await waiter;
+      if ('value' in w) await (w.value as { release(): Promise<void> }).release();
+      else assert.ok(w.error instanceof DbLockError, `typed: ${String(w.error)}`);
+      await idle('after killed waiter (holder side)');
+      await assertIdle(db, other.dataSource, other.locks, 'after killed waiter (waiter side)');
+    } finally {
+      await other.app.close();
+    }
   });
 
   it('many waiters time out at once (sub-second), and timeoutMs 0 storms', async () => {

@@ -91,14 +91,17 @@ export async function decideGrant(host: GrantDecisionHost, full: GrantInput, dea
       failure = undefined;
     }
     let outcome: GrantOutcome;
-    const sentAt = performance.now();
+    let sentAt = performance.now();
     try {
       if (wait && attempt === 0) {
         ({ outcome, before } = await grantAfterBell(full, wait, () => (plan ??= firstPlan()), host.fast.afterBell(full), deadline));
       } else {
         // Only a try's first round trip waits for a connection no later than `connectBy`: the rest go on with a try already sent.
         const input = attempt === 0 ? full : { acquisitionId: full.acquisitionId, connectBy: undefined };
-        outcome = await host.sendGrant((plan ??= firstPlan()), input, deadline, via, (ms) => (deadline += ms));
+        outcome = await host.sendGrant((plan ??= firstPlan()), input, deadline, via, (ms) => {
+          deadline += ms;
+          sentAt += ms;
+        });
       }
     } catch (error) {
       failure = LockStatementError.from(error);

@@ -46,6 +46,11 @@ export class KeptConnections {
     return ms;
   }
 
+  /** The connections kept now, of every pool. */
+  all(): PoolConnection[] {
+    return [...this.idle.values()].flat();
+  }
+
   releaseAll(): void {
     for (const kept of this.idle.values()) for (const connection of kept.splice(0)) connection.release();
   }

@@ -153,6 +153,11 @@ export class LockConnectionPool {
     await Promise.all([this.pool, this.reserved].map((pool) => new Promise<void>((resolve) => pool.end(() => resolve()))));
   }
 
+  /** The connections kept between statements now (diagnostics, tests). */
+  get keptConnections(): readonly PoolConnection[] {
+    return this.kept.all();
+  }
+
   get isClosed(): boolean {
     return this.closed;
   }

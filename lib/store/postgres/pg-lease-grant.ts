@@ -85,11 +85,16 @@ export async function grantLease(
  * are measured from the first send.
  */
 export async function grantOnPool(host: LeaseGrantHost, request: GrantRequest, deadline: number, serverBoundMs: number): Promise<GrantAnswer> {
+  const askedAt = performance.now();
   const { connection, openedMs } = await host.pool.acquireDedicated(Math.min(deadline, request.connectBy ?? Infinity), undefined, () =>
     LockStatementError.notSent('No lock connection became free before the deadline'),
   );
+  const connectedAt = performance.now();
   try {
-    return await grantLease(host, request, deadline + openedMs, serverBoundMs, { channel: connection, turn: request.doorbell });
+    const answer = await grantLease(host, request, deadline + openedMs, serverBoundMs, { channel: connection, turn: request.doorbell });
+    // The lease starts when the row is written, after the connection came: counted from the
+    // request instead, a long wait for it would hand back a grant as if it answered too late.
+    return answer.granted && answer.sentAt === undefined && connectedAt - askedAt > 1 ? { ...answer, sentAt: connectedAt } : answer;
   } finally {
     connection.release();
   }

@@ -1,0 +1,80 @@
+/**
+ * Development probe: PostgreSQL row-lock `@WriteLock` path against its floors, one caller, in
+ * blocks of 20 ops, interleaved: the plain TypeORM transaction with one UPDATE, the library's
+ * runLocked (row-lock) with the same UPDATE, and the library's own statements sent by hand on a
+ * TypeORM query runner (3 round trips: BEGIN + take, the UPDATE, audit row + COMMIT), with and
+ * without the writers' queue lock. `node build/test/bench/probe-pg-row-lock.js`
+ */
+import 'reflect-metadata';
+import { Module } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import { TypeOrmModule } from '@nestjs/typeorm';
+import { DataSource } from 'typeorm';
+import { DbLockModule, LockService } from '../../lib/index.js';
+import { PgTestDatabase } from '../support/pg-test-database.js';
+import { resolveTargets } from '../../lib/core/lock-key.js';
+import { groupsOf } from '../../lib/store/key-groups.js';
+import { takeGroupStatement } from '../../lib/store/postgres/pg-row-lock.sql.js';
+import { insertAuditRows } from '../../lib/store/postgres/pg-log-rows.sql.js';
+
+const UPDATE = 'UPDATE bench_counter SET v = v + 1 WHERE id = 1';
+const db = await PgTestDatabase.create('dblock_probe_pg');
+try {
+  const setup = await db.dataSource();
+  await setup.runMigrations();
+  await setup.query('CREATE TABLE bench_counter (id int PRIMARY KEY, v bigint NOT NULL)');
+  await setup.query('INSERT INTO bench_counter VALUES (1, 0)');
+  @Module({
+    imports: [
+      TypeOrmModule.forRoot({ type: 'postgres', url: db.url, autoLoadEntities: true, poolSize: 10 }),
+      DbLockModule.forRoot({ escapedWrites: 'ignore', janitor: { intervalMs: 3_600_000 } }),
+    ],
+  })
+  class ProbeApp {}
+  const app = await NestFactory.createApplicationContext(ProbeApp, { logger: ['error'] });
+  const locks = app.get(LockService);
+  const dataSource = app.get(DataSource);
+  await locks.runLocked('probe:hand', async () => undefined, { strategy: 'row-lock' }); // its key row
+  const [target] = resolveTargets('probe:hand', 'write', 'default');
+  const group = groupsOf([target!])[0]!;
+  const take = takeGroupStatement(group, 10_000).sql;
+  const takeNoQueue = take.replace(/SELECT pg_advisory_xact_lock\([^)]*\);\n/, '');
+  const audit = (token: number) =>
+    insertAuditRows([{ key: target!.bytes, mode: 'write', owner: 'probe', fencingToken: token, status: 'COMMITTED', holdMs: 0, waitedMs: 0 } as never], 'probe');
+  const byHand = (sql: string) => async () => {
+    const runner = dataSource.createQueryRunner('master');
+    await runner.connect();
+    try {
+      const results = (await runner.query(`BEGIN ISOLATION LEVEL READ COMMITTED;\n${sql}`)) as unknown;
+      void results;
+      await runner.query(UPDATE);
+      await runner.query(`${audit(1)};\nCOMMIT`);
+    } finally {
+      await runner.release();
+    }
+  };
+  const items: [string, () => Promise<unknown>][] = [
+    ['plain TypeORM transaction', () => dataSource.transaction(async (m) => void (await m.query(UPDATE)))],
+    ['library runLocked row-lock', () => locks.runLocked('probe:lib', async () => void (await locks.manager.query(UPDATE)), { strategy: 'row-lock' })],
+    ['by hand, library statements', byHand(take)],
+    ['by hand, no queue lock', byHand(takeNoQueue)],
+  ];
+  const times = new Map<string, number[]>(items.map(([n]) => [n, []]));
+  for (let round = 0; round < 15; round++)
+    for (const [name, op] of items) {
+      const started = performance.now();
+      for (let i = 0; i < 20; i++) await op();
+      if (round >= 3) times.get(name)!.push((performance.now() - started) / 20);
+    }
+  const base = median(times.get(items[0]![0])!);
+  for (const [name, t] of times) console.log(`${name.padEnd(32)} ${median(t).toFixed(3)} ms  ${(median(t) / base).toFixed(2)}×`);
+  console.log('take statement:', take.replace(/\n/g, ' | '));
+  await app.close();
+} finally {
+  await db.drop();
+}
+
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.floor(s.length / 2)]!;
+}
