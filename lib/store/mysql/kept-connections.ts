@@ -83,7 +83,9 @@ export class KeptConnections {
         }
         // Nothing was sent: a failure to connect is "unreachable" whatever its code says.
         if (error) return reject(new LockStatementError(classify(error) === 'other' ? 'unreachable' : classify(error), error));
+        // Only this checkout's own open is told (openTime): never one a connection had for an earlier taker.
         if (opens) this.openedIn.set(connection, performance.now() - askedAt);
+        else this.openedIn.delete(connection);
         resolve(connection);
       });
     });

@@ -143,6 +143,7 @@ export class LockConnectionPool {
    */
   async acquireDedicated(purpose: RoundTripPurpose, deadline = Infinity, onDone?: () => void): Promise<DedicatedConnection> {
     const connection = await this.kept.take(this.pool, deadline);
+    this.kept.openTime(connection); // asked, so that no later taker is told of it
     return new DedicatedConnection(connection, (sql, until) => this.send(connection, sql, until, purpose), onDone);
   }
 
