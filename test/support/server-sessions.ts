@@ -25,17 +25,6 @@ export async function killSession(db: TestDatabase, id: number): Promise<void> {
   await db.query(db.type === 'postgres' ? 'SELECT pg_terminate_backend(?)' : `KILL ${Number(id)}`, db.type === 'postgres' ? [id] : undefined);
 }
 
-/** Ids of the database's other sessions running a statement now. */
-export async function activeSessionIds(db: TestDatabase): Promise<number[]> {
-  const rows = await db.query<{ id: number }[]>(
-    db.type === 'postgres'
-      ? "SELECT pid AS id FROM pg_stat_activity WHERE datname = ? AND state = 'active' AND backend_type = 'client backend' AND pid <> pg_backend_pid()"
-      : "SELECT id FROM information_schema.PROCESSLIST WHERE db = ? AND command = 'Query' AND id <> CONNECTION_ID()",
-    [db.name],
-  );
-  return rows.map((r) => Number(r.id));
-}
-
 /** Ids of the database's other sessions, busy or idle. */
 export async function sessionIds(db: TestDatabase): Promise<number[]> {
   const rows = await db.query<{ id: number }[]>(
