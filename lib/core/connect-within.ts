@@ -1,7 +1,7 @@
 import type { QueryRunner } from 'typeorm';
 import { LockStatementError } from '../store/lock-statement.error.js';
 import { deadlines } from './deadline-watch.js';
-import { dataSourcePool, takeBound } from './connection-opening.js';
+import { checkoutBound, dataSourcePool } from './connection-opening.js';
 
 const GAVE_UP = "No connection of the app's DataSource came free within the caller's budget";
 
@@ -18,7 +18,7 @@ export const CONNECT_GRACE_MS = 250;
  */
 export function connectWithin(runner: QueryRunner, deadline: number, shutdown?: AbortSignal): Promise<void> {
   // Asked before the connect: the pool's counters say whether this checkout opens a connection.
-  const bound = deadline === Infinity ? Infinity : takeBound(dataSourcePool(runner.connection), deadline, CONNECT_GRACE_MS);
+  const bound = deadline === Infinity ? Infinity : checkoutBound(dataSourcePool(runner.connection), deadline, CONNECT_GRACE_MS).bound;
   const connecting = runner.connect();
   if (deadline === Infinity && !shutdown) return connecting.then(() => undefined);
   // One promise settled by whichever comes first (no Promise.race): this runs on every row-lock hold.

@@ -57,8 +57,12 @@ export function dataSourcePool(dataSource: DataSource): unknown {
   return driver.pool ?? driver.master;
 }
 
-/** The bound for taking a connection from `pool` for a caller whose budget ends at `deadline` (performance.now()). */
-export function takeBound(pool: unknown, deadline: number, leastMs = 0): number {
-  const now = performance.now();
-  return Math.max(deadline, now + (opensConnection(pool) ? OPEN_BOUND_MS : leastMs));
+/**
+ * How long to wait for a connection from `pool` for a caller whose budget ends at `deadline`
+ * (performance.now()): until OPEN_BOUND_MS from now when the pool opens one for it, else the
+ * deadline, but at least `leastMs` from now. `opens` says which.
+ */
+export function checkoutBound(pool: unknown, deadline: number, leastMs = 0): { opens: boolean; bound: number } {
+  const opens = opensConnection(pool);
+  return { opens, bound: Math.max(deadline, performance.now() + (opens ? OPEN_BOUND_MS : leastMs)) };
 }

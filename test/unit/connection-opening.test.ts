@@ -2,7 +2,7 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import mysql from 'mysql2';
 import pg from 'pg';
-import { opensConnection, takeBound, OPEN_BOUND_MS } from '../../lib/core/connection-opening.js';
+import { checkoutBound, opensConnection, OPEN_BOUND_MS } from '../../lib/core/connection-opening.js';
 
 /**
  * Whether a checkout opens a connection (never bounded by the caller's budget) or waits for a busy
@@ -48,14 +48,16 @@ describe('connection opening', () => {
     await pool.end();
   });
 
-  it('anything else waits as for a busy pool; takeBound gives an opening checkout OPEN_BOUND_MS, a waiting one its deadline (at least leastMs)', () => {
+  it('anything else waits as for a busy pool; checkoutBound gives an opening checkout OPEN_BOUND_MS, a waiting one its deadline (at least leastMs)', () => {
     assert.equal(opensConnection(undefined), false);
     assert.equal(opensConnection({ getConnection() {} }), false);
     const now = performance.now();
     const cold = mysql.createPool({ connectionLimit: 1 });
-    assert.ok(takeBound(cold, now + 10) >= now + OPEN_BOUND_MS);
+    const opening = checkoutBound(cold, now + 10);
+    assert.ok(opening.opens && opening.bound >= now + OPEN_BOUND_MS);
     cold.end(() => undefined);
-    const waited = takeBound({}, now + 10, 250);
+    const { opens, bound: waited } = checkoutBound({}, now + 10, 250);
+    assert.equal(opens, false);
     assert.ok(waited >= now + 250 && waited < now + 1_000, `${waited - now}`);
   });
 });

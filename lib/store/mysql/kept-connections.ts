@@ -3,7 +3,7 @@ import { classify } from './errno.js';
 import { LockStatementError } from '../lock-statement.error.js';
 import { deadlines } from '../../core/deadline-watch.js';
 import { closeUnderWork } from './close-under-work.js';
-import { opensConnection, OPEN_BOUND_MS } from '../../core/connection-opening.js';
+import { checkoutBound } from '../../core/connection-opening.js';
 
 /**
  * The connections LockConnectionPool takes from its mysql2 pools and keeps between statements, last
@@ -62,8 +62,7 @@ export class KeptConnections {
   private checkout(pool: Pool, deadline: number): Promise<PoolConnection> {
     if (this.closed()) return Promise.reject(new LockStatementError('unreachable', new Error('The lock connection pool is closed')));
     const askedAt = performance.now();
-    const opens = opensConnection(pool);
-    const bound = opens ? Math.max(deadline, askedAt + OPEN_BOUND_MS) : deadline;
+    const { opens, bound } = checkoutBound(pool, deadline);
     return new Promise((resolve, reject) => {
       let gaveUp = false;
       const watched =

@@ -4,7 +4,7 @@ import type { GrantAnswer, GrantRequest } from '../lock-store.js';
 import type { PgBell, PgBellRequest } from './pg-doorbells.js';
 import { GRANT_STATEMENTS } from './pg-grant-decision.sql.js';
 import { grantBatch } from './pg-grant.sql.js';
-import { grantLease, type LeaseGrantHost, nextSteps } from './pg-lease-grant.js';
+import { grantLease, grantOnPool, type LeaseGrantHost, nextSteps } from './pg-lease-grant.js';
 import { LOCK_WAIT_MS } from './pg-sql.js';
 import { endRowsStatement } from './pg-log-rows.sql.js';
 import type { EndStatus, LockStatus } from '../../core/lock-status.js';
@@ -53,7 +53,9 @@ export async function grantAfterBell(
     // Rolled back (see PgLockPool.send), and nothing granted: does the session hold the bell?
     const [held] = await channel.query(HOLDS_BELL, answerWithin(deadline));
     const got = Number(held!.rows[0]?.got) > 0;
-    const answer = await grantLease(host, request, deadline, left(), got ? { channel } : { turn: wait.name });
+    const answer = got
+      ? await grantLease(host, request, deadline, left(), { channel })
+      : await grantOnPool(host, request, deadline, left(), wait.name);
     return { ...answer, before: { rows: [{ got: got ? 1 : 0, waited_us: 0 }] } };
   }
 }

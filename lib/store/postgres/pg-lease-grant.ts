@@ -4,7 +4,7 @@ import { LockStatementError } from '../lock-statement.error.js';
 import type { GrantAnswer, GrantRequest } from '../lock-store.js';
 import { grantBatch, type GrantSteps } from './pg-grant.sql.js';
 import type pg from 'pg';
-import type { PgLockPool, PreparedStatements } from './pg-pool.js';
+import { notSentInTime, type PgLockPool, type PreparedStatements } from './pg-pool.js';
 import { LOCK_WAIT_MS } from './pg-sql.js';
 import { LOCK_NOT_AVAILABLE, sqlStateOf } from './pg-failures.js';
 import { GRANT_STATEMENTS } from './pg-grant-decision.sql.js';
@@ -14,9 +14,9 @@ export interface GrantChannel {
   query(sql: string, answerWithinMs: number, prepared?: PreparedStatements): Promise<pg.QueryResult[]>;
 }
 
-/** How a grant try is sent: `channel` (default the pool), and the turn check of a doorbell it does not hold (see turnCheck). */
+/** How a grant try is sent: `channel` (a connection taken for the grant: see grantOnPool), and the turn check of a doorbell it does not hold (see turnCheck). */
 export interface GrantRoute {
-  readonly channel?: GrantChannel;
+  readonly channel: GrantChannel;
   readonly turn?: string;
   /** What the previous round trip found missing (a grant after a doorbell wait goes on from there). */
   readonly steps?: GrantSteps;
@@ -46,10 +46,10 @@ export async function grantLease(
   request: GrantRequest,
   deadline: number,
   serverBoundMs = Infinity,
-  route: GrantRoute = {},
+  route: GrantRoute,
 ): Promise<GrantAnswer> {
   const startedAt = performance.now();
-  const channel = route.channel ?? { query: (sql, answerWithinMs, prepared) => host.pool.query(sql, 'locks', answerWithinMs, prepared) };
+  const channel = route.channel;
   let steps: GrantSteps = route.steps ?? { createKeyRows: false, takeover: false };
   for (let attempt = 0; ; attempt++) {
     const sentAt = performance.now();
@@ -84,14 +84,18 @@ export async function grantLease(
  * open took counts in no bound of the grant: the answer's deadline moves by it, and the lock waits
  * are measured from the first send.
  */
-export async function grantOnPool(host: LeaseGrantHost, request: GrantRequest, deadline: number, serverBoundMs: number): Promise<GrantAnswer> {
+export async function grantOnPool(
+  host: LeaseGrantHost,
+  request: GrantRequest,
+  deadline: number,
+  serverBoundMs: number,
+  turn = request.doorbell,
+): Promise<GrantAnswer> {
   const askedAt = performance.now();
-  const { connection, openedMs } = await host.pool.acquireDedicated(Math.min(deadline, request.connectBy ?? Infinity), undefined, () =>
-    LockStatementError.notSent('No lock connection became free before the deadline'),
-  );
+  const { connection, openedMs } = await host.pool.acquireDedicated(Math.min(deadline, request.connectBy ?? Infinity), undefined, notSentInTime);
   const connectedAt = performance.now();
   try {
-    const answer = await grantLease(host, request, deadline + openedMs, serverBoundMs, { channel: connection, turn: request.doorbell });
+    const answer = await grantLease(host, request, deadline + openedMs, serverBoundMs, { channel: connection, turn });
     // The lease starts when the row is written, after the connection came: counted from the
     // request instead, a long wait for it would hand back a grant as if it answered too late.
     return answer.granted && answer.sentAt === undefined && connectedAt - askedAt > 1 ? { ...answer, sentAt: connectedAt } : answer;

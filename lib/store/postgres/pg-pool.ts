@@ -6,7 +6,7 @@ import { ANSWER_BOUND_MS } from '../answer-bound.js';
 import './pg-failures.js';
 import { LOCK_WAIT_MS } from './pg-sql.js';
 import { PgDedicatedConnection } from './pg-dedicated-connection.js';
-import { opensConnection, OPEN_BOUND_MS } from '../../core/connection-opening.js';
+import { checkoutBound } from '../../core/connection-opening.js';
 
 /** The library's sessions: READ COMMITTED (a fresh read per statement), a bounded row-lock wait. */
 const SESSION_SETUP = `SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL READ COMMITTED; SET lock_timeout = '${LOCK_WAIT_MS}ms'`;
@@ -17,6 +17,9 @@ export interface PreparedStatements {
   /** How many statements `sql` holds (their results are left out of the answer). */
   readonly count: number;
 }
+
+/** A grant's checkout that its deadline ended: nothing was sent, so nothing is given back. */
+export const notSentInTime = (): LockStatementError => LockStatementError.notSent('No lock connection became free before the deadline');
 
 /** pg's settings for the library's pool, from the DataSource's (as TypeORM builds its own), nothing configured twice. */
 export function pgPoolConfig(dataSource: DataSource, max: number): pg.PoolConfig {
@@ -83,14 +86,8 @@ export class PgLockPool {
    * round trip; their results left out).
    * @throws LockStatementError, whatever went wrong.
    */
-  async query(
-    sql: string,
-    purpose: RoundTripPurpose,
-    answerWithinMs = ANSWER_BOUND_MS,
-    prepared?: PreparedStatements,
-    connectBy = Infinity,
-  ): Promise<pg.QueryResult[]> {
-    const { client } = await this.connect(connectBy, () => LockStatementError.notSent('No lock connection became free before the deadline'));
+  async query(sql: string, purpose: RoundTripPurpose, answerWithinMs = ANSWER_BOUND_MS, prepared?: PreparedStatements): Promise<pg.QueryResult[]> {
+    const { client } = await this.connect(Infinity, notSentInTime);
     try {
       const results = await this.send(client, sql, purpose, answerWithinMs, prepared);
       client.release();
@@ -127,8 +124,7 @@ export class PgLockPool {
   private async connect(deadline: number, late: () => LockStatementError): Promise<{ client: pg.PoolClient; openedMs: number }> {
     if (this.closed) throw new LockStatementError('unreachable', new Error('the lock pool is closed'));
     const askedAt = performance.now();
-    const opens = opensConnection(this.pool);
-    const bound = opens ? Math.max(deadline, askedAt + OPEN_BOUND_MS) : deadline;
+    const { opens, bound } = checkoutBound(this.pool, deadline);
     const connecting = this.pool.connect();
     let timer: NodeJS.Timeout | undefined;
     const timedOut =
