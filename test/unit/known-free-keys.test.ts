@@ -1,6 +1,6 @@
 import { afterEach, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { KNOWN_FREE_FOR_MS, KnownFreeKeys } from '../../lib/store/mysql/known-free-keys.js';
+import { KNOWN_FREE_FOR_MS, KnownFreeKeys } from '../../lib/store/known-free-keys.js';
 import { CLAIMS_KEPT_MS } from '../../lib/store/mysql/janitor.sql.js';
 import type { GrantInput } from '../../lib/store/mysql/grant.sql.js';
 import type { GrantOutcome } from '../../lib/store/lock-store.js';

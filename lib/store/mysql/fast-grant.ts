@@ -1,7 +1,7 @@
 import type { LockConnectionPool } from './lock-connection-pool.js';
 import type { GrantInput, GrantOutcome } from './grant.sql.js';
 import { fastSingleKeyGrantPlan, isFastGrantRefusal } from './fast-grant.sql.js';
-import type { KnownFreeKeys } from './known-free-keys.js';
+import type { KnownFreeKeys } from '../known-free-keys.js';
 import { runPlan, type StatementPlan } from './statement-plan.js';
 import type { GrantAnswer } from '../lock-store.js';
 import type { LockStatementError } from '../lock-statement.error.js';

@@ -11,7 +11,7 @@ import { releaseThroughBell } from './bell-release.js';
 import { type EndStatus, LockStatus, NOW, parseDate, ROW_LOCK_TABLE } from './sql.js';
 import { runOn, runPlan, runPlanThen, type StatementPlan } from './statement-plan.js';
 import { FastGrant } from './fast-grant.js';
-import { KnownFreeKeys } from './known-free-keys.js';
+import { KnownFreeKeys } from '../known-free-keys.js';
 import { confirmOnSession } from './grant-confirmation.js';
 import type { GrantInput, GrantOutcome } from './grant.sql.js';
 import { createKeyRowsPlan } from './key-rows.sql.js';

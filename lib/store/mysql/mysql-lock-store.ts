@@ -5,7 +5,7 @@ import { LOCK_STRATEGY_NAMES } from '../../strategies/lock-strategy-name.js';
 import { mysqlAdmin } from './admin.sql.js';
 import { businessPoolSize } from './business-pool.js';
 import { Doorbells } from './doorbells.js';
-import { KnownFreeKeys } from './known-free-keys.js';
+import { KnownFreeKeys } from '../known-free-keys.js';
 import { LockConnectionPool } from './lock-connection-pool.js';
 import { MysqlJanitorStore } from './mysql-janitor-store.js';
 import { MysqlLockLog } from './mysql-lock-log.js';

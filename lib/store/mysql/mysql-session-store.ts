@@ -5,7 +5,7 @@ import { BEGIN_AND_TAKE, callEndAndCommit, callRecordAndCommit, END_AND_COMMIT, 
 import type { SessionRoutineCalls } from './session-routine-calls.js';
 import { classify, ER_LOCK_DEADLOCK, errnoOf } from './errno.js';
 import { endInCommitStatement, fenceKeptStatement } from './hold.sql.js';
-import type { KnownFreeKeys } from './known-free-keys.js';
+import type { KnownFreeKeys } from '../known-free-keys.js';
 import type { MysqlLockLog } from './mysql-lock-log.js';
 import { createKeyRowsStatements } from './key-rows.sql.js';
 import { boundedInStatement, claimTokens, insertAuditRows, leaseHoldersCheck, leaseHoldersOf } from './row-lock.sql.js';

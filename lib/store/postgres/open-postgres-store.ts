@@ -1,5 +1,6 @@
 import { hostname } from 'node:os';
 import type { DataSource } from 'typeorm';
+import { KnownFreeKeys } from '../known-free-keys.js';
 import type { LockStore, RoundTripPurpose } from '../lock-store.js';
 import type { StoreSettings } from '../open-store.js';
 import { pgAdmin } from './pg-admin.js';
@@ -23,7 +24,8 @@ const PG_DEFAULT_POOL_SIZE = 10;
 export async function openPostgresStore(dataSource: DataSource, settings: StoreSettings): Promise<LockStore> {
   const pool = new PgLockPool(pgPoolConfig(dataSource, Math.max(1, settings.poolSize)));
   try {
-    const log = new PgLockLog(pool, `${hostname()}:${process.pid}`);
+    const knownFree = new KnownFreeKeys();
+    const log = new PgLockLog(pool, `${hostname()}:${process.pid}`, knownFree);
     await log.start();
     const doorbells = settings.poolSize > 2 ? new PgDoorbells(pool, settings.doorbellIdleMs, settings.poolSize - 2) : undefined;
     const transactions = new PgSessionTransactions(dataSource);
@@ -31,7 +33,7 @@ export async function openPostgresStore(dataSource: DataSource, settings: StoreS
       strategies: new Set(['lease', 'row-lock']),
       log,
       processLease: log,
-      fence: pgFence(transactions),
+      fence: pgFence(transactions, knownFree),
       rowLocks: new PgRowLockStore(log, transactions),
       doorbells,
       janitor: new PgJanitorStore(log),

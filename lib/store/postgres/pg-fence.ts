@@ -1,4 +1,5 @@
 import type { QueryRunner } from 'typeorm';
+import type { KnownFreeKeys } from '../known-free-keys.js';
 import type { FenceStore } from '../lock-store.js';
 import { LockStatementError } from '../lock-statement.error.js';
 import { sqlStateOf } from './pg-failures.js';
@@ -15,13 +16,27 @@ const NOT_LIVE = '22012';
  * finds the rows ended, or our UPDATE (after waiting for the takeover's, it reads the row's newest
  * version) finds fewer live rows than the lock holds, and the caller rolls back. Each statement also
  * checks the rows' owner (the acquisition id): a row id alone could name a newer holder's row after
- * a failover to a replica that never received the grant.
+ * a failover to a replica that never received the grant. Rows a commit ended are durably ended
+ * once it succeeds: `knownFree` learns of them then.
  */
-export function pgFence(transactions: PgSessionTransactions): FenceStore {
+export function pgFence(transactions: PgSessionTransactions, knownFree: KnownFreeKeys): FenceStore {
+  const endingWith = new WeakMap<QueryRunner, string[]>();
   const fence: FenceStore = {
-    begin: (runner, isolationLevel) => transactions.begin(runner, isolationLevel),
-    commit: (runner) => transactions.commit(runner),
-    endInCommit: (runner, rowIds, owner) => written(runner, endInCommitStatement(rowIds, owner)),
+    begin: (runner, isolationLevel) => {
+      endingWith.delete(runner);
+      return transactions.begin(runner, isolationLevel);
+    },
+    commit: async (runner) => {
+      await transactions.commit(runner);
+      const ended = endingWith.get(runner);
+      endingWith.delete(runner);
+      if (ended) knownFree.ended(ended, ended.length);
+    },
+    endInCommit: async (runner, rowIds, owner) => {
+      const ended = await written(runner, endInCommitStatement(rowIds, owner));
+      if (ended === rowIds.length) endingWith.set(runner, [...(endingWith.get(runner) ?? []), ...rowIds]);
+      return ended;
+    },
     endAndCommit: async (runner, rowId, owner) => {
       // One round trip: the row ended, then a statement that fails (stopping the batch before COMMIT,
       // with the transaction still open for the caller's rollback) when that ended nothing.
@@ -34,6 +49,7 @@ export function pgFence(transactions: PgSessionTransactions): FenceStore {
       }
       try {
         await sent;
+        knownFree.ended([rowId], 1);
         return true;
       } catch (error) {
         if (sqlStateOf(LockStatementError.from(error).driverError) === NOT_LIVE) return false;

@@ -2,6 +2,7 @@ import type pg from 'pg';
 import type { LockTarget } from '../../core/lock-key.js';
 import type { GrantOutcome, GrantRequest } from '../lock-store.js';
 import { createKeyRowsStatement } from './pg-log-rows.sql.js';
+import { knownFreeGrantBatch } from './pg-known-free-grant.sql.js';
 import { lockDecision, lockRows, permitDecision, turnCheck } from './pg-grant-decision.sql.js';
 import {
   EFFECTIVE_EXPIRY,
@@ -36,6 +37,8 @@ export interface PgGrantInput {
 export interface GrantSteps {
   readonly createKeyRows: boolean;
   readonly takeover: boolean;
+  /** The token at which this process knows the key free: the one-statement grant instead (knownFreeGrantBatch). */
+  readonly knownFreeAt?: number;
 }
 
 /**
@@ -59,6 +62,7 @@ export interface GrantSteps {
  * prepared statements (pg-grant-decision.sql.ts).
  */
 export function grantBatch(input: PgGrantInput, steps: GrantSteps): { sql: string; parse: (results: pg.QueryResult[]) => GrantOutcome } {
+  if (steps.knownFreeAt !== undefined) return knownFreeGrantBatch(input, steps.knownFreeAt);
   const { targets } = input.request;
   const keys = targets.map((t) => t.bytes);
   const limit = targets.length === 1 ? targets[0]!.semaphoreLimit : undefined;

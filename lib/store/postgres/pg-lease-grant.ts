@@ -8,6 +8,7 @@ import { notSentInTime, type PgLockPool, type PreparedStatements } from './pg-po
 import { LOCK_WAIT_MS } from './pg-sql.js';
 import { LOCK_NOT_AVAILABLE, sqlStateOf } from './pg-failures.js';
 import { GRANT_STATEMENTS } from './pg-grant-decision.sql.js';
+import type { KnownFreeKeys } from '../known-free-keys.js';
 
 /** Where a grant's round trips go: the library's pool, or a doorbell's session (see PgLockPool.query for the contract). */
 export interface GrantChannel {
@@ -27,6 +28,8 @@ export interface LeaseGrantHost {
   readonly pool: PgLockPool;
   readonly holder: string;
   readonly processId: string;
+  /** Keys this process knows free since its release (see KnownFreeKeys): told of every grant and every durable end. */
+  readonly knownFree: KnownFreeKeys;
   /** Ends whatever a grant of unknown outcome may have committed. */
   giveBack(acquisitionId: string): Promise<void>;
 }
@@ -71,6 +74,14 @@ export async function grantLease(
       throw failure;
     }
     if (answer.granted) return attempt === 0 ? answer : { ...answer, sentAt };
+    if (steps.knownFreeAt !== undefined) {
+      // Someone was granted the key since our release: the full grant decides, as a first try
+      // (its lock wait and the lease still count from the first send).
+      host.knownFree.forget(request.targets[0]!.storedKey);
+      steps = { ...steps, knownFreeAt: undefined };
+      attempt = -1;
+      continue;
+    }
     if (attempt >= 4) return answer;
     const next = nextSteps(steps, answer);
     if (next === undefined) return answer;
@@ -95,13 +106,21 @@ export async function grantOnPool(
   const { connection, openedMs } = await host.pool.acquireDedicated(Math.min(deadline, request.connectBy ?? Infinity), undefined, notSentInTime);
   const connectedAt = performance.now();
   try {
-    const answer = await grantLease(host, request, deadline + openedMs, serverBoundMs, { channel: connection, turn });
+    const answer = await grantLease(host, request, deadline + openedMs, serverBoundMs, { channel: connection, turn, steps: knownFreeSteps(host, request) });
     // The lease starts when the row is written, after the connection came: counted from the
     // request instead, a long wait for it would hand back a grant as if it answered too late.
     return answer.granted && answer.sentAt === undefined && connectedAt - askedAt > 1 ? { ...answer, sentAt: connectedAt } : answer;
   } finally {
     connection.release();
   }
+}
+
+/** The one-statement grant's steps, for a single-key writer's grant of a key this process knows free. */
+function knownFreeSteps(host: LeaseGrantHost, request: GrantRequest): GrantSteps | undefined {
+  const target = request.targets.length === 1 ? request.targets[0]! : undefined;
+  if (target === undefined || target.mode !== 'write' || target.semaphoreLimit !== undefined) return undefined;
+  const knownFreeAt = host.knownFree.tokenOf(target.storedKey);
+  return knownFreeAt === undefined ? undefined : { createKeyRows: false, takeover: false, knownFreeAt };
 }
 
 /** What the next try must do for a refusal that says what is missing; undefined when trying again would not help. */

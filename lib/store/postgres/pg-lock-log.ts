@@ -8,6 +8,7 @@ import { LockStatementError } from '../lock-statement.error.js';
 import type { GrantAnswer, GrantRequest, LockLogStore, ProcessLeaseStore, RowLockAuditRow } from '../lock-store.js';
 import { sendWithRetries } from '../send-with-retries.js';
 import { UnendedRows } from '../unended-rows.js';
+import { KnownFreeKeys } from '../known-free-keys.js';
 import { grantLease, grantOnPool, type LeaseGrantHost } from './pg-lease-grant.js';
 import {
   createKeyRowsStatement,
@@ -53,6 +54,7 @@ export class PgLockLog implements LockLogStore, ProcessLeaseStore, LeaseGrantHos
     readonly pool: PgLockPool,
     /** host:pid, written on every row for people reading the tables. */
     readonly holder: string,
+    readonly knownFree = new KnownFreeKeys(),
   ) {}
 
   get processId(): string {
@@ -101,9 +103,16 @@ export class PgLockLog implements LockLogStore, ProcessLeaseStore, LeaseGrantHos
   /**
    * A grant try: after a wait for the key's doorbell, on the bell's session (grantAfterBell);
    * through a bell this process has, on its session; else on the pool, behind any doorbell
-   * waiter of the key (the turn check).
+   * waiter of the key (the turn check), in one statement when this process knows the key free.
+   * Every grant tells `knownFree`, which forgets the keys it moved.
    */
-  grant(request: GrantRequest, deadline: number, options: { bell?: Bell | BellWait; serverBoundMs?: number } = {}): Promise<GrantAnswer> {
+  async grant(request: GrantRequest, deadline: number, options: { bell?: Bell | BellWait; serverBoundMs?: number } = {}): Promise<GrantAnswer> {
+    const answer = await this.grantBy(request, deadline, options);
+    this.knownFree.granted(request, answer);
+    return answer;
+  }
+
+  private grantBy(request: GrantRequest, deadline: number, options: { bell?: Bell | BellWait; serverBoundMs?: number }): Promise<GrantAnswer> {
     const serverBoundMs = options.serverBoundMs ?? Infinity;
     if (options.bell?.kind === 'wait') return grantAfterBell(this, request, options.bell as PgBellRequest, deadline, serverBoundMs);
     if (options.bell !== undefined) {
@@ -126,7 +135,7 @@ export class PgLockLog implements LockLogStore, ProcessLeaseStore, LeaseGrantHos
     let tries = 0;
     if (held?.state === 'holding') {
       const ended = await releaseThroughBell(held, rowIds, status, note, heldMs);
-      if (ended !== undefined) return ended;
+      if (ended !== undefined) return this.knownFree.ended(rowIds, ended);
       tries++;
     } else if (held?.state === 'waiting') await held.ring();
     const sql = endRowsStatement(rowIds, status, note, heldMs);
@@ -138,7 +147,7 @@ export class PgLockLog implements LockLogStore, ProcessLeaseStore, LeaseGrantHos
       throw error;
     }
     // Sent again after a try of unknown outcome: that try may have ended the rows itself.
-    return tries > 1 ? endedByThisRelease(this, rowIds, status, note, count) : count;
+    return this.knownFree.ended(rowIds, tries > 1 ? await endedByThisRelease(this, rowIds, status, note, count) : count);
   }
 
   async extend(rowIds: readonly string[], leaseMs: number): Promise<{ storedKey: string; expiresAt: Date }[]> {

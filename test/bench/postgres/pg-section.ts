@@ -26,6 +26,27 @@ export interface PgBenchResult {
 
 const UPDATE = (id: number) => `UPDATE bench_counter SET v = v + 1 WHERE id = ${id}`;
 
+/** The floors' key row (not a key the library uses: the floors write its rows by hand). */
+const FLOOR_KEY = `'\\x666c6f6f72'::bytea`;
+
+/**
+ * The lease grant of a key known free, as the library sends it but by hand: the key row's token
+ * bumped, the holder's log row inserted from it, one autocommit statement answering the row's id.
+ */
+const GRANT_BY_HAND =
+  `WITH b AS (UPDATE db_lock SET fencing_token = fencing_token + 1, last_granted_at = clock_timestamp(), no_lease_holders = 0, writer_waiting_until = NULL ` +
+  `WHERE lock_key = ${FLOOR_KEY} RETURNING lock_key, fencing_token, last_granted_at AS now) ` +
+  `INSERT INTO db_lock_log (lock_key, mode, owner, holder, strategy, fencing_token, status, lease_ms, acquired_at, expires_at) ` +
+  `SELECT lock_key, 'write', '00000000-0000-4000-8000-000000000000', 'bench:floor', 'lease', fencing_token, 'ACQUIRED', 30000, now, now + interval '30 seconds' ` +
+  `FROM b RETURNING id`;
+const RELEASE_BY_HAND = (id: string) =>
+  `UPDATE db_lock_log SET status = 'RELEASED', ended_at = clock_timestamp(), hold_ms = 0 WHERE id = ${id} AND status IN ('ACQUIRED', 'COMPLETED')`;
+/** A row-lock hold's statements by hand: the key row's token bumped (the lock), then its audit row. */
+const ROW_LOCK_BY_HAND = `UPDATE db_lock SET fencing_token = fencing_token + 1, last_granted_at = clock_timestamp() WHERE lock_key = ${FLOOR_KEY} RETURNING fencing_token`;
+const AUDIT_BY_HAND = (token: string) =>
+  `INSERT INTO db_lock_log (lock_key, mode, owner, holder, strategy, fencing_token, status, lease_ms, acquired_at, expires_at, ended_at, hold_ms) ` +
+  `VALUES (${FLOOR_KEY}, 'write', '00000000-0000-4000-8000-000000000000', 'bench:floor', 'row-lock', ${token}, 'RELEASED', 0, clock_timestamp(), clock_timestamp(), clock_timestamp(), 0)`;
+
 /** Undefined when no PostgreSQL server answers (see pgTestsRun). */
 export async function postgresSection(config: BenchConfig, log: (line: string) => void): Promise<PgBenchResult | undefined> {
   if (!(await pgTestsRun())) {
@@ -39,6 +60,7 @@ export async function postgresSection(config: BenchConfig, log: (line: string) =
     await dataSource.runMigrations();
     await dataSource.query('CREATE TABLE bench_counter (id int PRIMARY KEY, v bigint NOT NULL)');
     await dataSource.query('INSERT INTO bench_counter VALUES (1, 0), (2, 0), (3, 0), (4, 0)');
+    await dataSource.query(`INSERT INTO db_lock (lock_key, fencing_token, no_lease_holders) VALUES (${FLOOR_KEY}, 0, 1)`);
     await floor.connect();
     const server = String(((await floor.query('SELECT version() AS v')).rows[0] as { v: string }).v).split(' on ')[0]!;
     @Module({
@@ -102,6 +124,37 @@ function pgItems(floor: pg.Client, locks: LockService, dataSource: DataSource): 
       kind: 'floor',
       roundTrips: '3',
       op: () => dataSource.transaction(async (manager) => void (await manager.query(UPDATE(3)))),
+    },
+    {
+      id: 'pg-lease-floor',
+      label: "the lease grant's physical floor: the one-statement grant of a key known free (its token bumped, the log row inserted from it) by hand, then one PK UPDATE of that row (the release)",
+      kind: 'floor',
+      roundTrips: '2',
+      op: async () => {
+        const granted = await floor.query(GRANT_BY_HAND);
+        await floor.query(RELEASE_BY_HAND(String((granted.rows[0] as { id: string }).id)));
+      },
+    },
+    {
+      id: 'pg-lease-decorated-floor',
+      label: "the lease decorator path's floor: the one-statement grant by hand, then the plain TypeORM transaction with the same UPDATE",
+      kind: 'floor',
+      roundTrips: '1 + 3',
+      op: async () => {
+        await floor.query(GRANT_BY_HAND);
+        await dataSource.transaction(async (manager) => void (await manager.query(UPDATE(3))));
+      },
+    },
+    {
+      id: 'pg-row-lock-decorated-floor',
+      label: "the row-lock decorator path's floor: its statements by hand on a plain pg connection, in the library's round trips (BEGIN and the key row's token bump; the UPDATE; the audit row and COMMIT)",
+      kind: 'floor',
+      roundTrips: '3',
+      op: async () => {
+        const [, bumped] = (await floor.query(`BEGIN; ${ROW_LOCK_BY_HAND}`)) as unknown as pg.QueryResult[];
+        await floor.query(UPDATE(4));
+        await floor.query(`${AUDIT_BY_HAND(String((bumped!.rows[0] as { fencing_token: string }).fencing_token))}; COMMIT`);
+      },
     },
     {
       id: 'pg-lease',

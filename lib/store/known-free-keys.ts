@@ -1,12 +1,14 @@
-import type { GrantInput, GrantOutcome } from './grant.sql.js';
+import type { LockTarget } from '../core/lock-key.js';
+import type { GrantOutcome } from './lock-store.js';
 
 /** Bound on each map below (cleared when reached: forgetting only costs the log search). */
 const KEYS_MAX = 10_000;
 
 /**
- * How long a key stays known free after our release. Where tokens are claimed the one-INSERT grant
- * trusts it without reading the key row: it must end well before the janitor may prune the claims
- * or reap the key row that would refute it (CLAIMS_KEPT_MS, 10 min).
+ * How long a key stays known free after our release. The one-statement grants trust it without
+ * searching the log: on MySQL it must end well before the janitor may prune the claims or reap the
+ * key row that would refute it (CLAIMS_KEPT_MS, 10 min); on PostgreSQL a reaped key row comes back
+ * at or above the fencing floor its reap raised, so only the key's token is read, never a pruned claim.
  */
 export const KNOWN_FREE_FOR_MS = 60_000;
 
@@ -14,14 +16,15 @@ export const KNOWN_FREE_FOR_MS = 60_000;
  * Keys this process knows to be free without searching the log: it held the key alone and its
  * release is durable. Its own exclusive grant left no other live holder of the key (a writer is
  * granted only when none is live), and every grant of any strategy moves the key's current token
- * (the newer of the key row's counter and the key's newest claim in the log, see currentTokenSql)
  * in the same commit as its holder's row. So while the key's current token is still that grant's,
  * nobody has held the key since, and the grant may test the token instead of searching the log for
- * live holders, which costs about a fifth of the whole grant. (The key row's counter alone is not
- * enough: a one-INSERT grant claims its token in the log and leaves the key row behind.) A row-lock
- * reader bumps nothing, but holds its row lock for as long as it holds the key, and the grant's
- * UPDATE waits for it. A key row re-created after the janitor reaped it starts at or above the
- * tokens it ever handed out, so an equal token still means no grant since.
+ * live holders, which costs about a fifth of the whole grant. The current token is the key row's
+ * counter on PostgreSQL, where every grant bumps it; on MySQL it is the newer of that counter and
+ * the key's newest claim in the log (see currentTokenSql), since a one-INSERT grant claims its
+ * token in the log and leaves the key row behind. A row-lock reader bumps nothing, but holds its
+ * row lock for as long as it holds the key, and the grant's UPDATE waits for it. A key row
+ * re-created after the janitor reaped it starts at or above the tokens it ever handed out, so an
+ * equal token still means no grant since.
  */
 export class KnownFreeKeys {
   /** Exclusive single-key grants of this process, by log row id, until their release. */
@@ -37,7 +40,7 @@ export class KnownFreeKeys {
   }
 
   /** After any grant of this process: its keys' tokens moved on; a single-key writer's is noted until its end. */
-  granted(input: GrantInput, outcome: GrantOutcome): void {
+  granted(input: { readonly targets: readonly LockTarget[] }, outcome: GrantOutcome): void {
     if (!outcome.granted) return;
     for (const target of input.targets) this.freeAt.delete(target.storedKey);
     const target = input.targets[0]!;
