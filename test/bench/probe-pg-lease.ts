@@ -25,7 +25,8 @@ const GRANT =
   `WHERE lock_key = ${KEY} RETURNING lock_key, fencing_token, last_granted_at AS now) ` +
   `INSERT INTO db_lock_log (lock_key, mode, owner, holder, strategy, fencing_token, status, lease_ms, acquired_at, expires_at) ` +
   `SELECT lock_key, 'write', '00000000-0000-4000-8000-000000000000', 'probe', 'lease', fencing_token, 'ACQUIRED', 30000, now, now + interval '30 seconds' FROM b RETURNING id`;
-const RELEASE = (id: string) => `UPDATE db_lock_log SET status = 'RELEASED', ended_at = clock_timestamp(), hold_ms = 0 WHERE id = ${id} AND status IN ('ACQUIRED', 'COMPLETED')`;
+const RELEASE = (id: string) =>
+  `UPDATE db_lock_log SET status = 'RELEASED', ended_at = clock_timestamp(), hold_ms = 0 WHERE id = ${id} AND status IN ('ACQUIRED', 'COMPLETED')`;
 
 const db = await PgTestDatabase.create('dblock_probe_pg');
 try {
@@ -60,46 +61,64 @@ try {
     ],
     ['library runLocked (lease)', () => locks.runLocked('probe:decorated', async () => void (await locks.manager.query(UPDATE(2))))],
   ];
-  const items: [string, () => Promise<unknown>][] = process.env.PROBE_SET === 'decorated' ? decorated.filter(([name]) => !onlyLibrary || name.startsWith('library')) : [
-    ['library withLock (lease)', () => locks.withLock('probe:lease', async () => undefined)],
-    [
-      'ablation: runtime acquire + release',
-      async () => {
-        const lock = await parts.runtime.acquire({ targets: runtimeTargets, mode: 'write', strategy: 'lease', timeoutMs: 120_000, leaseMs: 30_000, maxAttempts: Infinity } as never);
-        await parts.runtime.release(lock, false);
-      },
-    ],
-    [
-      "ablation: the same statements as by hand on the library's PgLockPool",
-      async () => {
-        const lockPool = (parts.store.log as unknown as { pool: { query(sql: string, purpose: string): Promise<pg.QueryResult[]> } }).pool;
-        const [granted] = await lockPool.query(GRANT, 'locks');
-        await lockPool.query(RELEASE(String((granted!.rows[0] as { id: string }).id)), 'locks');
-      },
-    ],
-    [
-      'ablation: store grant + endRows',
-      async () => {
-        const answer = await parts.store.log.grant(
-          { acquisitionId: randomUUID(), strategy: 'lease', targets, leaseMs: 30_000, waitedMs: 0, writerWaitMarkMs: 0, writerPreference: true },
-          performance.now() + 120_000,
-        );
-        if (!answer.granted) throw new Error('not granted');
-        await parts.store.log.endRows([answer.rows[0]!.id], 'RELEASED' as never);
-      },
-    ],
-    ...(onlyLibrary
-      ? []
-      : ([
+  const items: [string, () => Promise<unknown>][] =
+    process.env.PROBE_SET === 'decorated'
+      ? decorated.filter(([name]) => !onlyLibrary || name.startsWith('library'))
+      : [
+          ['library withLock (lease)', () => locks.withLock('probe:lease', async () => undefined)],
           [
-            'by hand on a pg.Pool',
+            'ablation: runtime acquire + release',
             async () => {
-              const granted = await pool.query(GRANT);
-              await pool.query(RELEASE(String((granted.rows[0] as { id: string }).id)));
+              const lock = await parts.runtime.acquire({
+                targets: runtimeTargets,
+                mode: 'write',
+                strategy: 'lease',
+                timeoutMs: 120_000,
+                leaseMs: 30_000,
+                maxAttempts: Infinity,
+              } as never);
+              await parts.runtime.release(lock, false);
             },
           ],
-        ] as [string, () => Promise<unknown>][])),
-  ];
+          [
+            "ablation: the same statements as by hand on the library's PgLockPool",
+            async () => {
+              const lockPool = (parts.store.log as unknown as { pool: { query(sql: string, purpose: string): Promise<pg.QueryResult[]> } }).pool;
+              const [granted] = await lockPool.query(GRANT, 'locks');
+              await lockPool.query(RELEASE(String((granted!.rows[0] as { id: string }).id)), 'locks');
+            },
+          ],
+          [
+            'ablation: store grant + endRows',
+            async () => {
+              const answer = await parts.store.log.grant(
+                {
+                  acquisitionId: randomUUID(),
+                  strategy: 'lease',
+                  targets,
+                  leaseMs: 30_000,
+                  waitedMs: 0,
+                  writerWaitMarkMs: 0,
+                  writerPreference: true,
+                },
+                performance.now() + 120_000,
+              );
+              if (!answer.granted) throw new Error('not granted');
+              await parts.store.log.endRows([answer.rows[0]!.id], 'RELEASED' as never);
+            },
+          ],
+          ...(onlyLibrary
+            ? []
+            : ([
+                [
+                  'by hand on a pg.Pool',
+                  async () => {
+                    const granted = await pool.query(GRANT);
+                    await pool.query(RELEASE(String((granted.rows[0] as { id: string }).id)));
+                  },
+                ],
+              ] as [string, () => Promise<unknown>][])),
+        ];
   if (process.env.PROBE_COUNT_WRITES === '1') {
     const net = await import('node:net');
     const original = net.Socket.prototype.write;
@@ -108,7 +127,13 @@ try {
       await op();
       await op();
       net.Socket.prototype.write = function (this: unknown, chunk: unknown, ...rest: unknown[]) {
-        if (Buffer.isBuffer(chunk)) texts.push(chunk.toString('latin1').replace(/[^\x20-\x7e]+/g, ' ').slice(0, process.env.PROBE_FULL === '1' ? 5000 : 90));
+        if (Buffer.isBuffer(chunk))
+          texts.push(
+            chunk
+              .toString('latin1')
+              .replace(/[^\x20-\x7e]+/g, ' ')
+              .slice(0, process.env.PROBE_FULL === '1' ? 5000 : 90),
+          );
         return (original as (...a: unknown[]) => boolean).call(this, chunk, ...rest);
       } as typeof original;
       await op();
@@ -128,16 +153,25 @@ try {
         const label = text.replace(/\s+/g, ' ').slice(0, 40);
         note(`send ${label}`, performance.now());
         const answer = original.call(this, config, ...rest);
-        if (answer instanceof Promise) void answer.then(() => note(`answer ${label}`, performance.now()), () => undefined);
+        if (answer instanceof Promise)
+          void answer.then(
+            () => note(`answer ${label}`, performance.now()),
+            () => undefined,
+          );
         return answer;
       } as never;
-      const log = parts.store.log as unknown as Record<string, (...a: unknown[]) => Promise<unknown>> & { pool: Record<string, (...a: unknown[]) => Promise<unknown>> };
+      const log = parts.store.log as unknown as Record<string, (...a: unknown[]) => Promise<unknown>> & {
+        pool: Record<string, (...a: unknown[]) => Promise<unknown>>;
+      };
       const wrap = (target: Record<string, (...a: unknown[]) => Promise<unknown>>, method: string) => {
         const before = target[method]!;
         target[method] = function (this: unknown, ...args: unknown[]) {
           note(`${method} called`, performance.now());
           const result = before.apply(this, args);
-          void result.then(() => note(`${method} resolved`, performance.now()), () => undefined);
+          void result.then(
+            () => note(`${method} resolved`, performance.now()),
+            () => undefined,
+          );
           return result;
         };
       };
@@ -174,7 +208,8 @@ try {
     }
   }
   const median = (values: number[]) => [...values].sort((a, b) => a - b)[values.length >> 1]!;
-  for (const [name] of items) console.log(`${name}: ${median(times.get(name)!).toFixed(3)} ms/op, client CPU ${median(cpus.get(name)!).toFixed(3)} ms/op`);
+  for (const [name] of items)
+    console.log(`${name}: ${median(times.get(name)!).toFixed(3)} ms/op, client CPU ${median(cpus.get(name)!).toFixed(3)} ms/op`);
   await pool.end();
   await app.close();
 } finally {

@@ -29,8 +29,12 @@ describe('grants of a key this process knows to be free, on PostgreSQL', { skip:
   const grantsSent = () => sent.splice(0).filter((sql) => sql.startsWith('BEGIN ISOLATION LEVEL READ COMMITTED'));
   const liveRows = async (key: string) =>
     Number(
-      (await db.query<{ n: string }>("SELECT count(*) AS n FROM db_lock_log WHERE lock_key = $1::text::bytea AND status IN ('ACQUIRED', 'COMPLETED')", [key]))[0]!
-        .n,
+      (
+        await db.query<{ n: string }>(
+          "SELECT count(*) AS n FROM db_lock_log WHERE lock_key = $1::text::bytea AND status IN ('ACQUIRED', 'COMPLETED')",
+          [key],
+        )
+      )[0]!.n,
     );
 
   async function boot(): Promise<LockService> {

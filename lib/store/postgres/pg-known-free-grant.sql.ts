@@ -51,7 +51,9 @@ export function knownFreeGrantBatch(input: PgGrantInput, token: number): { sql: 
       if (row === undefined) return { granted: false, reason: 'busy' };
       return {
         granted: true,
-        rows: [{ id: String(row.id), storedKey: keyText(row.lock_key), fencingToken: Number(row.fencing_token), expiresAt: parseDate(row.expires_at) }],
+        rows: [
+          { id: String(row.id), storedKey: keyText(row.lock_key), fencingToken: Number(row.fencing_token), expiresAt: parseDate(row.expires_at) },
+        ],
         reclaimed: 0,
         serverWaitMs: 0,
       };

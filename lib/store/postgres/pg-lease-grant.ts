@@ -106,7 +106,11 @@ export async function grantOnPool(
   const { connection, openedMs } = await host.pool.acquireDedicated(Math.min(deadline, request.connectBy ?? Infinity), undefined, notSentInTime);
   const connectedAt = performance.now();
   try {
-    const answer = await grantLease(host, request, deadline + openedMs, serverBoundMs, { channel: connection, turn, steps: knownFreeSteps(host, request) });
+    const answer = await grantLease(host, request, deadline + openedMs, serverBoundMs, {
+      channel: connection,
+      turn,
+      steps: knownFreeSteps(host, request),
+    });
     // The lease starts when the row is written, after the connection came: counted from the
     // request instead, a long wait for it would hand back a grant as if it answered too late.
     return answer.granted && answer.sentAt === undefined && connectedAt - askedAt > 1 ? { ...answer, sentAt: connectedAt } : answer;

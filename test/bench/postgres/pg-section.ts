@@ -127,7 +127,8 @@ function pgItems(floor: pg.Client, locks: LockService, dataSource: DataSource): 
     },
     {
       id: 'pg-lease-floor',
-      label: "the lease grant's physical floor: the one-statement grant of a key known free (its token bumped, the log row inserted from it) by hand, then one PK UPDATE of that row (the release)",
+      label:
+        "the lease grant's physical floor: the one-statement grant of a key known free (its token bumped, the log row inserted from it) by hand, then one PK UPDATE of that row (the release)",
       kind: 'floor',
       roundTrips: '2',
       op: async () => {
@@ -147,7 +148,8 @@ function pgItems(floor: pg.Client, locks: LockService, dataSource: DataSource): 
     },
     {
       id: 'pg-row-lock-decorated-floor',
-      label: "the row-lock decorator path's floor: its statements by hand on a plain pg connection, in the library's round trips (BEGIN and the key row's token bump; the UPDATE; the audit row and COMMIT)",
+      label:
+        "the row-lock decorator path's floor: its statements by hand on a plain pg connection, in the library's round trips (BEGIN and the key row's token bump; the UPDATE; the audit row and COMMIT)",
       kind: 'floor',
       roundTrips: '3',
       op: async () => {
