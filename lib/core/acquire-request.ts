@@ -20,6 +20,8 @@ export interface AcquireRequest {
   readonly internal?: boolean;
   /** Called at most once, as soon as the keys are known not to be granted at once (see Waiter.onWaiting). */
   readonly onWaiting?: () => void;
+  /** Called when a try's grant is on the wire (see Waiter.onSent). */
+  readonly onSent?: () => void;
   /** What metrics call the lock (`lock.name`). Default 'unnamed'. */
   readonly name?: string;
   /** Isolation of the lock's own transaction, for strategies whose lock is one (the caller's, if it named one). */
@@ -49,6 +51,7 @@ export function newWaiter(request: AcquireRequest, startedAt: number): FreshWait
     name: request.name ?? UNNAMED_LOCK,
     strategy: request.strategy,
     isolationLevel: request.isolationLevel,
+    onSent: request.onSent,
     deadline: startedAt + request.timeoutMs,
     startedAt,
     tries: 0,

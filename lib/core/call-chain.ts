@@ -114,14 +114,13 @@ export class CallChain {
         early?.drop();
         answered?.();
       },
+      // Opened once the grant is on the wire: its round trips overlap the grant's without delaying it.
+      onSent: early && (() => !waiting && early.open()),
     };
     let answered: (() => void) | undefined;
     let granted: Promise<HeldLock>;
     if (how.join instanceof FencedTransaction && can.joinsOpenTransaction) granted = this.joined(how.join, request);
-    else {
-      granted = this.runtime.acquire(request);
-      if (early && !waiting) early.open();
-    }
+    else granted = this.runtime.acquire(request);
     if (how.join && (how.endsWithJoin || can.joinsOpenTransaction)) {
       // Its first answer, which a sibling call with no budget shares (see afterJoinedGrant).
       const firstAnswer = waiting ? Promise.resolve() : new Promise<void>((resolve) => (answered = resolve));

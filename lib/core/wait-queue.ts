@@ -42,6 +42,11 @@ export interface Waiter<T> {
    * immediate grant (a connection) rather than hold it while waiting.
    */
   onWaiting?: () => void;
+  /**
+   * Called when a try's first round trip is on the wire, by stores that can tell: what the caller
+   * starts then (a decorated call opens its business transaction) no longer goes out ahead of the grant.
+   */
+  readonly onSent?: () => void;
   resolve(value: T): void;
   reject(error: unknown): void;
   timer?: NodeJS.Timeout;

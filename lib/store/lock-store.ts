@@ -53,6 +53,8 @@ export interface GrantRequest {
    * own deadline (an answer may come later, within the grant's grace). Undefined: the grant's deadline.
    */
   readonly connectBy?: number;
+  /** Called once the grant's first round trip is on the wire (see Waiter.onSent). */
+  readonly onSent?: () => void;
 }
 
 export type GrantOutcome =

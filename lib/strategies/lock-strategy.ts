@@ -24,6 +24,8 @@ export interface GrantAttempt {
   readonly internal: boolean;
   /** Isolation of the lock's own transaction, for strategies whose lock is one. */
   readonly isolationLevel?: LockIsolationLevel;
+  /** See Waiter.onSent. */
+  readonly onSent?: () => void;
 }
 
 /**

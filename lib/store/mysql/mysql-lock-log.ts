@@ -97,6 +97,13 @@ export class MysqlLockLog implements LockLogStore, ProcessLeaseStore, GrantDecis
    * did not grant.
    */
   grant(request: GrantRequest, deadline: number, options: { bell?: BellView | BellWait; serverBoundMs?: number } = {}): Promise<GrantAnswer> {
+    const answer = this.grantBy(request, deadline, options);
+    // A kept connection sent the first statement within that call (else it goes once one is open).
+    request.onSent?.();
+    return answer;
+  }
+
+  private grantBy(request: GrantRequest, deadline: number, options: { bell?: BellView | BellWait; serverBoundMs?: number }): Promise<GrantAnswer> {
     const full = grantInputOf(request, this, options.serverBoundMs === undefined ? undefined : { kind: this.flavor.kind, ms: options.serverBoundMs });
     const wait = options.bell?.kind === 'wait' ? (options.bell as BellRequest) : undefined;
     const via = wait?.connection ?? (options.bell as Bell | undefined)?.connection;

@@ -40,8 +40,10 @@ export function pgFence(transactions: PgSessionTransactions, knownFree: KnownFre
     endAndCommit: async (runner, rowId, owner) => {
       // One round trip: the row ended, then a statement that fails (stopping the batch before COMMIT,
       // with the transaction still open for the caller's rollback) when that ended nothing.
-      const ended = endInCommitStatement([rowId], owner);
-      const sent = transactions.commitVia(runner, `WITH ended AS (${ended} RETURNING 1) SELECT 1 / (SELECT count(*)::int FROM ended);\nCOMMIT`);
+      const sent = transactions.commitVia(
+        runner,
+        `WITH ended AS (${endRows(`id = ${rowIdLiteral(rowId)}`, textLiteral(owner))} RETURNING 1) SELECT 1 / count(*)::int FROM ended;\nCOMMIT`,
+      );
       if (sent === undefined) {
         if ((await fence.endInCommit(runner, [rowId], owner)) < 1) return false;
         await fence.commit(runner);
@@ -70,9 +72,14 @@ async function written(runner: QueryRunner, sql: string): Promise<number> {
 
 /** The lock ends with this commit: its live rows become RELEASED in the transaction that commits the work. */
 function endInCommitStatement(rowIds: readonly string[], owner: string): string {
+  return endRows(`id IN (${rowIds.map(rowIdLiteral).join(', ')})`, textLiteral(owner));
+}
+
+/** endInCommitStatement with SQL for the rows' ids and the owner (literals, or a prepared statement's parameters). */
+function endRows(idCondition: string, ownerSql: string): string {
   return (
     `UPDATE ${LOCK_LOG_TABLE} SET status = '${LockStatus.RELEASED}', ended_at = ${NOW}, hold_ms = ${msSince('acquired_at')} ` +
-    `WHERE id IN (${rowIds.map(rowIdLiteral).join(', ')}) AND status IN ${LIVE_STATUSES_SQL} AND owner = ${textLiteral(owner)}`
+    `WHERE ${idCondition} AND status IN ${LIVE_STATUSES_SQL} AND owner = ${ownerSql}`
   );
 }
 

@@ -54,6 +54,7 @@ export async function grantLease(
   const startedAt = performance.now();
   const channel = route.channel;
   let steps: GrantSteps = route.steps ?? { createKeyRows: false, takeover: false };
+  let announced = false;
   for (let attempt = 0; ; attempt++) {
     const sentAt = performance.now();
     const waitMs = Math.min(LOCK_WAIT_MS, serverBoundMs - (sentAt - startedAt));
@@ -61,7 +62,11 @@ export async function grantLease(
     const batch = grantBatch({ request, holder: host.holder, processId: host.processId, waitMs: Math.max(1, waitMs), turn: route.turn }, steps);
     let answer: GrantAnswer;
     try {
-      answer = batch.parse(await channel.query(batch.sql, Math.max(1, Math.min(ANSWER_BOUND_MS, deadline - sentAt)), GRANT_STATEMENTS));
+      const answering = channel.query(batch.sql, Math.max(1, Math.min(ANSWER_BOUND_MS, deadline - sentAt)), GRANT_STATEMENTS);
+      // pg writes an idle session's query within that call.
+      if (!announced) request.onSent?.();
+      announced = true;
+      answer = batch.parse(await answering);
     } catch (error) {
       const failure = LockStatementError.from(error);
       // The channel rolled the transaction back: nothing was granted.

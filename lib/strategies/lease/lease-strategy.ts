@@ -97,6 +97,7 @@ export class LeaseStrategy implements LockStrategy {
         writerPreference: this.settings.writerPreference,
         doorbell: this.bellNameFor(attempt),
         connectBy,
+        onSent: attempt.onSent,
       },
       // The server gives up first (its bound is shorter), so a grant never commits after its caller heard "timeout".
       connectBy === undefined ? Infinity : connectBy + GRANT_GRACE_MS + 500,
