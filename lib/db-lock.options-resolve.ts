@@ -1,7 +1,7 @@
 import { codePoints } from './core/lock-key.js';
 import { MIN_LEASE_MS } from './core/lock-request.js';
 import { checkAttempts, checkDuration, describe } from './core/option-checks.js';
-import { DB_LOCK_DEFAULTS, type DbLockJanitorOptions, type ResolvedDbLockOptions } from './db-lock.options.js';
+import { DB_LOCK_DEFAULTS, type ResolvedDbLockOptions } from './db-lock.options.js';
 import { DbLockOptionsError } from './errors/db-lock-options.error.js';
 import { ESCAPED_WRITES_MODES, type EscapedWritesMode } from './integrations/escaped-writes.mode.js';
 import { checkTransactionHostOption, type TransactionHostOption } from './integrations/transaction-host.js';

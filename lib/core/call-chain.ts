@@ -47,7 +47,7 @@ export class CallChain {
     private readonly observer: LockObserver,
     /** Where fenced work runs when its lock brings no transaction (a new one on the app's DataSource). */
     private readonly transactions: BusinessTransactions,
-    private readonly logger: Logger,
+    logger: Logger,
     /** What every fenced transaction's work runs inside (integrations), if anything. */
     fenceScope?: FenceScope,
   ) {

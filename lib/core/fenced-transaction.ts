@@ -1,6 +1,5 @@
 import type { Logger } from '@nestjs/common';
 import type { DataSource, EntityManager, QueryRunner } from 'typeorm';
-import { DbLockError } from '../errors/db-lock.error.js';
 import type { FenceStore } from '../store/lock-store.js';
 import type { HeldLock, LockTransaction } from './held-lock.js';
 import type { LockHandle } from './lock-handle.js';

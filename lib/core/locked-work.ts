@@ -1,6 +1,5 @@
 import type { Logger } from '@nestjs/common';
 import type { BusinessTransactions, CallBudget, EarlyBusinessTransaction, FenceSettings } from './business-transaction.js';
-import { FencedTransaction } from './fenced-transaction.js';
 import { LockLostError } from '../errors/lock-lost.error.js';
 import { LockContext } from './lock-context.js';
 import type { LockHandle } from './lock-handle.js';

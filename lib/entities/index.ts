@@ -26,5 +26,5 @@ export { LockEntity, LockLogEntity, LockProcessEntity, RowLockEntity };
  */
 export const DB_LOCK_ENTITIES: Function[] = Object.freeze([LockEntity, LockLogEntity, LockProcessEntity, RowLockEntity]) as unknown as Function[];
 
-/** Compile-time check that the list fits TypeORM's `entities` option. */
-const _fits: MixedList<Function> = DB_LOCK_ENTITIES;
+// Compile-time check that the list fits TypeORM's `entities` option.
+DB_LOCK_ENTITIES satisfies MixedList<Function>;

@@ -5,7 +5,6 @@ import { JoinedLocks } from '../core/joined-locks.js';
 import { LockContext } from '../core/lock-context.js';
 import type { OpenFencedCall } from '../core/open-fenced-call.js';
 import type { LockHandle } from '../core/lock-handle.js';
-import { DbLockError } from '../errors/db-lock.error.js';
 import { LockLostError } from '../errors/lock-lost.error.js';
 
 /**

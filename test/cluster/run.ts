@@ -17,7 +17,7 @@ import { writeFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type mysql from 'mysql2/promise';
 import { liveRows } from './checks.js';
-import { connectNode, galera, type GaleraBed } from './galera.js';
+import { connectNode, galera } from './galera.js';
 import { guardedLoops, longHoldLoops, nodeKillDrive, type PhaseResult, runPhase, shortLeaseLoops } from './phases.js';
 import { figures, formatTally, killFigures, printPhase } from './report.js';
 import { LONG_LEASE_MS, SHORT_LEASE_MS, setupDatabase, startWorkers } from './setup.js';

@@ -13,7 +13,6 @@ import { contractSuite } from '../support/contract-targets.js';
  * depend on it: the same grant / busy / release / takeover / stale-release round gives the same
  * outcomes and the same log rows with the flag on (default) and off (`flags: ['-FOUND_ROWS']`).
  */
-type Pool = { query<T>(sql: string): Promise<T> };
 const poolOf = (locks: LockService) => ({
   query: async <T>(sql: string): Promise<T> => mysqlLogOf(locks).pool.query<T>(sql, { purpose: 'admin' }),
 });

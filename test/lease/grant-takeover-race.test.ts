@@ -5,7 +5,7 @@ import mysql from 'mysql2/promise';
 import { TestDatabase } from '../support/test-database.js';
 import type { OpenTransaction } from '../support/open-transactions.js';
 import { createLockApp, eventually } from '../support/lock-app.js';
-import { type LockHandle, LockLostError, type LockService } from '../../lib/index.js';
+import { LockLostError, type LockService } from '../../lib/index.js';
 import { freeze, thaw } from '../support/lock-internals.js';
 import { contractSuite } from '../support/contract-targets.js';
 

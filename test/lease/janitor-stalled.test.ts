@@ -1,7 +1,7 @@
 import { after, before, it } from 'node:test';
 import assert from 'node:assert/strict';
 import type { INestApplicationContext } from '@nestjs/common';
-import { DbLockError, type JanitorReport, type LockService } from '../../lib/index.js';
+import { type JanitorReport, type LockService } from '../../lib/index.js';
 import { TestDatabase } from '../support/test-database.js';
 import { LockWorker } from '../support/worker-host.js';
 import { createLockApp } from '../support/lock-app.js';

@@ -3,7 +3,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { TestDatabase } from '../support/test-database.js';
 import { createLockApp, eventually } from '../support/lock-app.js';
-import { DbLockError, LockTimeoutError, TooManyLockWaitersError, type LockHandle, type LockService } from '../../lib/index.js';
+import { DbLockError, LockTimeoutError, TooManyLockWaitersError, type LockHandle } from '../../lib/index.js';
 
 /** Row-lock waiting: the slot queue bound, sub-second budgets, readers/multi-key, shutdown while queued. */
 describe('row-lock waiting for a connection slot and in the database', () => {

@@ -9,7 +9,7 @@
  *   were `synchronize: false` let apps make them (the migrations say such tables "already have the
  *   new shape"), then the migrations: they run, and the library boots with claims.
  */
-import { after, before, describe, it } from 'node:test';
+import { after, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { TestDatabase } from '../support/test-database.js';
 import { migrationDataSource } from '../support/migration-data-source.js';

@@ -3,7 +3,6 @@
  * durable commits per handoff bound the lease strategy, and what the row-lock's durable grant
  * record costs.
  */
-import type { ContentionVariant } from '../contention.js';
 import { fmt, fmtRatio } from '../stats.js';
 import { table } from './markdown.js';
 import { type BenchResults, latency, twoCommitBound, variant, variantName } from './results.js';
