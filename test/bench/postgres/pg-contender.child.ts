@@ -3,7 +3,10 @@
  * one key for the window, each hold incrementing the counter row, and print their holds and wait
  * latencies. Designs: `for-update` (a bare `SELECT … FOR UPDATE` transaction on a plain pg pool),
  * `advisory` (`pg_advisory_xact_lock` in a transaction), `lease` and `row-lock` (the library,
- * `runLocked` with the increment through `locks.manager`). argv: design url callers warmupMs windowMs.
+ * `runLocked` with the increment through `locks.manager`), and `row-lock-by-hand`: a row-lock
+ * hold's statements sent by hand on a plain pg pool in the library's round trips (BEGIN, the
+ * writers' queue lock and the key row's token bump; the increment; the audit row and COMMIT), the
+ * floor of the library's row-lock. argv: design url callers warmupMs windowMs.
  */
 import 'reflect-metadata';
 import { Module } from '@nestjs/common';
@@ -17,7 +20,30 @@ const callers = Number(callersText);
 const KEY = 'bench:pg:hot';
 const INCREMENT = 'UPDATE bench_counter SET v = v + 1 WHERE id = 1';
 
+/** The by-hand row-lock's key row (a key of its own: the library's row-lock design uses KEY). */
+const HAND_KEY = `'\\x${Buffer.from('bench:pg:hot:hand').toString('hex')}'::bytea`;
+
 async function holdOnce(): Promise<() => Promise<void>> {
+  if (design === 'row-lock-by-hand') {
+    const pool = new pg.Pool({ connectionString: url, max: callers });
+    await pool.query(`INSERT INTO db_lock (lock_key, fencing_token, no_lease_holders) VALUES (${HAND_KEY}, 0, 1) ON CONFLICT (lock_key) DO NOTHING`);
+    const take =
+      `BEGIN ISOLATION LEVEL READ COMMITTED; SELECT pg_advisory_xact_lock(4243); ` +
+      `UPDATE db_lock SET fencing_token = fencing_token + 1, last_granted_at = clock_timestamp() WHERE lock_key = ${HAND_KEY} AND no_lease_holders = 1 RETURNING fencing_token`;
+    const audit = (token: string) =>
+      `INSERT INTO db_lock_log (lock_key, mode, owner, holder, strategy, fencing_token, status, lease_ms, acquired_at, expires_at, ended_at, hold_ms) ` +
+      `VALUES (${HAND_KEY}, 'write', '00000000-0000-4000-8000-000000000000', 'bench:hand', 'row-lock', ${token}, 'RELEASED', 0, clock_timestamp(), clock_timestamp(), clock_timestamp(), 0); COMMIT`;
+    return async () => {
+      const client = await pool.connect();
+      try {
+        const results = (await client.query(take)) as unknown as pg.QueryResult[];
+        await client.query(INCREMENT);
+        await client.query(audit(String((results[2]!.rows[0] as { fencing_token: string }).fencing_token)));
+      } finally {
+        client.release();
+      }
+    };
+  }
   if (design === 'for-update' || design === 'advisory') {
     const pool = new pg.Pool({ connectionString: url, max: callers });
     const lock = design === 'for-update' ? `SELECT v FROM bench_counter WHERE id = 1 FOR UPDATE` : `SELECT pg_advisory_xact_lock(4242)`;

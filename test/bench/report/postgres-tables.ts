@@ -91,6 +91,7 @@ export function postgresChecks(pg: PgBenchResult | undefined): TargetCheck[] {
       0.9,
       false,
       'holds/s',
+      { figure: c?.get('row-lock-by-hand')?.throughput, label: "the hold's statements by hand" },
     ),
     check(
       "row-lock: hot key latency p99 ≤ 2× a bare `SELECT … FOR UPDATE` lock's",
@@ -99,6 +100,7 @@ export function postgresChecks(pg: PgBenchResult | undefined): TargetCheck[] {
       2,
       true,
       'ms',
+      { figure: c?.get('row-lock-by-hand')?.p99, label: "the hold's statements by hand" },
     ),
   ];
 }
