@@ -5,6 +5,7 @@ import { BEGIN_AND_TAKE, callEndAndCommit, callRecordAndCommit, END_AND_COMMIT, 
 import type { SessionRoutineCalls } from './session-routine-calls.js';
 import { classify, ER_LOCK_DEADLOCK, errnoOf } from './errno.js';
 import { endInCommitStatement, fenceKeptStatement } from './hold.sql.js';
+import { EndedInCommit } from '../ended-in-commit.js';
 import type { KnownFreeKeys } from '../known-free-keys.js';
 import type { MysqlLockLog } from './mysql-lock-log.js';
 import { createKeyRowsStatements } from './key-rows.sql.js';
@@ -23,23 +24,17 @@ import { KeyRowsFirst } from './key-rows-first.js';
  * durably ended once it succeeds: `knownFree` learns of them then.
  */
 export function mysqlFence(transactions: MysqlSessionTransactions, knownFree: KnownFreeKeys, routines: SessionRoutineCalls): FenceStore {
-  const endingWith = new WeakMap<QueryRunner, string[]>();
+  const ending = new EndedInCommit(knownFree);
   const fence: FenceStore = {
     begin: (runner, isolationLevel) => {
-      endingWith.delete(runner);
+      ending.begun(runner);
       return transactions.begin(runner, isolationLevel);
     },
     commit: async (runner) => {
       await transactions.commit(runner);
-      const ended = endingWith.get(runner);
-      endingWith.delete(runner);
-      if (ended) knownFree.ended(ended, ended.length);
+      ending.committed(runner);
     },
-    endInCommit: async (runner, rowIds, owner) => {
-      const ended = await written(runner, endInCommitStatement(rowIds, owner));
-      if (ended === rowIds.length) endingWith.set(runner, [...(endingWith.get(runner) ?? []), ...rowIds]);
-      return ended;
-    },
+    endInCommit: async (runner, rowIds, owner) => ending.noted(runner, rowIds, await written(runner, endInCommitStatement(rowIds, owner))),
     endAndCommit: async (runner, rowId, owner) => {
       let committed: boolean;
       try {

@@ -1,4 +1,5 @@
 import type { QueryRunner } from 'typeorm';
+import { EndedInCommit } from '../ended-in-commit.js';
 import type { KnownFreeKeys } from '../known-free-keys.js';
 import type { FenceStore } from '../lock-store.js';
 import { LockStatementError } from '../lock-statement.error.js';
@@ -20,23 +21,17 @@ const NOT_LIVE = '22012';
  * once it succeeds: `knownFree` learns of them then.
  */
 export function pgFence(transactions: PgSessionTransactions, knownFree: KnownFreeKeys): FenceStore {
-  const endingWith = new WeakMap<QueryRunner, string[]>();
+  const ending = new EndedInCommit(knownFree);
   const fence: FenceStore = {
     begin: (runner, isolationLevel) => {
-      endingWith.delete(runner);
+      ending.begun(runner);
       return transactions.begin(runner, isolationLevel);
     },
     commit: async (runner) => {
       await transactions.commit(runner);
-      const ended = endingWith.get(runner);
-      endingWith.delete(runner);
-      if (ended) knownFree.ended(ended, ended.length);
+      ending.committed(runner);
     },
-    endInCommit: async (runner, rowIds, owner) => {
-      const ended = await written(runner, endInCommitStatement(rowIds, owner));
-      if (ended === rowIds.length) endingWith.set(runner, [...(endingWith.get(runner) ?? []), ...rowIds]);
-      return ended;
-    },
+    endInCommit: async (runner, rowIds, owner) => ending.noted(runner, rowIds, await written(runner, endInCommitStatement(rowIds, owner))),
     endAndCommit: async (runner, rowId, owner) => {
       // One round trip: the row ended, then a statement that fails (stopping the batch before COMMIT,
       // with the transaction still open for the caller's rollback) when that ended nothing.

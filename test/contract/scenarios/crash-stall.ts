@@ -1,4 +1,4 @@
-/** Scenarios for crash-stall-processes.test.ts, run inside worker processes. */
+/** Scenarios for crash-stall-processes.test.ts and crash-stall-row-lock.test.ts, run inside worker processes. */
 import { DataSource } from 'typeorm';
 import type { LockKeys } from '../../../lib/index.js';
 import type { WorkerContext } from '../../support/lock-worker.js';
