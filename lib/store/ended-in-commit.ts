@@ -1,29 +1,35 @@
 import type { QueryRunner } from 'typeorm';
 import type { KnownFreeKeys } from './known-free-keys.js';
+import type { FenceStore, SessionTransactions } from './lock-store.js';
 
 /**
- * The log rows a fenced business transaction ended in its commit, noted per transaction: they are
- * durably ended only once that commit succeeds, and `knownFree` learns of them then (a rollback
- * leaves them live, and the next BEGIN on the runner forgets them).
+ * The part of a store's fence that every store writes alike: BEGIN and COMMIT on its session
+ * transactions, and `endInCommit` (the store's UPDATE, `endRows`) noting the log rows it ended.
+ * They are durably ended only once the commit succeeds, and `knownFree` learns of them then (a
+ * rollback leaves them live, and the next BEGIN on the runner forgets them).
  */
-export class EndedInCommit {
-  private readonly byRunner = new WeakMap<QueryRunner, string[]>();
-
-  constructor(private readonly knownFree: KnownFreeKeys) {}
-
-  begun(runner: QueryRunner): void {
-    this.byRunner.delete(runner);
-  }
-
-  /** `ended` of `rowIds` were ended in the transaction (all or nothing counts); returns `ended`. */
-  noted(runner: QueryRunner, rowIds: readonly string[], ended: number): number {
-    if (ended === rowIds.length) this.byRunner.set(runner, [...(this.byRunner.get(runner) ?? []), ...rowIds]);
-    return ended;
-  }
-
-  committed(runner: QueryRunner): void {
-    const ended = this.byRunner.get(runner);
-    this.byRunner.delete(runner);
-    if (ended) this.knownFree.ended(ended, ended.length);
-  }
+export function fenceEndingInCommit(
+  transactions: SessionTransactions,
+  knownFree: KnownFreeKeys,
+  endRows: (runner: QueryRunner, rowIds: readonly string[], owner: string) => Promise<number>,
+): Pick<FenceStore, 'begin' | 'commit' | 'endInCommit'> {
+  const ending = new WeakMap<QueryRunner, string[]>();
+  return {
+    begin: (runner, isolationLevel) => {
+      ending.delete(runner);
+      return transactions.begin(runner, isolationLevel);
+    },
+    commit: async (runner) => {
+      await transactions.commit(runner);
+      const ended = ending.get(runner);
+      ending.delete(runner);
+      if (ended) knownFree.ended(ended, ended.length);
+    },
+    endInCommit: async (runner, rowIds, owner) => {
+      const ended = await endRows(runner, rowIds, owner);
+      // All of them or none counts: a lock ends whole.
+      if (ended === rowIds.length) ending.set(runner, [...(ending.get(runner) ?? []), ...rowIds]);
+      return ended;
+    },
+  };
 }

@@ -2,6 +2,8 @@
  * Development probe: PostgreSQL lease `withLock` (empty fn) against its physical floor by hand
  * (the one-statement grant of a key known free, then the release UPDATE, on a pg.Pool as the
  * library uses one), one caller, interleaved blocks of 50 ops: latency and client CPU per op.
+ * `PROBE_SET=decorated`: the `@WriteLock` path against its floor instead; `PROBE_TIMELINE=1` prints
+ * when each statement was sent and answered, and when the store's calls began and ended, per op.
  * `node [--cpu-prof] build/test/bench/probe-pg-lease.js [ops per block] [only library: 1]`
  */
 import 'reflect-metadata';
@@ -16,17 +18,10 @@ import { randomUUID } from 'node:crypto';
 import { resolveTargets } from '../../lib/core/lock-key.js';
 import type { LockRuntime } from '../../lib/core/lock-runtime.js';
 import type { LockStore } from '../../lib/store/lock-store.js';
+import { FLOOR_KEY as KEY, GRANT_BY_HAND as GRANT, RELEASE_BY_HAND as RELEASE } from './postgres/pg-section.js';
 
 const ops = Number(process.argv[2] ?? 50);
 const onlyLibrary = process.argv[3] === '1';
-const KEY = `'\\x666c6f6f72'::bytea`;
-const GRANT =
-  `WITH b AS (UPDATE db_lock SET fencing_token = fencing_token + 1, last_granted_at = clock_timestamp(), no_lease_holders = 0, writer_waiting_until = NULL ` +
-  `WHERE lock_key = ${KEY} RETURNING lock_key, fencing_token, last_granted_at AS now) ` +
-  `INSERT INTO db_lock_log (lock_key, mode, owner, holder, strategy, fencing_token, status, lease_ms, acquired_at, expires_at) ` +
-  `SELECT lock_key, 'write', '00000000-0000-4000-8000-000000000000', 'probe', 'lease', fencing_token, 'ACQUIRED', 30000, now, now + interval '30 seconds' FROM b RETURNING id`;
-const RELEASE = (id: string) =>
-  `UPDATE db_lock_log SET status = 'RELEASED', ended_at = clock_timestamp(), hold_ms = 0 WHERE id = ${id} AND status IN ('ACQUIRED', 'COMPLETED')`;
 
 const db = await PgTestDatabase.create('dblock_probe_pg');
 try {
@@ -119,28 +114,6 @@ try {
                 ],
               ] as [string, () => Promise<unknown>][])),
         ];
-  if (process.env.PROBE_COUNT_WRITES === '1') {
-    const net = await import('node:net');
-    const original = net.Socket.prototype.write;
-    for (const [name, op] of items) {
-      const texts: string[] = [];
-      await op();
-      await op();
-      net.Socket.prototype.write = function (this: unknown, chunk: unknown, ...rest: unknown[]) {
-        if (Buffer.isBuffer(chunk))
-          texts.push(
-            chunk
-              .toString('latin1')
-              .replace(/[^\x20-\x7e]+/g, ' ')
-              .slice(0, process.env.PROBE_FULL === '1' ? 5000 : 90),
-          );
-        return (original as (...a: unknown[]) => boolean).call(this, chunk, ...rest);
-      } as typeof original;
-      await op();
-      net.Socket.prototype.write = original;
-      console.log(`${name}: ${texts.length} writes\n  ${texts.join('\n  ')}`);
-    }
-  }
   if (process.env.PROBE_TIMELINE === '1') {
     // Each statement's send and answer, relative to the op's start, averaged over 200 ops after a warm-up.
     const original = pg.Client.prototype.query as (...a: unknown[]) => unknown;

@@ -5,7 +5,7 @@ import { BEGIN_AND_TAKE, callEndAndCommit, callRecordAndCommit, END_AND_COMMIT, 
 import type { SessionRoutineCalls } from './session-routine-calls.js';
 import { classify, ER_LOCK_DEADLOCK, errnoOf } from './errno.js';
 import { endInCommitStatement, fenceKeptStatement } from './hold.sql.js';
-import { EndedInCommit } from '../ended-in-commit.js';
+import { fenceEndingInCommit } from '../ended-in-commit.js';
 import type { KnownFreeKeys } from '../known-free-keys.js';
 import type { MysqlLockLog } from './mysql-lock-log.js';
 import { createKeyRowsStatements } from './key-rows.sql.js';
@@ -20,21 +20,12 @@ import { cutConnectionOf, sessionGone } from './session-gone.js';
 import { KeyRowsFirst } from './key-rows-first.js';
 
 /**
- * The fence's writes, in the business transaction on the app's DataSource. Rows a commit ended are
- * durably ended once it succeeds: `knownFree` learns of them then.
+ * The fence's writes, in the business transaction on the app's DataSource. `knownFree` learns of
+ * the rows a commit ended once it succeeded (see fenceEndingInCommit).
  */
 export function mysqlFence(transactions: MysqlSessionTransactions, knownFree: KnownFreeKeys, routines: SessionRoutineCalls): FenceStore {
-  const ending = new EndedInCommit(knownFree);
   const fence: FenceStore = {
-    begin: (runner, isolationLevel) => {
-      ending.begun(runner);
-      return transactions.begin(runner, isolationLevel);
-    },
-    commit: async (runner) => {
-      await transactions.commit(runner);
-      ending.committed(runner);
-    },
-    endInCommit: async (runner, rowIds, owner) => ending.noted(runner, rowIds, await written(runner, endInCommitStatement(rowIds, owner))),
+    ...fenceEndingInCommit(transactions, knownFree, (runner, rowIds, owner) => written(runner, endInCommitStatement(rowIds, owner))),
     endAndCommit: async (runner, rowId, owner) => {
       let committed: boolean;
       try {

@@ -1,5 +1,5 @@
 import type { QueryRunner } from 'typeorm';
-import { EndedInCommit } from '../ended-in-commit.js';
+import { fenceEndingInCommit } from '../ended-in-commit.js';
 import type { KnownFreeKeys } from '../known-free-keys.js';
 import type { FenceStore } from '../lock-store.js';
 import { LockStatementError } from '../lock-statement.error.js';
@@ -17,28 +17,17 @@ const NOT_LIVE = '22012';
  * finds the rows ended, or our UPDATE (after waiting for the takeover's, it reads the row's newest
  * version) finds fewer live rows than the lock holds, and the caller rolls back. Each statement also
  * checks the rows' owner (the acquisition id): a row id alone could name a newer holder's row after
- * a failover to a replica that never received the grant. Rows a commit ended are durably ended
- * once it succeeds: `knownFree` learns of them then.
+ * a failover to a replica that never received the grant. `knownFree` learns of the rows a commit
+ * ended once it succeeded (see fenceEndingInCommit).
  */
 export function pgFence(transactions: PgSessionTransactions, knownFree: KnownFreeKeys): FenceStore {
-  const ending = new EndedInCommit(knownFree);
   const fence: FenceStore = {
-    begin: (runner, isolationLevel) => {
-      ending.begun(runner);
-      return transactions.begin(runner, isolationLevel);
-    },
-    commit: async (runner) => {
-      await transactions.commit(runner);
-      ending.committed(runner);
-    },
-    endInCommit: async (runner, rowIds, owner) => ending.noted(runner, rowIds, await written(runner, endInCommitStatement(rowIds, owner))),
+    ...fenceEndingInCommit(transactions, knownFree, (runner, rowIds, owner) => written(runner, endInCommitStatement(rowIds, owner))),
     endAndCommit: async (runner, rowId, owner) => {
       // One round trip: the row ended, then a statement that fails (stopping the batch before COMMIT,
       // with the transaction still open for the caller's rollback) when that ended nothing.
-      const sent = transactions.commitVia(
-        runner,
-        `WITH ended AS (${endRows(`id = ${rowIdLiteral(rowId)}`, textLiteral(owner))} RETURNING 1) SELECT 1 / count(*)::int FROM ended;\nCOMMIT`,
-      );
+      const ended = endInCommitStatement([rowId], owner);
+      const sent = transactions.commitVia(runner, `WITH ended AS (${ended} RETURNING 1) SELECT 1 / count(*)::int FROM ended;\nCOMMIT`);
       if (sent === undefined) {
         if ((await fence.endInCommit(runner, [rowId], owner)) < 1) return false;
         await fence.commit(runner);
@@ -67,14 +56,9 @@ async function written(runner: QueryRunner, sql: string): Promise<number> {
 
 /** The lock ends with this commit: its live rows become RELEASED in the transaction that commits the work. */
 function endInCommitStatement(rowIds: readonly string[], owner: string): string {
-  return endRows(`id IN (${rowIds.map(rowIdLiteral).join(', ')})`, textLiteral(owner));
-}
-
-/** endInCommitStatement with SQL for the rows' ids and the owner (literals, or a prepared statement's parameters). */
-function endRows(idCondition: string, ownerSql: string): string {
   return (
     `UPDATE ${LOCK_LOG_TABLE} SET status = '${LockStatus.RELEASED}', ended_at = ${NOW}, hold_ms = ${msSince('acquired_at')} ` +
-    `WHERE ${idCondition} AND status IN ${LIVE_STATUSES_SQL} AND owner = ${ownerSql}`
+    `WHERE id IN (${rowIds.map(rowIdLiteral).join(', ')}) AND status IN ${LIVE_STATUSES_SQL} AND owner = ${textLiteral(owner)}`
   );
 }
 

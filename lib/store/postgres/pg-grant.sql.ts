@@ -13,7 +13,7 @@ import {
   LIVE_STATUSES_SQL,
   LOCK_LOG_TABLE,
   LockStatus,
-  LOCK_WAIT_MS,
+  grantWaitBound,
   NOW,
   parseDate,
   PROCESS_TABLE,
@@ -67,8 +67,7 @@ export function grantBatch(input: PgGrantInput, steps: GrantSteps): { sql: strin
   const keys = targets.map((t) => t.bytes);
   const limit = targets.length === 1 ? targets[0]!.semaphoreLimit : undefined;
   const conflict = limit === undefined ? conflictingHolders(targets) : `g.lock_key = ${keyLiteral(keys[0]!)}`;
-  // The library's sessions wait LOCK_WAIT_MS for a row lock (PgLockPool's session setup): a shorter bound is set for this transaction only.
-  const bound = input.waitMs < LOCK_WAIT_MS ? [`SELECT set_config('lock_timeout', '${Math.max(1, Math.ceil(input.waitMs))}ms', true)`] : [];
+  const bound = grantWaitBound(input.waitMs);
   const statements = [
     'BEGIN ISOLATION LEVEL READ COMMITTED',
     ...bound,

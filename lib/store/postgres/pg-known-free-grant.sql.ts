@@ -7,7 +7,7 @@ import {
   LOCK_LOG_TABLE,
   LOCK_TABLE,
   LockStatus,
-  LOCK_WAIT_MS,
+  grantWaitBound,
   NOW,
   parseDate,
   rowIdLiteral,
@@ -42,8 +42,7 @@ export function knownFreeGrantBatch(input: PgGrantInput, token: number): { sql: 
     `'${LockStatus.ACQUIRED}', ${sqlInteger(request.leaseMs)}, now, now + ${sqlInteger(request.leaseMs)} * interval '1 millisecond', ${sqlInteger(request.waitedMs)} ` +
     `FROM b RETURNING id, lock_key, fencing_token, expires_at`;
   // The UPDATE's one possible wait is a row-lock holder's (or a full grant's) lock on the key row.
-  const bound = input.waitMs < LOCK_WAIT_MS ? [`SELECT set_config('lock_timeout', '${Math.max(1, Math.ceil(input.waitMs))}ms', true)`] : [];
-  const statements = ['BEGIN ISOLATION LEVEL READ COMMITTED', ...bound, grant, 'COMMIT'];
+  const statements = ['BEGIN ISOLATION LEVEL READ COMMITTED', ...grantWaitBound(input.waitMs), grant, 'COMMIT'];
   return {
     sql: statements.join(';\n'),
     parse: (results) => {

@@ -27,6 +27,10 @@ export const NOW = 'clock_timestamp()';
  */
 export const LOCK_WAIT_MS = 1_000;
 
+/** A grant transaction's lock waits bounded by `waitMs` when that is shorter than the sessions' LOCK_WAIT_MS (for this transaction only). */
+export const grantWaitBound = (waitMs: number): string[] =>
+  waitMs < LOCK_WAIT_MS ? [`SELECT set_config('lock_timeout', '${Math.max(1, Math.ceil(waitMs))}ms', true)`] : [];
+
 /** A key's bytes as a bytea literal (hex: exact bytes, NUL included). */
 export const keyLiteral = (bytes: Buffer): string => `'\\x${bytes.toString('hex')}'::bytea`;
 
