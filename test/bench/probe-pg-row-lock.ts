@@ -3,20 +3,26 @@
  * blocks of 20 ops, interleaved: the plain TypeORM transaction with one UPDATE, the library's
  * runLocked (row-lock) with the same UPDATE, and the library's own statements sent by hand on a
  * TypeORM query runner (3 round trips: BEGIN + take, the UPDATE, audit row + COMMIT), with and
- * without the writers' queue lock. `node build/test/bench/probe-pg-row-lock.js`
+ * without the writers' queue lock. `node build/test/bench/probe-pg-row-lock.js`; `PROBE_TIMELINE=1` adds,
+ * per item, the client CPU per op and the median time of each statement's send and answer (and, for
+ * the library, of the store's take and commit calls and of the work's start and end);
+ * `PROBE_ONLY=library` runs the library alone, 20,000 ops (for `node --cpu-prof`).
  */
 import 'reflect-metadata';
 import { Module } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { TypeOrmModule } from '@nestjs/typeorm';
+import pg from 'pg';
 import { DataSource } from 'typeorm';
 import { DbLockModule, LockService } from '../../lib/index.js';
 import { PgTestDatabase } from '../support/pg-test-database.js';
 import { resolveTargets } from '../../lib/core/lock-key.js';
 import { groupsOf } from '../../lib/store/key-groups.js';
 import { takeGroupStatement } from '../../lib/store/postgres/pg-row-lock.sql.js';
+import { PgRowLockStore } from '../../lib/store/postgres/pg-row-locks.js';
 import { insertAuditRows } from '../../lib/store/postgres/pg-log-rows.sql.js';
 
+let mark: (label: string) => void = () => undefined;
 const UPDATE = 'UPDATE bench_counter SET v = v + 1 WHERE id = 1';
 const db = await PgTestDatabase.create('dblock_probe_pg');
 try {
@@ -40,7 +46,10 @@ try {
   const take = takeGroupStatement(group, 10_000).sql;
   const takeNoQueue = take.replace(/SELECT pg_advisory_xact_lock\([^)]*\);\n/, '');
   const audit = (token: number) =>
-    insertAuditRows([{ key: target!.bytes, mode: 'write', owner: 'probe', fencingToken: token, status: 'COMMITTED', holdMs: 0, waitedMs: 0 } as never], 'probe');
+    insertAuditRows(
+      [{ key: target!.bytes, mode: 'write', owner: 'probe', fencingToken: token, status: 'COMMITTED', holdMs: 0, waitedMs: 0 } as never],
+      'probe',
+    );
   const byHand = (sql: string) => async () => {
     const runner = dataSource.createQueryRunner('master');
     await runner.connect();
@@ -53,12 +62,27 @@ try {
       await runner.release();
     }
   };
-  const items: [string, () => Promise<unknown>][] = [
+  const all: [string, () => Promise<unknown>][] = [
     ['plain TypeORM transaction', () => dataSource.transaction(async (m) => void (await m.query(UPDATE)))],
-    ['library runLocked row-lock', () => locks.runLocked('probe:lib', async () => void (await locks.manager.query(UPDATE)), { strategy: 'row-lock' })],
+    [
+      'library runLocked row-lock',
+      () =>
+        locks.runLocked(
+          'probe:lib',
+          async () => {
+            mark('fn start');
+            await locks.manager.query(UPDATE);
+            mark('fn end');
+          },
+          { strategy: 'row-lock' },
+        ),
+    ],
     ['by hand, library statements', byHand(take)],
     ['by hand, no queue lock', byHand(takeNoQueue)],
   ];
+  // PROBE_ONLY=library: the library alone (for --cpu-prof), many more ops.
+  const items = process.env.PROBE_ONLY ? all.filter(([n]) => n.includes(process.env.PROBE_ONLY!)) : all;
+  if (process.env.PROBE_ONLY) for (let i = 0; i < 20000; i++) await items[0]![1]();
   const times = new Map<string, number[]>(items.map(([n]) => [n, []]));
   for (let round = 0; round < 15; round++)
     for (const [name, op] of items) {
@@ -69,9 +93,63 @@ try {
   const base = median(times.get(items[0]![0])!);
   for (const [name, t] of times) console.log(`${name.padEnd(32)} ${median(t).toFixed(3)} ms  ${(median(t) / base).toFixed(2)}×`);
   console.log('take statement:', take.replace(/\n/g, ' | '));
+  if (process.env.PROBE_TIMELINE === '1') {
+    const idle = process.cpuUsage();
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+    const used = process.cpuUsage(idle);
+    console.log(`idle: client CPU ${((used.user + used.system) / 1000).toFixed(1)} ms in 1 s`);
+    for (const [name, op] of [...items, ...items]) await timeline(name, op);
+  }
   await app.close();
 } finally {
   await db.drop();
+}
+
+/** Each statement's send and answer, relative to the op's start, median over 200 ops. */
+async function timeline(name: string, op: () => Promise<unknown>): Promise<void> {
+  const original = pg.Client.prototype.query as (...a: unknown[]) => unknown;
+  let t0 = 0;
+  const marks = new Map<string, number[]>();
+  mark = (label) => note(label);
+  const store = PgRowLockStore.prototype as unknown as Record<string, (...a: unknown[]) => Promise<unknown>>;
+  const originals = new Map<string, (...a: unknown[]) => Promise<unknown>>();
+  for (const method of ['beginAndTake', 'recordAndCommit']) {
+    const before = store[method]!;
+    originals.set(method, before);
+    store[method] = function (this: unknown, ...args: unknown[]) {
+      note(`${method} in`);
+      return before.apply(this, args).then((r) => (note(`${method} out`), r));
+    };
+  }
+  const note = (label: string) => marks.set(label, [...(marks.get(label) ?? []), performance.now() - t0]);
+  pg.Client.prototype.query = function (this: unknown, config: unknown, ...rest: unknown[]) {
+    const label = (typeof config === 'string' ? config : String((config as { text?: string }).text ?? '')).replace(/\s+/g, ' ').slice(0, 40);
+    note(`send ${label}`);
+    const answer = original.call(this, config, ...rest);
+    if (answer instanceof Promise)
+      void answer.then(
+        () => note(`answer ${label}`),
+        () => undefined,
+      );
+    return answer;
+  } as never;
+  let cpu = process.cpuUsage();
+  for (let i = 0; i < 250; i++) {
+    if (i === 50) {
+      marks.clear();
+      cpu = process.cpuUsage();
+    }
+    t0 = performance.now();
+    await op();
+    note('end');
+  }
+  pg.Client.prototype.query = original as never;
+  for (const [method, before] of originals) store[method] = before;
+  mark = () => undefined;
+  const used = process.cpuUsage(cpu);
+  console.log(`${name}: client CPU ${((used.user + used.system) / 200 / 1000).toFixed(3)} ms/op`);
+  for (const [label, at] of [...marks].sort((a, b) => median(a[1]) - median(b[1])))
+    console.log(`  ${median(at).toFixed(3).padStart(7)} ms  ${label} (${at.length})`);
 }
 
 function median(xs: number[]): number {
