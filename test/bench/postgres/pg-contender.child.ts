@@ -6,7 +6,11 @@
  * `runLocked` with the increment through `locks.manager`), and `row-lock-by-hand`: a row-lock
  * hold's statements sent by hand on a plain pg pool in the library's round trips (BEGIN, the
  * writers' queue lock and the key row's token bump; the increment; the audit row and COMMIT), the
- * floor of the library's row-lock. argv: design url callers warmupMs windowMs.
+ * floor of the library's row-lock; `lease-by-hand`: a contended lease hold's statements by hand in
+ * the library's round trips (on the caller's own session, the doorbell wait with the one-statement
+ * grant behind it; on a pooled connection, BEGIN and the increment, then the log row's end with
+ * COMMIT; on its session again, the ring), the floor of the library's lease.
+ * argv: design url callers warmupMs windowMs.
  */
 import 'reflect-metadata';
 import { Module } from '@nestjs/common';
@@ -14,6 +18,7 @@ import { NestFactory } from '@nestjs/core';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import pg from 'pg';
 import { DbLockModule, LockService } from '../../../lib/index.js';
+import { grantByHand, RELEASE_BY_HAND } from './pg-section.js';
 
 const [design, url, callersText, warmupText, windowText] = process.argv.slice(2) as [string, string, string, string, string];
 const callers = Number(callersText);
@@ -23,7 +28,12 @@ const INCREMENT = 'UPDATE bench_counter SET v = v + 1 WHERE id = 1';
 /** The by-hand row-lock's key row (a key of its own: the library's row-lock design uses KEY). */
 const HAND_KEY = `'\\x${Buffer.from('bench:pg:hot:hand').toString('hex')}'::bytea`;
 
+/** The by-hand lease's key row, and its doorbell (a session advisory lock, as the library's). */
+const LEASE_HAND_KEY = `'\\x${Buffer.from('bench:pg:hot:lease-hand').toString('hex')}'::bytea`;
+const LEASE_HAND_BELL = 4244;
+
 async function holdOnce(): Promise<() => Promise<void>> {
+  if (design === 'lease-by-hand') return leaseByHand();
   if (design === 'row-lock-by-hand') {
     const pool = new pg.Pool({ connectionString: url, max: callers });
     await pool.query(`INSERT INTO db_lock (lock_key, fencing_token, no_lease_holders) VALUES (${HAND_KEY}, 0, 1) ON CONFLICT (lock_key) DO NOTHING`);
@@ -70,6 +80,42 @@ async function holdOnce(): Promise<() => Promise<void>> {
   return async () => {
     await locks.runLocked(KEY, async () => void (await locks.manager.query(INCREMENT)), { timeoutMs: 30_000 });
   };
+}
+
+/**
+ * Each caller waits for the bell on a session of its own (as the library's waiters do) and grants
+ * itself behind the wait in the same round trip; the work's transaction ends the log row in its
+ * COMMIT; the ring follows the commit. Only the bell's holder grants: the bell excludes.
+ */
+async function leaseByHand(): Promise<() => Promise<void>> {
+  const pool = new pg.Pool({ connectionString: url, max: callers });
+  await pool.query(
+    `INSERT INTO db_lock (lock_key, fencing_token, no_lease_holders) VALUES (${LEASE_HAND_KEY}, 0, 1) ON CONFLICT (lock_key) DO NOTHING`,
+  );
+  const sessions: pg.Client[] = [];
+  const grant = `SELECT pg_advisory_lock(${LEASE_HAND_BELL}); ${grantByHand(LEASE_HAND_KEY)}`;
+  return async () => {
+    const session = sessions.pop() ?? (await connected(new pg.Client({ connectionString: url })));
+    try {
+      const results = (await session.query(grant)) as unknown as pg.QueryResult[];
+      const id = String((results[1]!.rows[0] as { id: string }).id);
+      const client = await pool.connect();
+      try {
+        await client.query(`BEGIN; ${INCREMENT}`);
+        await client.query(`${RELEASE_BY_HAND(id)}; COMMIT`);
+      } finally {
+        client.release();
+      }
+      await session.query(`SELECT pg_advisory_unlock(${LEASE_HAND_BELL})`);
+    } finally {
+      sessions.push(session);
+    }
+  };
+}
+
+async function connected(client: pg.Client): Promise<pg.Client> {
+  await client.connect();
+  return client;
 }
 
 const hold = await holdOnce();

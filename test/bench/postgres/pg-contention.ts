@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url';
 import type { BenchConfig } from '../config.js';
 import { type Figure, figure, percentile } from '../stats.js';
 
-export const PG_DESIGNS = ['for-update', 'advisory', 'lease', 'row-lock', 'row-lock-by-hand'] as const;
+export const PG_DESIGNS = ['for-update', 'advisory', 'lease', 'lease-by-hand', 'row-lock', 'row-lock-by-hand'] as const;
 export type PgDesign = (typeof PG_DESIGNS)[number];
 
 export interface PgContentionFigures {

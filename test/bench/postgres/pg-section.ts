@@ -32,13 +32,15 @@ export const FLOOR_KEY = `'\\x666c6f6f72'::bytea`;
 /**
  * The lease grant of a key known free, as the library sends it but by hand: the key row's token
  * bumped, the holder's log row inserted from it, one autocommit statement answering the row's id.
+ * `key`: the key row's bytea literal.
  */
-export const GRANT_BY_HAND =
+export const grantByHand = (key: string): string =>
   `WITH b AS (UPDATE db_lock SET fencing_token = fencing_token + 1, last_granted_at = clock_timestamp(), no_lease_holders = 0, writer_waiting_until = NULL ` +
-  `WHERE lock_key = ${FLOOR_KEY} RETURNING lock_key, fencing_token, last_granted_at AS now) ` +
+  `WHERE lock_key = ${key} RETURNING lock_key, fencing_token, last_granted_at AS now) ` +
   `INSERT INTO db_lock_log (lock_key, mode, owner, holder, strategy, fencing_token, status, lease_ms, acquired_at, expires_at) ` +
   `SELECT lock_key, 'write', '00000000-0000-4000-8000-000000000000', 'bench:floor', 'lease', fencing_token, 'ACQUIRED', 30000, now, now + interval '30 seconds' ` +
   `FROM b RETURNING id`;
+export const GRANT_BY_HAND = grantByHand(FLOOR_KEY);
 export const RELEASE_BY_HAND = (id: string) =>
   `UPDATE db_lock_log SET status = 'RELEASED', ended_at = clock_timestamp(), hold_ms = 0 WHERE id = ${id} AND status IN ('ACQUIRED', 'COMPLETED')`;
 /** A row-lock hold's statements by hand: the key row's token bumped (the lock), then its audit row. */

@@ -83,6 +83,11 @@ export function postgresChecks(pg: PgBenchResult | undefined): TargetCheck[] {
       0.4,
       false,
       'holds/s',
+      {
+        figure: c?.get('lease-by-hand')?.throughput,
+        label:
+          "a hold's statements by hand: the bell wait with the one-statement grant behind it, BEGIN and the increment, the log row's end with COMMIT, the ring",
+      },
     ),
     check(
       'row-lock: hot key throughput ≥ 0.9× a bare `SELECT … FOR UPDATE` lock',
