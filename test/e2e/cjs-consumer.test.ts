@@ -10,40 +10,20 @@ import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
 import { compileFunction } from 'node:vm';
-import { setTimeout as sleep } from 'node:timers/promises';
-import { type INestApplicationContext, Injectable, Module } from '@nestjs/common';
-import { NestFactory } from '@nestjs/core';
-import { TypeOrmModule } from '@nestjs/typeorm';
-import { testDataSourceOptions } from '../support/lock-app.js';
-import { TestDatabase } from '../support/test-database.js';
+import { CJS_ENTRY, cjs, ESM_ENTRY, esm, PACKAGE, ROOT } from '../support/dual-builds.js';
 
 /**
  * The package ships two builds: dist/esm (ES modules, `import`) and dist/cjs (CommonJS,
  * `require`), chosen by the `exports` map. This file checks the built package (`npm test` builds
- * dist/ first):
- *  - the layout: each entry resolves to its own build, the CommonJS files really are CommonJS
- *    (so Jest and TypeScript < 5.8 can load them), every .js has its .d.ts, source maps carry
- *    their sources, `npm pack` ships dist/ only;
- *  - the dual-package hazard is harmless: in ONE process, with both builds loaded, a decorator of
- *    one build locks through the LockService a module of the other build registered, and errors
- *    of one build are `instanceof` the other build's classes.
+ * dist/ first): each entry resolves to its own build, the CommonJS files really are CommonJS (so
+ * Jest and TypeScript < 5.8 can load them), every .js has its .d.ts, source maps carry their
+ * sources, `npm pack` ships dist/ only, and fresh processes of either format load the package and
+ * its testing entry. That both builds in ONE process work together: dual-builds-one-process.test.ts.
  * The consumer fixtures (test/fixtures, scripts/run-fixtures.mjs) install the packed tarball in
  * real NestJS 11 / Jest and NestJS 12 / ESM apps.
  */
 const run = promisify(execFile);
-const ROOT = fileURLToPath(new URL('../../../', import.meta.url)); // build/test/e2e -> repo root
-const ESM_ENTRY = join(ROOT, 'dist', 'esm', 'index.js');
-const CJS_ENTRY = join(ROOT, 'dist', 'cjs', 'index.js');
-if (!existsSync(ESM_ENTRY) || !existsSync(CJS_ENTRY))
-  throw new Error(`dist/esm or dist/cjs is missing: run \`npm run build\` (npm test does) before ${fileURLToPath(import.meta.url)}`);
-
-type Lib = typeof import('../../lib/index.js');
 const require = createRequire(import.meta.url);
-// The repo is the package itself, so its own name resolves through its `exports` (self-reference):
-// `require` picks the CommonJS build, `import` the ES module build, exactly as in a consumer.
-const PACKAGE = 'nestjs-db-lock';
-const cjs = require(PACKAGE) as Lib;
-const esm = (await import(PACKAGE)) as Lib;
 
 function files(dir: string, suffix: string): string[] {
   return readdirSync(dir, { recursive: true, encoding: 'utf8' })
@@ -256,157 +236,5 @@ process.stdout.write(JSON.stringify({ entry, apiMissing, most, tokens: tokens.so
         `const entry = relative(${JSON.stringify(ROOT)}, fileURLToPath(import.meta.resolve('${PACKAGE}/testing')));\n${USE}`,
     );
     assert.deepEqual(result, { entry: join('dist', 'esm', 'testing', 'index.js'), apiMissing: true, most: 1, tokens: [1, 2] });
-  });
-});
-
-// ---- Both builds in one process -------------------------------------------------------------
-
-/** Increments with a gap between read and write: concurrent calls lose updates unless serialised. */
-abstract class CounterBase {
-  value = 0;
-  active = 0;
-  maxActive = 0;
-
-  protected async bump(): Promise<void> {
-    this.active++;
-    this.maxActive = Math.max(this.maxActive, this.active);
-    const seen = this.value;
-    await sleep(5);
-    this.value = seen + 1;
-    this.active--;
-  }
-
-  reset(): void {
-    this.value = this.active = this.maxActive = 0;
-  }
-}
-
-/** Decorated through the CommonJS build. */
-@Injectable()
-class CjsDecoratedCounter extends CounterBase {
-  @cjs.WriteLock('dual:counter')
-  async increment(): Promise<void> {
-    await this.bump();
-  }
-
-  @cjs.WriteLock('dual:busy', { timeoutMs: 0 })
-  async busy(): Promise<void> {}
-
-  /** The control: no lock. */
-  async unlocked(): Promise<void> {
-    await this.bump();
-  }
-}
-
-/** Decorated through the ES module build. */
-@Injectable()
-class EsmDecoratedCounter extends CounterBase {
-  @esm.WriteLock('dual:counter')
-  async increment(): Promise<void> {
-    await this.bump();
-  }
-
-  @esm.WriteLock('dual:busy', { timeoutMs: 0 })
-  async busy(): Promise<void> {}
-}
-
-describe('both builds in one process: decorators and errors cross the build boundary', () => {
-  let db: TestDatabase;
-  before(async () => {
-    esm.LockServiceRegistry.reset();
-    db = await TestDatabase.create('dblock_dual');
-  });
-  after(async () => {
-    await db?.drop();
-  });
-
-  async function boot(moduleBuild: Lib, counter: new () => CounterBase): Promise<INestApplicationContext> {
-    @Module({
-      imports: [TypeOrmModule.forRoot(testDataSourceOptions(db.settings)), moduleBuild.DbLockModule.forRoot({ namespace: 'fx' })],
-      providers: [counter],
-    })
-    class DualModule {}
-    const app = await NestFactory.createApplicationContext(DualModule, { logger: ['error', 'warn'] });
-    await app.init();
-    return app;
-  }
-
-  async function released(key: string): Promise<number> {
-    const rows = await db.logRows(`fx:${key}`);
-    assert.ok(
-      rows.every((row) => row.status === 'RELEASED'),
-      `every log row of ${key} is RELEASED: ${rows.map((r) => String(r.status)).join(',')}`,
-    );
-    return rows.length;
-  }
-
-  it('before any module is ready, a CommonJS decorator throws a DbLockNotInitializedError the ES module build recognises', async () => {
-    const counter = new CjsDecoratedCounter();
-    await assert.rejects(counter.increment(), (error: unknown) => {
-      assert.ok(error instanceof esm.DbLockNotInitializedError, String(error));
-      assert.ok(error instanceof esm.DbLockError);
-      assert.equal(error instanceof esm.LockTimeoutError, false);
-      assert.equal(error.dataSourceName, 'default');
-      return true;
-    });
-  });
-
-  it('DbLockModule from the ES module build, @WriteLock from the CommonJS build: the method runs under the lock', async () => {
-    const app = await boot(esm, CjsDecoratedCounter);
-    try {
-      const service = app.get(esm.LockService);
-      assert.equal(cjs.LockServiceRegistry.get('default'), service, "the CommonJS registry sees the ES module build's service");
-      const counter = app.get(CjsDecoratedCounter);
-
-      await Promise.all(Array.from({ length: 4 }, () => counter.unlocked()));
-      assert.equal(counter.value, 1, 'control: without the lock, concurrent increments lose updates');
-      counter.reset();
-
-      await Promise.all(Array.from({ length: 8 }, () => counter.increment()));
-      assert.equal(counter.value, 8, 'no lost update');
-      assert.equal(counter.maxActive, 1, 'one holder at a time');
-      assert.equal(await released('dual:counter'), 8, 'eight acquisitions, all released');
-
-      // An error thrown by the ES module build's engine, caught against the CommonJS classes.
-      const holder = await service.acquire('dual:busy');
-      try {
-        await assert.rejects(counter.busy(), (error: unknown) => {
-          assert.ok(error instanceof esm.LockTimeoutError, 'thrown by the ES module build');
-          assert.ok(error instanceof cjs.LockTimeoutError, 'instanceof the CommonJS class');
-          assert.ok(error instanceof cjs.DbLockError);
-          assert.equal(error instanceof cjs.LockLostError, false);
-          assert.equal(error.name, 'LockTimeoutError');
-          assert.deepEqual(error.keys, ['dual:busy']);
-          return true;
-        });
-      } finally {
-        await holder.release();
-      }
-    } finally {
-      await app.close();
-    }
-    assert.throws(() => cjs.LockServiceRegistry.get('default'), cjs.DbLockNotInitializedError, 'closing the app unregistered the service');
-  });
-
-  it('DbLockModule from the CommonJS build, @WriteLock from the ES module build: the same the other way round', async () => {
-    const app = await boot(cjs, EsmDecoratedCounter);
-    try {
-      const service = app.get(cjs.LockService);
-      assert.equal(esm.LockServiceRegistry.get('default'), service);
-      const counter = app.get(EsmDecoratedCounter);
-      await Promise.all(Array.from({ length: 8 }, () => counter.increment()));
-      assert.equal(counter.value, 8);
-      assert.equal(counter.maxActive, 1);
-      assert.equal(await released('dual:counter'), 16);
-
-      const holder = await service.acquire('dual:busy');
-      try {
-        await assert.rejects(counter.busy(), (error: unknown) => error instanceof esm.LockTimeoutError && error instanceof cjs.LockTimeoutError);
-      } finally {
-        await holder.release();
-      }
-    } finally {
-      await app.close();
-    }
   });
 });

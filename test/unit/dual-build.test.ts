@@ -15,7 +15,7 @@ import {
  * What the package's two builds (ES module and CommonJS) share when an app loads both: each build
  * has its own copy of every class and of the registry module. Here a second copy of a module is
  * loaded by importing it under another URL (a query string): Node then evaluates it again, as it
- * would the other build's file. The cross-build end-to-end test (test/e2e/cjs-consumer.test.ts)
+ * would the other build's file. The cross-build end-to-end test (test/e2e/dual-builds-one-process.test.ts)
  * does the same with the real dist/esm and dist/cjs.
  */
 async function secondCopy<T>(path: string): Promise<T> {
