@@ -4,13 +4,15 @@
  * blocking locks, a plain TypeORM transaction), the peers, the library (lease, decorators,
  * row-lock) and the writes of a row-lock hold sent by hand.
  */
-import { BEGIN_AND_TAKE, RECORD_AND_COMMIT } from '../../lib/store/mysql/session-routines.sql.js';
 import type mysql from 'mysql2/promise';
 import type { DataSource } from 'typeorm';
 import type { LockService } from '../../lib/index.js';
 import { DecoratedWork } from './designs/decorated.js';
 import type { Body, DesignId, LockDesign } from './designs/index.js';
 import { hostNow } from './stats.js';
+import { ROW_LOCK_FLOOR_KEY, rowLockFloorItems, UPDATE } from './uncontended-row-lock-floors.js';
+
+export { ROW_LOCK_FLOOR_KEY };
 
 export type ItemKind = 'floor' | 'peer' | 'library';
 
@@ -38,25 +40,7 @@ export interface UncontendedDeps {
 
 /** The log row and counter the physical floor writes, on a key nothing else uses. */
 export const FLOOR_KEY = 'bench:u:floor';
-/** The key row the hand-sent row-lock writes lock and bump. */
-export const ROW_LOCK_FLOOR_KEY = 'bench:u:row-lock-floor';
-/** A row-lock hold's writes: lock and bump the key row (token in the OK packet), the audit row. */
-const ROW_LOCK_WRITES = [
-  `UPDATE db_lock SET fencing_token = LAST_INSERT_ID(fencing_token + 1), last_granted_at = UTC_TIMESTAMP(6) WHERE lock_key = '${ROW_LOCK_FLOOR_KEY}'`,
-  'INSERT INTO db_lock_log (lock_key, mode, owner, holder, strategy, fencing_token, status, lease_ms, acquired_at, expires_at, ended_at, wait_ms, hold_ms) ' +
-    `VALUES ('${ROW_LOCK_FLOOR_KEY}', 'write', UUID(), 'bench:floor', 'row-lock', LAST_INSERT_ID(), 'RELEASED', 0, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), 0, 0)`,
-];
-/** START and the locking UPDATE of a row-lock hold in one CALL, as the library sends them where the routine is installed. */
-const ROW_LOCK_BEGIN_AND_TAKE = `CALL \`${BEGIN_AND_TAKE}\`('${ROW_LOCK_FLOOR_KEY}')`;
-/** The audit row and COMMIT of a row-lock hold in one CALL, as the library sends them where the routine is installed. */
-const ROW_LOCK_RECORD_AND_COMMIT = `CALL \`${RECORD_AND_COMMIT}\`('${ROW_LOCK_FLOOR_KEY}', 'write', UUID(), 'bench:floor', LAST_INSERT_ID(), 0, 0, 0)`;
-const UPDATE = 'UPDATE bench_counter SET v = v + 1 WHERE id = 3';
 const noop: Body = async () => {};
-/** A statement on a transaction's own (callback) mysql2 connection, past TypeORM's wrapper. */
-const rawQuery = (connection: unknown, sql: string): Promise<unknown> =>
-  new Promise((resolve, reject) =>
-    (connection as { query(sql: string, cb: (e: unknown, r: unknown) => void): void }).query(sql, (e, r) => (e ? reject(e) : resolve(r))),
-  );
 const oneUpdate: Body = async (query) => void (await query(UPDATE));
 
 /** Round trip 1 of the physical floor: a durable grant with its audit row (db_lock_log and its indexes) and its counter. */
@@ -246,56 +230,6 @@ export function uncontendedItems(deps: UncontendedDeps): UncontendedItem[] {
       roundTrips: '3',
       op: () => work.rowLock('bench:u:dec-row', oneUpdate, times()),
     },
-    {
-      id: 'row-lock-floor',
-      label:
-        "a row-lock hold's writes by hand on the DataSource: TypeORM `startTransaction()` (the server's default isolation, as the row-lock's); UPDATE key row; INSERT audit row; COMMIT",
-      kind: 'floor',
-      roundTrips: '4',
-      op: async () => {
-        const runner = dataSource.createQueryRunner('master');
-        try {
-          await runner.startTransaction();
-          for (const sql of ROW_LOCK_WRITES) await runner.query(sql);
-          await runner.commitTransaction();
-        } finally {
-          await runner.release();
-        }
-      },
-    },
-    {
-      id: 'row-lock-decorated-floor',
-      label:
-        "row-lock decorator path's floor: the same UPDATE in a transaction on a TypeORM runner, with the hold's statements sent straight to its connection as the library sends them (START and the locking UPDATE in one CALL of the begin-and-take routine; the UPDATE; the audit row and COMMIT in one CALL of the record-and-commit routine)",
-      kind: 'floor',
-      roundTrips: '3',
-      op: async () => {
-        const runner = dataSource.createQueryRunner();
-        await runner.connect();
-        try {
-          const connection = (runner as unknown as { databaseConnection: unknown }).databaseConnection;
-          (runner as unknown as { isTransactionActive: boolean }).isTransactionActive = true;
-          const answer = (await rawQuery(connection, ROW_LOCK_BEGIN_AND_TAKE)) as Record<string, unknown>[][];
-          if (Number(answer[0]?.[0]?.taken) !== 1) throw new Error('the begin-and-take routine did not take the floor key row');
-          await runner.manager.query(UPDATE);
-          await rawQuery(connection, ROW_LOCK_RECORD_AND_COMMIT);
-          (runner as unknown as { isTransactionActive: boolean }).isTransactionActive = false;
-        } finally {
-          if (runner.isTransactionActive) await runner.rollbackTransaction();
-          await runner.release();
-        }
-      },
-    },
-    {
-      id: 'row-lock-floor-raw',
-      label: "a row-lock hold's writes by hand on a plain mysql2 connection: BEGIN; UPDATE key row; INSERT audit row; COMMIT",
-      kind: 'floor',
-      roundTrips: '4',
-      op: async () => {
-        await floor.query('BEGIN');
-        for (const sql of ROW_LOCK_WRITES) await floor.query(sql);
-        await floor.query('COMMIT');
-      },
-    },
+    ...rowLockFloorItems(deps),
   ];
 }
