@@ -27,3 +27,17 @@ export function spyOnDataSourceStatements(dataSource: DataSource): { readonly se
   if (!sent) spies.set(pool, (sent = []));
   return { sent };
 }
+
+/**
+ * The statements in `sent` from `from` on, as their first words (`CALL` with its routine's name,
+ * `INSERT INTO` with its table). A bounded wait rides in the statement itself (MariaDB's
+ * `SET STATEMENT … FOR` prefix, left out here): still one statement.
+ */
+export function statementShapes(sent: readonly string[], from = 0): string[] {
+  return sent.slice(from).map((sql) =>
+    sql
+      .replace(/^SET STATEMENT .*? FOR /s, '')
+      .replace(/^CALL `(\w+)`\(.*$/s, 'CALL $1')
+      .replace(/^(SET TRANSACTION ISOLATION LEVEL \S+ \S+|CALL \w+|\S+( INTO \S+)?).*$/s, '$1'),
+  );
+}
