@@ -18,6 +18,8 @@ export interface PgContentionFigures {
   readonly p99: Figure;
   /** CPU time of the contending processes (all of them, every thread) per hold in the window, ms: the clients' share of a CPU-bound host. */
   readonly clientCpuPerHold: Figure;
+  /** The same for their main threads alone (JavaScript and I/O, no GC or compiler threads), ms; undefined where /proc does not say. */
+  readonly mainThreadCpuPerHold?: Figure;
 }
 
 const CHILD = fileURLToPath(new URL('./pg-contender.child.js', import.meta.url));
@@ -25,27 +27,45 @@ const CHILD = fileURLToPath(new URL('./pg-contender.child.js', import.meta.url))
 /** Unrecorded warm-up inside each round, ms (connections opened, code past the JIT's first tiers). */
 const ROUND_WARMUP_MS = 700;
 
-export async function runPgContention(url: string, config: BenchConfig, log: (line: string) => void): Promise<Map<PgDesign, PgContentionFigures>> {
-  const throughput = new Map<PgDesign, number[]>(PG_DESIGNS.map((d) => [d, []]));
-  const p99 = new Map<PgDesign, number[]>(PG_DESIGNS.map((d) => [d, []]));
-  const cpu = new Map<PgDesign, number[]>(PG_DESIGNS.map((d) => [d, []]));
+export async function runPgContention(
+  url: string,
+  config: BenchConfig,
+  log: (line: string) => void,
+  designs: readonly PgDesign[] = PG_DESIGNS,
+): Promise<Map<PgDesign, PgContentionFigures>> {
+  const throughput = new Map<PgDesign, number[]>(designs.map((d) => [d, []]));
+  const p99 = new Map<PgDesign, number[]>(designs.map((d) => [d, []]));
+  const cpu = new Map<PgDesign, number[]>(designs.map((d) => [d, []]));
+  const mainCpu = new Map<PgDesign, number[]>(designs.map((d) => [d, []]));
   for (let round = 0; round < config.rounds; round++) {
     // Each round in another order: the first design of a round meets a host that just started processes.
-    const order = PG_DESIGNS.map((_, i) => PG_DESIGNS[(i + round) % PG_DESIGNS.length]!);
+    const order = designs.map((_, i) => designs[(i + round) % designs.length]!);
     for (const design of order) {
       const out = await oneRound(design, url, config);
       throughput.get(design)!.push(out.holds / (config.contentionWindowMs / 1000));
       p99.get(design)!.push(percentile(out.waits, 0.99));
       cpu.get(design)!.push(out.cpuMs / Math.max(1, out.holds));
+      if (out.mainCpuMs !== undefined) mainCpu.get(design)!.push(out.mainCpuMs / Math.max(1, out.holds));
     }
     log(`  postgres contention round ${round + 1}/${config.rounds} done`);
   }
   return new Map(
-    PG_DESIGNS.map((d) => [d, { throughput: figure(throughput.get(d)!), p99: figure(p99.get(d)!), clientCpuPerHold: figure(cpu.get(d)!) }]),
+    designs.map((d) => {
+      const main = mainCpu.get(d)!;
+      const figures = { throughput: figure(throughput.get(d)!), p99: figure(p99.get(d)!), clientCpuPerHold: figure(cpu.get(d)!) };
+      return [d, main.length === config.rounds ? { ...figures, mainThreadCpuPerHold: figure(main) } : figures];
+    }),
   );
 }
 
-async function oneRound(design: PgDesign, url: string, config: BenchConfig): Promise<{ holds: number; waits: number[]; cpuMs: number }> {
+interface ContenderOutput {
+  holds: number;
+  waits: number[];
+  cpuMs: number;
+  mainCpuMs?: number;
+}
+
+async function oneRound(design: PgDesign, url: string, config: BenchConfig): Promise<ContenderOutput> {
   const children = Array.from({ length: config.processes }, () =>
     spawn(process.execPath, [CHILD, design, url, String(config.callersPerProcess), String(ROUND_WARMUP_MS), String(config.contentionWindowMs)], {
       stdio: ['pipe', 'pipe', 'inherit'],
@@ -68,8 +88,14 @@ async function oneRound(design: PgDesign, url: string, config: BenchConfig): Pro
     await Promise.all(outputs.map((o) => o.ready));
     for (const o of outputs) o.child.stdin!.end('GO\n');
     const texts = await Promise.all(outputs.map((o) => o.exited));
-    const parsed = texts.map((text) => JSON.parse(text.trim().split('\n').pop()!) as { holds: number; waits: number[]; cpuMs: number });
-    return { holds: parsed.reduce((n, p) => n + p.holds, 0), waits: parsed.flatMap((p) => p.waits), cpuMs: parsed.reduce((n, p) => n + p.cpuMs, 0) };
+    const parsed = texts.map((text) => JSON.parse(text.trim().split('\n').pop()!) as ContenderOutput);
+    const main = parsed.every((p) => p.mainCpuMs !== undefined) ? parsed.reduce((n, p) => n + p.mainCpuMs!, 0) : undefined;
+    return {
+      holds: parsed.reduce((n, p) => n + p.holds, 0),
+      waits: parsed.flatMap((p) => p.waits),
+      cpuMs: parsed.reduce((n, p) => n + p.cpuMs, 0),
+      mainCpuMs: main,
+    };
   } finally {
     for (const o of outputs) if (o.child.exitCode === null) o.child.kill('SIGKILL');
   }

@@ -144,10 +144,10 @@ export function postgresSection(pg: PgBenchResult | undefined): string[] {
   {
     const base = pg.contention.get('for-update')!;
     lines.push(
-      "Hot key: the processes × callers of the contention section on one key, each hold incrementing one counter row; a hold's latency is its wait and the increment. Client CPU per hold: the CPU time of all the contending processes (every thread) over the window, per hold; on this 2-core host the clients and the server share the cores, so a design's CPU per hold bounds how many holds the handoff chain gets through.",
+      "Hot key: the processes × callers of the contention section on one key, each hold incrementing one counter row; a hold's latency is its wait and the increment. Client CPU per hold: the CPU time of all the contending processes (every thread: JavaScript, garbage collection, compilation; then their main threads alone, from /proc) over the window, per hold; on this 2-core host the clients and the server share the cores, so a design's CPU per hold bounds how many holds the handoff chain gets through.",
       '',
       ...table(
-        ['design', 'holds/s', 'vs `FOR UPDATE`', 'latency p99 ms', 'vs `FOR UPDATE`', 'client CPU per hold ms'],
+        ['design', 'holds/s', 'vs `FOR UPDATE`', 'latency p99 ms', 'vs `FOR UPDATE`', 'client CPU per hold ms', 'of it main threads ms'],
         PG_DESIGNS.map((d) => {
           const f = pg.contention!.get(d)!;
           return [
@@ -157,6 +157,7 @@ export function postgresSection(pg: PgBenchResult | undefined): string[] {
             range(f.p99, 1),
             fmtRatio(f.p99.median / base.p99.median),
             range(f.clientCpuPerHold, 2),
+            f.mainThreadCpuPerHold ? range(f.mainThreadCpuPerHold, 2) : 'not measured',
           ];
         }),
       ),
