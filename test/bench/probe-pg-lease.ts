@@ -18,6 +18,7 @@ import { randomUUID } from 'node:crypto';
 import { resolveTargets } from '../../lib/core/lock-key.js';
 import type { LockRuntime } from '../../lib/core/lock-runtime.js';
 import type { LockStore } from '../../lib/store/lock-store.js';
+import { printTimeline } from './postgres/pg-timeline.js';
 import { FLOOR_KEY as KEY, GRANT_BY_HAND as GRANT, RELEASE_BY_HAND as RELEASE } from './postgres/pg-section.js';
 
 const ops = Number(process.argv[2] ?? 50);
@@ -114,57 +115,19 @@ try {
                 ],
               ] as [string, () => Promise<unknown>][])),
         ];
-  if (process.env.PROBE_TIMELINE === '1') {
-    // Each statement's send and answer, relative to the op's start, averaged over 200 ops after a warm-up.
-    const original = pg.Client.prototype.query as (...a: unknown[]) => unknown;
-    for (const [name, op] of items) {
-      let t0 = 0;
-      const marks = new Map<string, number[]>();
-      const note = (label: string, at: number) => marks.set(label, [...(marks.get(label) ?? []), at - t0]);
-      pg.Client.prototype.query = function (this: unknown, config: unknown, ...rest: unknown[]) {
-        const text = typeof config === 'string' ? config : String((config as { text?: string }).text ?? '');
-        const label = text.replace(/\s+/g, ' ').slice(0, 40);
-        note(`send ${label}`, performance.now());
-        const answer = original.call(this, config, ...rest);
-        if (answer instanceof Promise)
-          void answer.then(
-            () => note(`answer ${label}`, performance.now()),
-            () => undefined,
-          );
-        return answer;
-      } as never;
-      const log = parts.store.log as unknown as Record<string, (...a: unknown[]) => Promise<unknown>> & {
-        pool: Record<string, (...a: unknown[]) => Promise<unknown>>;
-      };
-      const wrap = (target: Record<string, (...a: unknown[]) => Promise<unknown>>, method: string) => {
-        const before = target[method]!;
-        target[method] = function (this: unknown, ...args: unknown[]) {
-          note(`${method} called`, performance.now());
-          const result = before.apply(this, args);
-          void result.then(
-            () => note(`${method} resolved`, performance.now()),
-            () => undefined,
-          );
-          return result;
-        };
-      };
-      wrap(log, 'grant');
-      wrap(log.pool, 'acquireDedicated');
-      wrap(parts.runtime as never, 'acquire');
-      for (let i = 0; i < 300; i++) {
-        if (i === 100) marks.clear();
-        t0 = performance.now();
-        await op();
-        note('done', performance.now());
-      }
-      pg.Client.prototype.query = original as never;
-      console.log(name);
-      for (const [label, at] of [...marks].sort((a, b) => a[1][0]! - b[1][0]!)) {
-        const sorted = [...at].sort((a, b) => a - b);
-        console.log(`  ${sorted[sorted.length >> 1]!.toFixed(3)} ms  ${label} (${at.length})`);
-      }
-    }
-  }
+  if (process.env.PROBE_TIMELINE === '1')
+    for (const [name, op] of items)
+      await printTimeline(
+        name,
+        op,
+        ({ wrap }) => {
+          const log = parts.store.log as unknown as { pool: object };
+          wrap(log, 'grant');
+          wrap(log.pool, 'acquireDedicated');
+          wrap(parts.runtime, 'acquire');
+        },
+        { ops: 200, warmup: 100 },
+      );
   const times = new Map<string, number[]>(items.map(([name]) => [name, []]));
   const cpus = new Map<string, number[]>(items.map(([name]) => [name, []]));
   for (let round = 0; round < 40; round++) {

@@ -12,7 +12,6 @@ import 'reflect-metadata';
 import { Module } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { TypeOrmModule } from '@nestjs/typeorm';
-import pg from 'pg';
 import { DataSource } from 'typeorm';
 import { DbLockModule, LockService } from '../../lib/index.js';
 import { PgTestDatabase } from '../support/pg-test-database.js';
@@ -20,6 +19,7 @@ import { resolveTargets } from '../../lib/core/lock-key.js';
 import { groupsOf } from '../../lib/store/key-groups.js';
 import { takeGroupStatement } from '../../lib/store/postgres/pg-row-lock.sql.js';
 import { PgRowLockStore } from '../../lib/store/postgres/pg-row-locks.js';
+import { printTimeline, type TimelineMarks } from './postgres/pg-timeline.js';
 import { insertAuditRows } from '../../lib/store/postgres/pg-log-rows.sql.js';
 
 let mark: (label: string) => void = () => undefined;
@@ -98,58 +98,17 @@ try {
     await new Promise((resolve) => setTimeout(resolve, 1000));
     const used = process.cpuUsage(idle);
     console.log(`idle: client CPU ${((used.user + used.system) / 1000).toFixed(1)} ms in 1 s`);
-    for (const [name, op] of [...items, ...items]) await timeline(name, op);
+    const marking = ({ note, wrap }: TimelineMarks) => {
+      mark = note;
+      wrap(PgRowLockStore.prototype, 'beginAndTake');
+      wrap(PgRowLockStore.prototype, 'recordAndCommit');
+    };
+    for (const [name, op] of [...items, ...items]) await printTimeline(name, op, name.startsWith('library') ? marking : undefined);
+    mark = () => undefined;
   }
   await app.close();
 } finally {
   await db.drop();
-}
-
-/** Each statement's send and answer, relative to the op's start, median over 200 ops. */
-async function timeline(name: string, op: () => Promise<unknown>): Promise<void> {
-  const original = pg.Client.prototype.query as (...a: unknown[]) => unknown;
-  let t0 = 0;
-  const marks = new Map<string, number[]>();
-  mark = (label) => note(label);
-  const store = PgRowLockStore.prototype as unknown as Record<string, (...a: unknown[]) => Promise<unknown>>;
-  const originals = new Map<string, (...a: unknown[]) => Promise<unknown>>();
-  for (const method of ['beginAndTake', 'recordAndCommit']) {
-    const before = store[method]!;
-    originals.set(method, before);
-    store[method] = function (this: unknown, ...args: unknown[]) {
-      note(`${method} in`);
-      return before.apply(this, args).then((r) => (note(`${method} out`), r));
-    };
-  }
-  const note = (label: string) => marks.set(label, [...(marks.get(label) ?? []), performance.now() - t0]);
-  pg.Client.prototype.query = function (this: unknown, config: unknown, ...rest: unknown[]) {
-    const label = (typeof config === 'string' ? config : String((config as { text?: string }).text ?? '')).replace(/\s+/g, ' ').slice(0, 40);
-    note(`send ${label}`);
-    const answer = original.call(this, config, ...rest);
-    if (answer instanceof Promise)
-      void answer.then(
-        () => note(`answer ${label}`),
-        () => undefined,
-      );
-    return answer;
-  } as never;
-  let cpu = process.cpuUsage();
-  for (let i = 0; i < 250; i++) {
-    if (i === 50) {
-      marks.clear();
-      cpu = process.cpuUsage();
-    }
-    t0 = performance.now();
-    await op();
-    note('end');
-  }
-  pg.Client.prototype.query = original as never;
-  for (const [method, before] of originals) store[method] = before;
-  mark = () => undefined;
-  const used = process.cpuUsage(cpu);
-  console.log(`${name}: client CPU ${((used.user + used.system) / 200 / 1000).toFixed(3)} ms/op`);
-  for (const [label, at] of [...marks].sort((a, b) => median(a[1]) - median(b[1])))
-    console.log(`  ${median(at).toFixed(3).padStart(7)} ms  ${label} (${at.length})`);
 }
 
 function median(xs: number[]): number {
