@@ -35,6 +35,7 @@ export {
   AddBeginAndTakeRoutine1797552000000,
   AddTokenClaims1798156800000,
   DropLogGrantTimeIndex1798761600000,
+  AddLiveHolderIndex1799366400000,
   DB_LOCK_MIGRATIONS,
 } from './migrations/index.js';
 export { LockStatus } from './core/lock-status.js';

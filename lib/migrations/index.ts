@@ -6,9 +6,11 @@ import { AddCommitRoutines1796947200000 } from './add-commit-routines.migration.
 import { AddBeginAndTakeRoutine1797552000000 } from './add-begin-and-take-routine.migration.js';
 import { AddTokenClaims1798156800000 } from './add-token-claims.migration.js';
 import { DropLogGrantTimeIndex1798761600000 } from './drop-log-grant-time-index.migration.js';
+import { AddLiveHolderIndex1799366400000 } from './add-live-holder-index.migration.js';
 
 export {
   AddBeginAndTakeRoutine1797552000000,
+  AddLiveHolderIndex1799366400000,
   AddCommitRoutines1796947200000,
   AddProcessLeasesAndRowLocks1795392000000,
   AddRowLockFastPath1796342400000,
@@ -33,4 +35,5 @@ export const DB_LOCK_MIGRATIONS: Function[] = Object.freeze([
   AddBeginAndTakeRoutine1797552000000,
   AddTokenClaims1798156800000,
   DropLogGrantTimeIndex1798761600000,
+  AddLiveHolderIndex1799366400000,
 ]) as unknown as Function[];

@@ -64,7 +64,13 @@ describe('PostgreSQL schema', { skip: (await pgTestsRun()) ? false : 'no Postgre
     const indexes = (await db.query<{ indexname: string }>("SELECT indexname FROM pg_indexes WHERE tablename = 'db_lock_log' ORDER BY 1")).map(
       (i) => i.indexname,
     );
-    assert.deepEqual(indexes, ['db_lock_log_pkey', 'idx_db_lock_log_key_status', 'idx_db_lock_log_status_process', 'uq_db_lock_log_key_claim']);
+    assert.deepEqual(indexes, [
+      'db_lock_log_pkey',
+      'idx_db_lock_log_key_status',
+      'idx_db_lock_log_live_key',
+      'idx_db_lock_log_status_process',
+      'uq_db_lock_log_key_claim',
+    ]);
   });
 
   it('keys are exact bytes, at most 764 of them', async () => {

@@ -43,7 +43,7 @@ export async function checkSchema(pool: LockConnectionPool): Promise<SchemaFeatu
     if (failure.kind === 'schema') {
       throw new DbLockSchemaError(
         `The lock tables are missing or out of date (${(failure.driverError as Error).message}). Run the library's migrations ` +
-          `(DB_LOCK_MIGRATIONS from 'nestjs-db-lock': CreateDbLockTables1763769600000, AddProcessLeasesAndRowLocks1795392000000, AddSemaphores1795996800000, AddRowLockFastPath1796342400000, AddCommitRoutines1796947200000, AddBeginAndTakeRoutine1797552000000, AddTokenClaims1798156800000, DropLogGrantTimeIndex1798761600000) before starting the app.`,
+          `(DB_LOCK_MIGRATIONS from 'nestjs-db-lock': CreateDbLockTables1763769600000, AddProcessLeasesAndRowLocks1795392000000, AddSemaphores1795996800000, AddRowLockFastPath1796342400000, AddCommitRoutines1796947200000, AddBeginAndTakeRoutine1797552000000, AddTokenClaims1798156800000, DropLogGrantTimeIndex1798761600000, AddLiveHolderIndex1799366400000) before starting the app.`,
         { cause: failure.driverError },
       );
     }
