@@ -127,4 +127,55 @@ describe('doorbells on PostgreSQL', { skip: (await pgTestsRun()) ? false : 'no P
     // No bell is left behind once the idle ones are rung.
     await eventually(async () => (await bellSessions(key)).length === 0, 5_000, 'the bells to go');
   });
+
+  it('a waiter the holder rang is granted in one statement behind its wait, and a waiter refused by a holder it sees gets the full grant', async () => {
+    const key = 'rung';
+    const sent: string[] = [];
+    const query = pg.Client.prototype.query;
+    pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
+      const config = args[0] as string | { text?: string };
+      sent.push(typeof config === 'string' ? config : (config.text ?? ''));
+      return (query as (...a: unknown[]) => unknown).apply(this, args);
+    } as typeof query;
+    try {
+      const first = await p1.acquire(key);
+      // p2 takes the free bell while p1 holds the key: its one-statement grant sees p1 and is refused.
+      const second = p2.acquire(key, { timeoutMs: 20_000 });
+      await eventually(async () => (await bellSessions(key)).some((s) => s.granted), 5_000, 'p2 to take the bell');
+      await first.release();
+      const held2 = await bounded(second, 5_000, 'p2 after the release');
+      const refused = sent.findIndex((sql) => sql.includes('pg_advisory_lock(') && sql.includes('WITH cur AS'));
+      assert.ok(refused >= 0, 'the grant behind the wait went as one statement');
+      assert.ok(
+        sent.slice(refused + 1).some((sql) => sql.includes('EXECUTE db_lock_grant')),
+        'the refusal was followed by the full grant',
+      );
+      // p1 queues on p2's bell; p2's release rings it; p1's grant behind its wait is the one statement, granted.
+      sent.length = 0;
+      const third = p1.acquire(key, { timeoutMs: 20_000 });
+      await eventually(async () => (await bellSessions(key)).some((s) => !s.granted), 5_000, 'p1 to wait on the bell');
+      await held2.release();
+      const held3 = await bounded(third, 5_000, "p1 after p2's ring");
+      // The wait rode with the one-statement grant, which p2's release had committed before it rang:
+      // nothing more was sent (a ring ahead of the commit would let it see p2 live, refuse, and poll).
+      const behindWait = sent.findIndex((sql) => sql.includes('pg_advisory_lock(') && sql.includes('WITH cur AS'));
+      assert.ok(behindWait >= 0, 'p1 waited on the bell with the one-statement grant behind its wait');
+      assert.deepEqual(
+        sent.slice(behindWait + 1).filter((sql) => sql.includes('db_lock_grant') || sql.includes('WITH cur AS')),
+        [],
+        'no grant after the one behind the wait',
+      );
+      assert.deepEqual(
+        (await db.logRows(key)).map((r) => [Number(r.fencing_token), r.status]),
+        [
+          [1, 'RELEASED'],
+          [2, 'RELEASED'],
+          [3, 'ACQUIRED'],
+        ],
+      );
+      await held3.release();
+    } finally {
+      pg.Client.prototype.query = query;
+    }
+  });
 });

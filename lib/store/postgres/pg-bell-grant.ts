@@ -4,6 +4,7 @@ import type { GrantAnswer, GrantRequest } from '../lock-store.js';
 import type { PgBell, PgBellRequest } from './pg-doorbells.js';
 import { GRANT_STATEMENTS } from './pg-grant-decision.sql.js';
 import { grantBatch } from './pg-grant.sql.js';
+import { bellGrantBatch } from './pg-bell-grant.sql.js';
 import { grantLease, grantOnPool, type LeaseGrantHost, nextSteps } from './pg-lease-grant.js';
 import { LOCK_WAIT_MS } from './pg-sql.js';
 import { endRowsStatement } from './pg-log-rows.sql.js';
@@ -14,8 +15,8 @@ const HOLDS_BELL = `SELECT count(*)::int AS got FROM pg_locks WHERE locktype = '
 
 /**
  * A grant after a doorbell wait, in one round trip on the bell's session: the wait, then the grant
- * (grantBatch). The holder that rang has let go, so the next in line is usually granted at once.
- * A wait that timed out, or a grant that failed after it, stops the batch: the session then says
+ * in one statement (bellGrantBatch; a refusal sends the full grant, grantBatch, which says why). The
+ * holder that rang has let go, so the next in line is usually granted at once. A wait that timed out, or a grant that failed after it, stops the batch: the session then says
  * whether it holds the bell (one more round trip, rare) and the grant goes on through the bell if
  * it does, else on the pool with the turn check. A first use of the key or expired holders go on
  * on the bell's session too (grantLease).
@@ -33,15 +34,20 @@ export async function grantAfterBell(
   const left = () => serverBoundMs - (performance.now() - startedAt);
   // The grant's own row-lock wait is what the budget leaves after the bell's.
   const grantWaitMs = Math.max(1, Math.min(LOCK_WAIT_MS, serverBoundMs - wait.waitMs));
-  const batch = grantBatch(
-    { request, holder: host.holder, processId: host.processId, waitMs: grantWaitMs },
-    { createKeyRows: false, takeover: false },
-  );
+  const input = { request, holder: host.holder, processId: host.processId, waitMs: grantWaitMs };
+  const oneStatement = oneStatementGrant(request);
+  const batch = oneStatement ? bellGrantBatch(input) : grantBatch(input, { createKeyRows: false, takeover: false });
   let before: unknown;
   try {
-    const results = await channel.query(`${wait.statements.join(';\n')};\n${batch.sql}`, answerWithin(deadline), GRANT_STATEMENTS);
+    const results = await channel.query(
+      `${wait.statements.join(';\n')};\n${batch.sql}`,
+      answerWithin(deadline),
+      oneStatement ? undefined : GRANT_STATEMENTS,
+    );
     before = results[wait.resultAt];
     const answer = batch.parse(results.slice(wait.statements.length));
+    // Refused in one statement: the full grant decides, and says why.
+    if (oneStatement && !answer.granted) return { ...(await grantLease(host, request, deadline, left(), { channel })), before };
     const steps = nextSteps({ createKeyRows: false, takeover: false }, answer);
     if (steps === undefined) return { ...answer, before };
     return { ...(await grantLease(host, request, deadline, left(), { channel, steps })), before };
@@ -61,9 +67,12 @@ export async function grantAfterBell(
 }
 
 /**
- * A release by the holder of the key's bell: the end and the ring in one round trip on the bell's
- * session. Undefined when that round trip failed: the session is closed (which frees the bell), and
- * the caller sends the release on the pool.
+ * A release by the holder of the key's bell: the end, its COMMIT and the ring in one round trip on
+ * the bell's session. The COMMIT goes before the ring: statements of one simple query share one
+ * implicit transaction, committed at its end, while an advisory unlock acts at once, so the waiter it
+ * wakes would grant in a snapshot where this holder is still live, be refused, and poll. Undefined
+ * when that round trip failed: the session is closed (which frees the bell), and the caller sends
+ * the release on the pool.
  */
 export async function releaseThroughBell(
   bell: PgBell,
@@ -73,13 +82,22 @@ export async function releaseThroughBell(
   heldMs: number | undefined,
 ): Promise<number | undefined> {
   try {
-    const [ended] = await bell.connection.query(`${endRowsStatement(rowIds, status, note, heldMs)};\n${bell.ringStatement}`, ANSWER_BOUND_MS);
+    const [ended] = await bell.connection.query(
+      `${endRowsStatement(rowIds, status, note, heldMs)};\nCOMMIT;\n${bell.ringStatement}`,
+      ANSWER_BOUND_MS,
+    );
     bell.rungWith(true);
     return ended!.rowCount ?? 0;
   } catch {
     bell.rungWith(false);
     return undefined;
   }
+}
+
+/** Whether a bell's grant goes as one statement (bellGrantBatch): a single key, written, not a semaphore's permit. */
+function oneStatementGrant(request: GrantRequest): boolean {
+  const target = request.targets.length === 1 ? request.targets[0]! : undefined;
+  return target !== undefined && target.mode === 'write' && target.semaphoreLimit === undefined;
 }
 
 function answerWithin(deadline: number): number {
