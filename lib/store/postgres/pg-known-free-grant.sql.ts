@@ -30,18 +30,31 @@ import {
  * the caller forgets the key and sends the full grant, which says why.
  */
 export function knownFreeGrantBatch(input: PgGrantInput, token: number): { sql: string; parse: (results: pg.QueryResult[]) => GrantOutcome } {
+  const turn = input.turn === undefined ? '' : ` AND pg_try_advisory_xact_lock_shared(${input.turn})`;
+  return tokenGuardedGrant(input, { token: sqlInteger(token), condition: turn });
+}
+
+/**
+ * A single-key writer's grant in one statement: the key row bumped only while its token is
+ * `guard.token` (and `guard.condition` holds), the holder's row inserted from the bump, in one
+ * READ COMMITTED transaction; no row when refused. `guard.ctes` and `guard.from` bring in what the
+ * token is read from (see bellGrantBatch).
+ */
+export function tokenGuardedGrant(
+  input: PgGrantInput,
+  guard: { token: string; condition: string; ctes?: string; from?: string },
+): { sql: string; parse: (results: pg.QueryResult[]) => GrantOutcome } {
   const { request } = input;
   const target = request.targets[0]!;
-  const turn = input.turn === undefined ? '' : ` AND pg_try_advisory_xact_lock_shared(${input.turn})`;
   const grant =
-    `WITH b AS (UPDATE ${LOCK_TABLE} l SET fencing_token = l.fencing_token + 1, last_granted_at = ${NOW}, no_lease_holders = 0, writer_waiting_until = NULL ` +
-    `WHERE l.lock_key = ${keyLiteral(target.bytes)} AND l.fencing_token = ${sqlInteger(token)}${turn} ` +
+    `WITH ${guard.ctes ?? ''}b AS (UPDATE ${LOCK_TABLE} l SET fencing_token = l.fencing_token + 1, last_granted_at = ${NOW}, no_lease_holders = 0, writer_waiting_until = NULL ` +
+    `${guard.from ?? ''}WHERE l.lock_key = ${keyLiteral(target.bytes)} AND l.fencing_token = ${guard.token}${guard.condition} ` +
     `RETURNING l.lock_key, l.fencing_token, l.last_granted_at AS now) ` +
     `INSERT INTO ${LOCK_LOG_TABLE} (lock_key, mode, owner, holder, process_id, strategy, fencing_token, status, lease_ms, acquired_at, expires_at, wait_ms) ` +
     `SELECT lock_key, 'write', ${textLiteral(request.acquisitionId)}, ${textLiteral(input.holder)}, ${rowIdLiteral(input.processId)}, 'lease', fencing_token, ` +
     `'${LockStatus.ACQUIRED}', ${sqlInteger(request.leaseMs)}, now, now + ${sqlInteger(request.leaseMs)} * interval '1 millisecond', ${sqlInteger(request.waitedMs)} ` +
     `FROM b RETURNING id, lock_key, fencing_token, expires_at`;
-  // The UPDATE's one possible wait is a row-lock holder's (or a full grant's) lock on the key row.
+  // The UPDATE's one possible wait is a row-lock holder's (or another grant's) lock on the key row.
   const statements = ['BEGIN ISOLATION LEVEL READ COMMITTED', ...grantWaitBound(input.waitMs), grant, 'COMMIT'];
   return {
     sql: statements.join(';\n'),
