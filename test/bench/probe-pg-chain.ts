@@ -14,7 +14,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { PgTestDatabase } from '../support/pg-test-database.js';
+import { hotKeyDatabase } from './postgres/pg-contention.js';
 import { runProbe } from './probe-main.js';
 import { median } from './stats.js';
 
@@ -45,14 +45,9 @@ async function main(): Promise<void> {
   if (!steps) throw new Error(`no design '${design}': one of ${Object.keys(STEPS).join(', ')}`);
   const processes = Number(process.env.BENCH_PROCESSES ?? 4);
   const callers = Number(process.env.BENCH_CALLERS ?? 4);
-  const db = await PgTestDatabase.create('dblock_probe_pg');
+  const db = await hotKeyDatabase();
   const dir = mkdtempSync(join(tmpdir(), 'pg-chain-'));
   try {
-    const dataSource = await db.dataSource();
-    await dataSource.runMigrations();
-    await dataSource.query('CREATE TABLE bench_counter (id int PRIMARY KEY, v bigint NOT NULL)');
-    await dataSource.query('INSERT INTO bench_counter VALUES (1, 0)');
-    await dataSource.destroy();
     const children = Array.from({ length: processes }, () =>
       spawn(process.execPath, ['--import', TRACE, CHILD, design, db.url, String(callers), String(WARMUP_MS), String(WINDOW_MS)], {
         stdio: ['pipe', 'pipe', 'inherit'],

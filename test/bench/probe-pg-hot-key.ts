@@ -7,9 +7,8 @@
  * BENCH_PROCESSES, BENCH_CALLERS and BENCH_WINDOW_MS as for the bench.
  */
 import 'reflect-metadata';
-import { PgTestDatabase } from '../support/pg-test-database.js';
 import { benchConfig } from './config.js';
-import { PG_DESIGNS, type PgDesign, runPgContention } from './postgres/pg-contention.js';
+import { hotKeyDatabase, PG_DESIGNS, type PgDesign, runPgContention } from './postgres/pg-contention.js';
 import { runProbe } from './probe-main.js';
 import { fmt } from './stats.js';
 
@@ -17,13 +16,8 @@ async function main(): Promise<void> {
   const designs = (process.argv[2] ?? 'lease,lease-by-hand').split(',') as PgDesign[];
   for (const design of designs) if (!PG_DESIGNS.includes(design)) throw new Error(`no design '${design}': one of ${PG_DESIGNS.join(', ')}`);
   const config = { ...benchConfig(), rounds: Number(process.argv[3] ?? 3), contentionWindowMs: Number(process.env.BENCH_WINDOW_MS ?? 2000) };
-  const db = await PgTestDatabase.create('dblock_probe_pg');
+  const db = await hotKeyDatabase();
   try {
-    const dataSource = await db.dataSource();
-    await dataSource.runMigrations();
-    await dataSource.query('CREATE TABLE bench_counter (id int PRIMARY KEY, v bigint NOT NULL)');
-    await dataSource.query('INSERT INTO bench_counter VALUES (1, 0)');
-    await dataSource.destroy();
     const figures = await runPgContention(db.url, config, (line) => process.stdout.write(`${line}\n`), designs);
     for (const [design, f] of figures)
       process.stdout.write(

@@ -6,10 +6,27 @@
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import type { BenchConfig } from '../config.js';
+import { PgTestDatabase } from '../../support/pg-test-database.js';
 import { type Figure, figure, percentile } from '../stats.js';
 
 export const PG_DESIGNS = ['for-update', 'advisory', 'lease', 'lease-by-hand', 'row-lock', 'row-lock-by-hand'] as const;
 export type PgDesign = (typeof PG_DESIGNS)[number];
+
+/** A throw-away database for the hot-key contenders: the library's schema, and the counter row (id 1) each hold increments. */
+export async function hotKeyDatabase(): Promise<PgTestDatabase> {
+  const db = await PgTestDatabase.create('dblock_probe_pg');
+  try {
+    const dataSource = await db.dataSource();
+    await dataSource.runMigrations();
+    await dataSource.query('CREATE TABLE bench_counter (id int PRIMARY KEY, v bigint NOT NULL)');
+    await dataSource.query('INSERT INTO bench_counter VALUES (1, 0)');
+    await dataSource.destroy();
+    return db;
+  } catch (error) {
+    await db.drop();
+    throw error;
+  }
+}
 
 export interface PgContentionFigures {
   /** Holds per second, all processes together. */
