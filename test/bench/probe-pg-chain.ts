@@ -14,7 +14,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { hotKeyDatabase } from './postgres/pg-contention.js';
+import { counterDatabase } from './postgres/pg-contention.js';
 import { runProbe } from './probe-main.js';
 import { median } from './stats.js';
 
@@ -45,7 +45,7 @@ async function main(): Promise<void> {
   if (!steps) throw new Error(`no design '${design}': one of ${Object.keys(STEPS).join(', ')}`);
   const processes = Number(process.env.BENCH_PROCESSES ?? 4);
   const callers = Number(process.env.BENCH_CALLERS ?? 4);
-  const db = await hotKeyDatabase();
+  const db = await counterDatabase();
   const dir = mkdtempSync(join(tmpdir(), 'pg-chain-'));
   try {
     const children = Array.from({ length: processes }, () =>

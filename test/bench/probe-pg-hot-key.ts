@@ -8,7 +8,7 @@
  */
 import 'reflect-metadata';
 import { benchConfig } from './config.js';
-import { hotKeyDatabase, PG_DESIGNS, type PgDesign, runPgContention } from './postgres/pg-contention.js';
+import { counterDatabase, PG_DESIGNS, type PgDesign, runPgContention } from './postgres/pg-contention.js';
 import { runProbe } from './probe-main.js';
 import { fmt } from './stats.js';
 
@@ -16,7 +16,7 @@ async function main(): Promise<void> {
   const designs = (process.argv[2] ?? 'lease,lease-by-hand').split(',') as PgDesign[];
   for (const design of designs) if (!PG_DESIGNS.includes(design)) throw new Error(`no design '${design}': one of ${PG_DESIGNS.join(', ')}`);
   const config = { ...benchConfig(), rounds: Number(process.argv[3] ?? 3), contentionWindowMs: Number(process.env.BENCH_WINDOW_MS ?? 2000) };
-  const db = await hotKeyDatabase();
+  const db = await counterDatabase();
   try {
     const figures = await runPgContention(db.url, config, (line) => process.stdout.write(`${line}\n`), designs);
     for (const [design, f] of figures)

@@ -14,7 +14,7 @@ import { NestFactory } from '@nestjs/core';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
 import { DbLockModule, LockService } from '../../lib/index.js';
-import { PgTestDatabase } from '../support/pg-test-database.js';
+import { counterDatabase } from './postgres/pg-contention.js';
 import { resolveTargets } from '../../lib/core/lock-key.js';
 import { groupsOf } from '../../lib/store/key-groups.js';
 import { takeGroupStatement } from '../../lib/store/postgres/pg-row-lock.sql.js';
@@ -24,12 +24,8 @@ import { insertAuditRows } from '../../lib/store/postgres/pg-log-rows.sql.js';
 
 let mark: (label: string) => void = () => undefined;
 const UPDATE = 'UPDATE bench_counter SET v = v + 1 WHERE id = 1';
-const db = await PgTestDatabase.create('dblock_probe_pg');
+const db = await counterDatabase();
 try {
-  const setup = await db.dataSource();
-  await setup.runMigrations();
-  await setup.query('CREATE TABLE bench_counter (id int PRIMARY KEY, v bigint NOT NULL)');
-  await setup.query('INSERT INTO bench_counter VALUES (1, 0)');
   @Module({
     imports: [
       TypeOrmModule.forRoot({ type: 'postgres', url: db.url, autoLoadEntities: true, poolSize: 10 }),

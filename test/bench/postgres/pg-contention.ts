@@ -12,8 +12,8 @@ import { type Figure, figure, percentile } from '../stats.js';
 export const PG_DESIGNS = ['for-update', 'advisory', 'lease', 'lease-by-hand', 'row-lock', 'row-lock-by-hand'] as const;
 export type PgDesign = (typeof PG_DESIGNS)[number];
 
-/** A throw-away database for the hot-key contenders: the library's schema, and the counter row (id 1) each hold increments. */
-export async function hotKeyDatabase(): Promise<PgTestDatabase> {
+/** A throw-away database for the PostgreSQL probes: the library's schema, and the counter row (id 1) each hold increments. */
+export async function counterDatabase(): Promise<PgTestDatabase> {
   const db = await PgTestDatabase.create('dblock_probe_pg');
   try {
     const dataSource = await db.dataSource();
