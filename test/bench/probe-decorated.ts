@@ -16,12 +16,10 @@ import { TestDatabase } from '../support/test-database.js';
 import { DecoratedWork } from './designs/decorated.js';
 import type { Body } from './designs/types.js';
 import { runProbe, timeShapes } from './probe-main.js';
+import { claimGrantShape } from './uncontended-items.js';
 import { median } from './stats.js';
 
 const UPDATE = 'UPDATE bench_counter SET v = v + 1 WHERE id = 3';
-const GRANT_SHAPE =
-  "START TRANSACTION; INSERT INTO db_lock_log (lock_key, mode, owner, holder, strategy, fencing_token, status, lease_ms, acquired_at, expires_at, wait_ms) VALUES ('floor', 'write', UUID(), 'f', 'lease', 1, 'ACQUIRED', 30000, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL 30 SECOND, 0); " +
-  "UPDATE db_lock SET fencing_token = fencing_token + 1 WHERE lock_key = 'floor'; COMMIT";
 
 async function main(): Promise<void> {
   const db = await TestDatabase.create('dblock_probe_dec');
@@ -33,7 +31,7 @@ async function main(): Promise<void> {
   });
   await ds.query('CREATE TABLE IF NOT EXISTS bench_counter (id INT PRIMARY KEY, v INT) ENGINE=InnoDB');
   await ds.query('INSERT IGNORE INTO bench_counter VALUES (1,0),(2,0),(3,0)');
-  await ds.query("INSERT IGNORE INTO db_lock (lock_key, fencing_token) VALUES ('floor', 0)");
+  let token = 0;
   const work = new DecoratedWork(locks);
   const body: Body = async (query) => void (await query(UPDATE));
   const times = () => ({ acquiredAt: 0, releasingAt: 0 });
@@ -41,12 +39,10 @@ async function main(): Promise<void> {
   const items: Record<string, () => Promise<unknown>> = {
     plain: () => ds.transaction(async (manager) => manager.query(UPDATE)),
     'floor: grant shape + tx(UPDATE, PK UPDATE of its log row)': async () => {
-      const [results] = (await floor.query(GRANT_SHAPE)) as unknown as [{ insertId: number }[]];
+      const [claimed] = (await floor.query(claimGrantShape(++token))) as unknown as [{ insertId: number }];
       await ds.transaction('READ COMMITTED', async (manager) => {
         await manager.query(UPDATE);
-        await manager.query("UPDATE db_lock_log SET status = 'RELEASED', ended_at = UTC_TIMESTAMP(6), hold_ms = 0 WHERE id = ?", [
-          results[1]!.insertId,
-        ]);
+        await manager.query("UPDATE db_lock_log SET status = 'RELEASED', ended_at = UTC_TIMESTAMP(6), hold_ms = 0 WHERE id = ?", [claimed.insertId]);
       });
     },
     'decorated, transaction opened during the grant': () => {
