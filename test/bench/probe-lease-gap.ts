@@ -1,6 +1,8 @@
 /**
  * Development probe: the library's uncontended lease acquire + release against the claim floor by
- * hand, interleaved op by op, and the SQL the library sent.
+ * hand, interleaved op by op, and the SQL the library sent; per shape, the median time of each
+ * segment of an op: before its first send, each statement on the wire, and the client's time
+ * between an answer and the next send or the op's end.
  * `node build/test/bench/probe-lease-gap.js [ops per round] [rounds]`
  */
 import 'reflect-metadata';
@@ -8,6 +10,7 @@ import mysql from 'mysql2';
 import { createLockApp } from '../support/lock-app.js';
 import { TestDatabase } from '../support/test-database.js';
 import { runProbe } from './probe-main.js';
+import { median } from './stats.js';
 import { RUNNING_PARTS } from '../../lib/lock-service.assembly.js';
 
 async function main(): Promise<void> {
@@ -26,6 +29,8 @@ async function main(): Promise<void> {
   const proto = (mysql as any).Connection.prototype;
   const origQuery = proto.query;
   let current = '';
+  /** The current op's send and answer times, in order. */
+  let marks: number[] = [];
   proto.query = function (this: unknown, sql: any, values: any, cb: any) {
     if (typeof values === 'function') {
       cb = values;
@@ -33,10 +38,14 @@ async function main(): Promise<void> {
     }
     const t0 = performance.now();
     const tag = current;
+    const opMarks = marks;
+    opMarks.push(t0);
     const wrapped =
       cb &&
       ((e: unknown, r: unknown, f: unknown) => {
-        if (tag) wire[tag] = (wire[tag] ?? 0) + performance.now() - t0;
+        const answeredAt = performance.now();
+        opMarks.push(answeredAt);
+        if (tag) wire[tag] = (wire[tag] ?? 0) + answeredAt - t0;
         cb(e, r, f);
       });
     return values === undefined ? origQuery.call(this, sql, wrapped) : origQuery.call(this, sql, values, wrapped);
@@ -59,15 +68,31 @@ async function main(): Promise<void> {
   const results: Record<string, number[]> = {};
   const cpu: Record<string, number> = {};
   const count: Record<string, number> = {};
+  /** Per shape and segment, every measured op's time in µs. */
+  const segments: Record<string, Record<string, number[]>> = {};
+  const segmentNames = [
+    'before the first send',
+    'first statement on the wire',
+    'answer to second send',
+    'second statement on the wire',
+    'answer to the end',
+  ];
   for (let r = -1; r < rounds; r++) {
     const samples: Record<string, number[]> = {};
     for (let i = 0; i < ops; i++)
       for (const [name, fn] of Object.entries(shapes)) {
         current = r >= 0 ? name : '';
         const c0 = process.cpuUsage();
+        marks = [];
         const t0 = performance.now();
         await fn();
-        (samples[name] ??= []).push(performance.now() - t0);
+        const ended = performance.now();
+        (samples[name] ??= []).push(ended - t0);
+        if (r >= 0 && marks.length === 4) {
+          const points = [t0, ...marks, ended];
+          const own = (segments[name] ??= {});
+          segmentNames.forEach((segment, j) => (own[segment] ??= []).push((points[j + 1]! - points[j]!) * 1000));
+        }
         const cu = process.cpuUsage(c0);
         cpu[name] = (cpu[name] ?? 0) + cu.user + cu.system;
         count[name] = (count[name] ?? 0) + 1;
@@ -84,6 +109,8 @@ async function main(): Promise<void> {
   if (process.env.PROBE_SQL) for (const sql of seen) console.log(`sent: ${sql}`);
   for (const name of Object.keys(wire)) console.log(`${name} on the wire ${((wire[name]! * 1000) / (ops * rounds)).toFixed(1)} µs/op`);
   for (const name of Object.keys(cpu)) console.log(`${name} CPU ${(cpu[name]! / count[name]!).toFixed(1)} µs/op`);
+  for (const [name, own] of Object.entries(segments))
+    console.log(`${name} segments, median µs: ${segmentNames.map((segment) => `${segment} ${median(own[segment]!).toFixed(1)}`).join('; ')}`);
   c.end();
   cRC.end();
   await app.app.close();
