@@ -25,10 +25,8 @@ async function main(): Promise<void> {
     if (seen.length < 8) seen.push(sql);
     return orig(sql, ...rest);
   };
-  const wire: Record<string, number> = {};
   const proto = (mysql as any).Connection.prototype;
   const origQuery = proto.query;
-  let current = '';
   /** The current op's send and answer times, in order. */
   let marks: number[] = [];
   proto.query = function (this: unknown, sql: any, values: any, cb: any) {
@@ -37,7 +35,6 @@ async function main(): Promise<void> {
       values = undefined;
     }
     const t0 = performance.now();
-    const tag = current;
     const opMarks = marks;
     opMarks.push(t0);
     const wrapped =
@@ -45,7 +42,6 @@ async function main(): Promise<void> {
       ((e: unknown, r: unknown, f: unknown) => {
         const answeredAt = performance.now();
         opMarks.push(answeredAt);
-        if (tag) wire[tag] = (wire[tag] ?? 0) + answeredAt - t0;
         cb(e, r, f);
       });
     return values === undefined ? origQuery.call(this, sql, wrapped) : origQuery.call(this, sql, values, wrapped);
@@ -81,7 +77,6 @@ async function main(): Promise<void> {
     const samples: Record<string, number[]> = {};
     for (let i = 0; i < ops; i++)
       for (const [name, fn] of Object.entries(shapes)) {
-        current = r >= 0 ? name : '';
         const c0 = process.cpuUsage();
         marks = [];
         const t0 = performance.now();
@@ -107,7 +102,9 @@ async function main(): Promise<void> {
     );
   }
   if (process.env.PROBE_SQL) for (const sql of seen) console.log(`sent: ${sql}`);
-  for (const name of Object.keys(wire)) console.log(`${name} on the wire ${((wire[name]! * 1000) / (ops * rounds)).toFixed(1)} µs/op`);
+  const mean = (xs: readonly number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
+  for (const [name, own] of Object.entries(segments))
+    console.log(`${name} on the wire ${(mean(own[segmentNames[1]!]!) + mean(own[segmentNames[3]!]!)).toFixed(1)} µs/op`);
   for (const name of Object.keys(cpu)) console.log(`${name} CPU ${(cpu[name]! / count[name]!).toFixed(1)} µs/op`);
   for (const [name, own] of Object.entries(segments))
     console.log(`${name} segments, median µs: ${segmentNames.map((segment) => `${segment} ${median(own[segment]!).toFixed(1)}`).join('; ')}`);

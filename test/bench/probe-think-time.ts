@@ -2,8 +2,8 @@
  * Development probe: what client work costs a hold, depending on where it runs. Two autocommit PK
  * UPDATEs per op on one connection, with a busy-wait of N µs either before each statement is sent
  * or right after it is sent (before its answer is awaited); the N values interleaved op by op.
- * Prints, per N, the op's median time minus the busy-waits: work before a send adds in full, work
- * after a send overlaps the server's and costs only what outlasts it.
+ * Prints, per N, the op's median time minus the busy-waits: work before a send adds at least in
+ * full, work after a send overlaps the server's and costs only what outlasts it.
  * `node build/test/bench/probe-think-time.js [ops] [µs,µs,...]`
  */
 import mysql from 'mysql2/promise';
@@ -41,7 +41,7 @@ async function main(): Promise<void> {
         await second;
       },
     };
-    const samples = new Map<string, number[]>();
+    const samples: Record<string, number[]> = {};
     for (let i = 0; i < ops; i++)
       for (const [where, shape] of Object.entries(shapes))
         for (const us of thinks) {
@@ -49,11 +49,10 @@ async function main(): Promise<void> {
           await shape(us);
           const ms = performance.now() - started - (2 * us) / 1000;
           if (i < ops / 10) continue; // warm-up
-          const name = `${where} ${us}`;
-          samples.set(name, samples.get(name) ?? []);
-          samples.get(name)!.push(ms);
+          (samples[`${where} ${us}`] ??= []).push(ms);
         }
-    for (const [name, xs] of samples) console.log(`work ${name.padEnd(10)} µs: op minus the work ${(median(xs) * 1000).toFixed(0)} µs`);
+    for (const [name, xs] of Object.entries(samples))
+      console.log(`work ${name.padEnd(10)} µs: op minus the work ${(median(xs) * 1000).toFixed(0)} µs`);
   } finally {
     await conn.end();
     await db.drop();
