@@ -49,7 +49,7 @@ contractSuite('lease-janitor', 'the janitor while a holder is stopped between it
       const run = holder.run<Outcome>(
         SCENARIOS,
         'fencedStallAtCommit',
-        { key: 'cm:held', who: 'H', leaseMs: LEASE_MS, holdMs: 300, table: 'hs_writes' },
+        { key: 'cm:held', who: 'H', leaseMs: LEASE_MS, holdMs: 300, untilStopped: true, table: 'hs_writes' },
         (e) => e === 'committing' && committing(),
       );
       await atCommit;

@@ -50,12 +50,15 @@ contractSuite('lease-janitor', 'a holder stopped 18 s while others take over and
 
   it('after SIGCONT: every holder learns of its loss, nothing fenced commits, tokens order, the log tells, and it acquires again', async () => {
     const runs: Record<string, { fn: string; args: Record<string, unknown> }> = {
-      fenced: { fn: 'fencedStall', args: { key: 'st:fenced', who: 'H', leaseMs: LEASE_MS, holdMs: 300, table: 'hs_writes' } },
-      handle: { fn: 'handleStall', args: { key: 'st:handle', leaseMs: LEASE_MS, holdMs: 300 } },
-      extend: { fn: 'handleStall', args: { key: 'st:extend', leaseMs: LEASE_MS, holdMs: 300, extendMs: 5_000 } },
-      permit: { fn: 'handleStall', args: { key: 'st:permit', leaseMs: LEASE_MS, holdMs: 300, limit: 1 } },
-      fencedPermit: { fn: 'fencedPermitStall', args: { key: 'st:fperm', limit: 1, who: 'H', leaseMs: LEASE_MS, holdMs: 300, table: 'hs_writes' } },
-      with: { fn: 'withStall', args: { key: 'st:with', leaseMs: LEASE_MS, holdMs: 300 } },
+      fenced: { fn: 'fencedStall', args: { key: 'st:fenced', who: 'H', leaseMs: LEASE_MS, holdMs: 300, untilStopped: true, table: 'hs_writes' } },
+      handle: { fn: 'handleStall', args: { key: 'st:handle', leaseMs: LEASE_MS, holdMs: 300, untilStopped: true } },
+      extend: { fn: 'handleStall', args: { key: 'st:extend', leaseMs: LEASE_MS, holdMs: 300, untilStopped: true, extendMs: 5_000 } },
+      permit: { fn: 'handleStall', args: { key: 'st:permit', leaseMs: LEASE_MS, holdMs: 300, untilStopped: true, limit: 1 } },
+      fencedPermit: {
+        fn: 'fencedPermitStall',
+        args: { key: 'st:fperm', limit: 1, who: 'H', leaseMs: LEASE_MS, holdMs: 300, untilStopped: true, table: 'hs_writes' },
+      },
+      with: { fn: 'withStall', args: { key: 'st:with', leaseMs: LEASE_MS, holdMs: 300, untilStopped: true } },
     };
     const holderProcess = await holder.run<string>(SCENARIOS, 'processId');
     const insides: Promise<number>[] = [];
@@ -118,6 +121,9 @@ contractSuite('lease-janitor', 'a holder stopped 18 s while others take over and
     const outcome: Record<string, Outcome> = {};
     for (const name of Object.keys(runs)) outcome[name] = await results[name]!;
     const all = JSON.stringify(outcome);
+    // The stall's premise: each fenced holder was still inside when stopped, and woke past its deadline.
+    for (const name of ['fenced', 'fencedPermit'])
+      assert.ok((outcome[name]!.debug?.wokeAfterDeadline ?? 0) > 0, `${name}: its hold spanned the stop: ${all}`);
     assert.equal(outcome.fenced!.outcome, 'LockLostError', all);
     assert.equal(outcome.fencedPermit!.outcome, 'LockLostError', all);
     for (const name of ['handle', 'extend', 'permit']) {

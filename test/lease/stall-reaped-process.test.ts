@@ -49,8 +49,8 @@ contractSuite('admin', 'a holder with a reaped process row, stopped before its f
         run.catch(() => undefined);
         return run;
       };
-      const lockRun = start({ key: 'rp:lock', leaseMs: LEASE_MS, holdMs: 200 });
-      const permitRun = start({ key: 'rp:sem', leaseMs: LEASE_MS, holdMs: 200, limit: 2 });
+      const lockRun = start({ key: 'rp:lock', leaseMs: LEASE_MS, holdMs: 200, untilStopped: true });
+      const permitRun = start({ key: 'rp:sem', leaseMs: LEASE_MS, holdMs: 200, untilStopped: true, limit: 2 });
       await Promise.all(insides);
       holder.signal('SIGSTOP');
       const stoppedAt = performance.now();

@@ -1,15 +1,6 @@
 /** Scenarios for the stall tests in test/lease (stall-*.test.ts, janitor-*.test.ts), run inside worker processes (stopped with SIGSTOP by the test). */
 import type { WorkerContext } from '../support/lock-worker.js';
-
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
-
-/** Blocks the event loop for `ms` (a CPU-bound stall: no timer or I/O callback runs meanwhile). */
-function blockLoop(ms: number): void {
-  const until = performance.now() + ms;
-  while (performance.now() < until) {
-    /* spin */
-  }
-}
+import { blockLoop, hold } from './stall-holds.js';
 
 export interface Outcome {
   token: number;
@@ -20,6 +11,8 @@ export interface Outcome {
   release?: string;
   releaseMessage?: string;
   extend?: string;
+  /** Fenced stalls: where the hold began and ended against the lock's lease, in ms. */
+  debug?: { insideAfterLeaseFrom: number; wokeAfterDeadline: number; state: string };
 }
 
 const nameOf = (e: unknown): string => (e as Error)?.name ?? String(e);
@@ -27,11 +20,11 @@ const messageOf = (e: unknown): string => (e as Error)?.message ?? String(e);
 
 /**
  * A fenced call (runLocked, 'requires-new') that writes a business row through `locks.manager`,
- * emits 'inside', then sleeps `holdMs` (the test stops the process meanwhile) and returns: the
+ * emits 'inside', then holds (see hold: the test stops the process meanwhile) and returns: the
  * fence decides after the stall.
  */
 export async function fencedStall(
-  ctx: WorkerContext<{ key: string; who: string; leaseMs: number; holdMs: number; table: string; blockMs?: number }>,
+  ctx: WorkerContext<{ key: string; who: string; leaseMs: number; holdMs: number; untilStopped?: boolean; table: string; blockMs?: number }>,
 ): Promise<Outcome> {
   let token = 0;
   let abortedBefore: boolean | undefined;
@@ -47,7 +40,7 @@ export async function fencedStall(
         const insideAt = performance.now();
         ctx.emit('inside', { token });
         if (ctx.args.blockMs !== undefined) blockLoop(ctx.args.blockMs);
-        else await sleep(ctx.args.holdMs);
+        else await hold(ctx.args);
         debug = {
           insideAfterLeaseFrom: Math.round(insideAt - lock.leaseFrom),
           wokeAfterDeadline: Math.round(performance.now() - lock.localDeadline),
@@ -64,7 +57,16 @@ export async function fencedStall(
 
 /** The same as a fenced semaphore call (runSemaphore). */
 export async function fencedPermitStall(
-  ctx: WorkerContext<{ key: string; limit: number; who: string; leaseMs: number; holdMs: number; table: string; blockMs?: number }>,
+  ctx: WorkerContext<{
+    key: string;
+    limit: number;
+    who: string;
+    leaseMs: number;
+    holdMs: number;
+    untilStopped?: boolean;
+    table: string;
+    blockMs?: number;
+  }>,
 ): Promise<Outcome> {
   let token = 0;
   let debug: unknown;
@@ -80,7 +82,7 @@ export async function fencedPermitStall(
         const insideAt = performance.now();
         ctx.emit('inside', { token });
         if (ctx.args.blockMs !== undefined) blockLoop(ctx.args.blockMs);
-        else await sleep(ctx.args.holdMs);
+        else await hold(ctx.args);
         debug = {
           insideAfterLeaseFrom: Math.round(insideAt - lock.leaseFrom),
           wokeAfterDeadline: Math.round(performance.now() - lock.localDeadline),
@@ -97,7 +99,7 @@ export async function fencedPermitStall(
 
 /** A handle (acquire or acquireSemaphore) held across the stall: then its signal, extend() if asked, and release(). */
 export async function handleStall(
-  ctx: WorkerContext<{ key: string; leaseMs: number; holdMs: number; limit?: number; extendMs?: number; blockMs?: number }>,
+  ctx: WorkerContext<{ key: string; leaseMs: number; holdMs: number; untilStopped?: boolean; limit?: number; extendMs?: number; blockMs?: number }>,
 ): Promise<Outcome> {
   const { key, leaseMs, limit } = ctx.args;
   const handle =
@@ -106,7 +108,7 @@ export async function handleStall(
       : await ctx.locks.acquireSemaphore(key, limit, { leaseMs, timeoutMs: 10_000 });
   ctx.emit('inside', { token: handle.fencingToken });
   if (ctx.args.blockMs !== undefined) blockLoop(ctx.args.blockMs);
-  else await sleep(ctx.args.holdMs);
+  else await hold(ctx.args);
   const result: Outcome = { token: handle.fencingToken, outcome: 'held' };
   if (ctx.args.extendMs !== undefined) {
     result.extend = await handle.extend(ctx.args.extendMs).then(
@@ -126,13 +128,15 @@ export async function handleStall(
 }
 
 /** withLock / withSemaphore across the stall: the signal is read after it, and withLock's own release reports. */
-export async function withStall(ctx: WorkerContext<{ key: string; leaseMs: number; holdMs: number; limit?: number }>): Promise<Outcome> {
+export async function withStall(
+  ctx: WorkerContext<{ key: string; leaseMs: number; holdMs: number; untilStopped?: boolean; limit?: number }>,
+): Promise<Outcome> {
   let token = 0;
   let abortedAfter: boolean | undefined;
   const work = async (lock: { fencingToken: number; signal: AbortSignal }): Promise<void> => {
     token = lock.fencingToken;
     ctx.emit('inside', { token });
-    await sleep(ctx.args.holdMs);
+    await hold(ctx.args);
     abortedAfter = lock.signal.aborted;
   };
   const { key, leaseMs, limit } = ctx.args;
@@ -202,10 +206,10 @@ export async function janitorOnce(ctx: WorkerContext): Promise<unknown> {
 /**
  * A fenced call whose COMMIT is held up after its fence: a subscriber listening to transaction
  * events (so the commit goes through TypeORM, fence UPDATE then COMMIT) emits 'committing' in
- * beforeTransactionCommit and waits `holdMs` there (the test stops the process meanwhile).
+ * beforeTransactionCommit and holds there (see hold: the test stops the process meanwhile).
  */
 export async function fencedStallAtCommit(
-  ctx: WorkerContext<{ key: string; who: string; leaseMs: number; holdMs: number; table: string }>,
+  ctx: WorkerContext<{ key: string; who: string; leaseMs: number; holdMs: number; untilStopped?: boolean; table: string }>,
 ): Promise<Outcome> {
   const { DataSource } = await import('typeorm');
   const ds = ctx.app.get(DataSource);
@@ -215,7 +219,7 @@ export async function fencedStallAtCommit(
       if (!armed) return;
       armed = false;
       ctx.emit('committing');
-      await sleep(ctx.args.holdMs);
+      await hold(ctx.args);
     },
   };
   ds.subscribers.push(subscriber as never);

@@ -49,7 +49,7 @@ if (!process.env.DB_LOCK_WORKER)
         const run = holder.run<Outcome>(
           SCENARIOS,
           'fencedStallAtCommit',
-          { key: 'bs:held', who: 'H', leaseMs: LEASE_MS, holdMs: 300, table: 'hs_writes' },
+          { key: 'bs:held', who: 'H', leaseMs: LEASE_MS, holdMs: 300, untilStopped: true, table: 'hs_writes' },
           (e) => e === 'committing' && committing(),
         );
         await atCommit;
