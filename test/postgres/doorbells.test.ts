@@ -142,14 +142,14 @@ describe('doorbells on PostgreSQL', { skip: (await pgTestsRun()) ? false : 'no P
       // p2 takes the free bell while p1 holds the key: its one-statement grant sees p1 and is refused.
       const second = p2.acquire(key, { timeoutMs: 20_000 });
       await eventually(async () => (await bellSessions(key)).some((s) => s.granted), 5_000, 'p2 to take the bell');
+      const refusedAt = () => sent.findIndex((sql) => sql.includes('pg_advisory_lock(') && sql.includes('WITH cur AS'));
+      const fullGrantAfterRefusal = () => refusedAt() >= 0 && sent.slice(refusedAt() + 1).some((sql) => sql.includes('EXECUTE db_lock_grant'));
+      // p1 lets go only once p2's one-statement grant has been answered: a release ahead of it would grant it.
+      await eventually(fullGrantAfterRefusal, 5_000, "p2's refusal and full grant while p1 holds");
       await first.release();
       const held2 = await bounded(second, 5_000, 'p2 after the release');
-      const refused = sent.findIndex((sql) => sql.includes('pg_advisory_lock(') && sql.includes('WITH cur AS'));
-      assert.ok(refused >= 0, 'the grant behind the wait went as one statement');
-      assert.ok(
-        sent.slice(refused + 1).some((sql) => sql.includes('EXECUTE db_lock_grant')),
-        'the refusal was followed by the full grant',
-      );
+      assert.ok(refusedAt() >= 0, 'the grant behind the wait went as one statement');
+      assert.ok(fullGrantAfterRefusal(), 'the refusal was followed by the full grant');
       // p1 queues on p2's bell; p2's release rings it; p1's grant behind its wait is the one statement, granted.
       sent.length = 0;
       const third = p1.acquire(key, { timeoutMs: 20_000 });
