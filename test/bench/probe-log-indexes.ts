@@ -21,11 +21,13 @@ async function main(): Promise<void> {
   await c.query('INSERT INTO pk VALUES (1, 0), (2, 0)');
   const variants: Record<string, string[]> = {
     full: [],
-    'no acquired': ['DROP INDEX idx_db_lock_log_acquired'],
-    'process_id alone': ['DROP INDEX idx_db_lock_log_status_process', 'ADD INDEX p (process_id)'],
-    'no acquired, process_id alone': ['DROP INDEX idx_db_lock_log_acquired', 'DROP INDEX idx_db_lock_log_status_process', 'ADD INDEX p (process_id)'],
-    'no acquired, no status_process': ['DROP INDEX idx_db_lock_log_acquired', 'DROP INDEX idx_db_lock_log_status_process'],
-    'claim only': ['DROP INDEX idx_db_lock_log_acquired', 'DROP INDEX idx_db_lock_log_status_process', 'DROP INDEX idx_db_lock_log_key_status'],
+    'one status index (status, lock_key, expires_at, process_id)': [
+      'DROP INDEX idx_db_lock_log_status_process',
+      'DROP INDEX idx_db_lock_log_key_status',
+      'ADD INDEX s (status, lock_key, expires_at, process_id)',
+    ],
+    'no status_process': ['DROP INDEX idx_db_lock_log_status_process'],
+    'claim only': ['DROP INDEX idx_db_lock_log_status_process', 'DROP INDEX idx_db_lock_log_key_status'],
   };
   const tokens: Record<string, number> = {};
   const shapes: Record<string, () => Promise<unknown>> = {
