@@ -18,82 +18,45 @@ export interface Outcome {
 const nameOf = (e: unknown): string => (e as Error)?.name ?? String(e);
 const messageOf = (e: unknown): string => (e as Error)?.message ?? String(e);
 
+type FencedStallArgs = { key: string; who: string; leaseMs: number; holdMs: number; untilStopped?: boolean; table: string; blockMs?: number };
+
 /**
  * A fenced call (runLocked, 'requires-new') that writes a business row through `locks.manager`,
  * emits 'inside', then holds (see hold: the test stops the process meanwhile) and returns: the
  * fence decides after the stall.
  */
-export async function fencedStall(
-  ctx: WorkerContext<{ key: string; who: string; leaseMs: number; holdMs: number; untilStopped?: boolean; table: string; blockMs?: number }>,
-): Promise<Outcome> {
-  let token = 0;
-  let abortedBefore: boolean | undefined;
-  let debug: unknown;
-  try {
-    await ctx.locks.runLocked(
-      ctx.args.key,
-      async () => {
-        token = ctx.locks.currentLock!.fencingToken;
-        const { runSql } = await import('../support/portable-sql.js');
-        await runSql(ctx.locks.manager, `INSERT INTO ${ctx.args.table} (who, token) VALUES (?, ?)`, [ctx.args.who, token]);
-        const lock = ctx.locks.currentLock as unknown as { leaseFrom: number; localDeadline: number; state: string };
-        const insideAt = performance.now();
-        ctx.emit('inside', { token });
-        if (ctx.args.blockMs !== undefined) blockLoop(ctx.args.blockMs);
-        else await hold(ctx.args);
-        debug = {
-          insideAfterLeaseFrom: Math.round(insideAt - lock.leaseFrom),
-          wokeAfterDeadline: Math.round(performance.now() - lock.localDeadline),
-          state: lock.state,
-        };
-      },
-      { leaseMs: ctx.args.leaseMs, timeoutMs: 10_000 },
-    );
-    return { token, outcome: 'committed', abortedBefore, debug } as Outcome;
-  } catch (error) {
-    return { token, outcome: nameOf(error), message: messageOf(error), debug } as Outcome;
-  }
+export function fencedStall(ctx: WorkerContext<FencedStallArgs>): Promise<Outcome> {
+  return stallInside(ctx, (work) => ctx.locks.runLocked(ctx.args.key, work, { leaseMs: ctx.args.leaseMs, timeoutMs: 10_000 }));
 }
 
 /** The same as a fenced semaphore call (runSemaphore). */
-export async function fencedPermitStall(
-  ctx: WorkerContext<{
-    key: string;
-    limit: number;
-    who: string;
-    leaseMs: number;
-    holdMs: number;
-    untilStopped?: boolean;
-    table: string;
-    blockMs?: number;
-  }>,
-): Promise<Outcome> {
+export function fencedPermitStall(ctx: WorkerContext<FencedStallArgs & { limit: number }>): Promise<Outcome> {
+  return stallInside(ctx, (work) => ctx.locks.runSemaphore(ctx.args.key, ctx.args.limit, work, { leaseMs: ctx.args.leaseMs, timeoutMs: 10_000 }));
+}
+
+/** The work of fencedStall and fencedPermitStall, run by `call`; its outcome as the fence decided it. */
+async function stallInside(ctx: WorkerContext<FencedStallArgs>, call: (work: () => Promise<void>) => Promise<unknown>): Promise<Outcome> {
   let token = 0;
-  let debug: unknown;
+  let debug: Outcome['debug'];
   try {
-    await ctx.locks.runSemaphore(
-      ctx.args.key,
-      ctx.args.limit,
-      async () => {
-        token = ctx.locks.currentLock!.fencingToken;
-        const { runSql } = await import('../support/portable-sql.js');
-        await runSql(ctx.locks.manager, `INSERT INTO ${ctx.args.table} (who, token) VALUES (?, ?)`, [ctx.args.who, token]);
-        const lock = ctx.locks.currentLock as unknown as { leaseFrom: number; localDeadline: number; state: string };
-        const insideAt = performance.now();
-        ctx.emit('inside', { token });
-        if (ctx.args.blockMs !== undefined) blockLoop(ctx.args.blockMs);
-        else await hold(ctx.args);
-        debug = {
-          insideAfterLeaseFrom: Math.round(insideAt - lock.leaseFrom),
-          wokeAfterDeadline: Math.round(performance.now() - lock.localDeadline),
-          state: lock.state,
-        };
-      },
-      { leaseMs: ctx.args.leaseMs, timeoutMs: 10_000 },
-    );
-    return { token, outcome: 'committed', debug } as Outcome;
+    await call(async () => {
+      token = ctx.locks.currentLock!.fencingToken;
+      const { runSql } = await import('../support/portable-sql.js');
+      await runSql(ctx.locks.manager, `INSERT INTO ${ctx.args.table} (who, token) VALUES (?, ?)`, [ctx.args.who, token]);
+      const lock = ctx.locks.currentLock as unknown as { leaseFrom: number; localDeadline: number; state: string };
+      const insideAt = performance.now();
+      ctx.emit('inside', { token });
+      if (ctx.args.blockMs !== undefined) blockLoop(ctx.args.blockMs);
+      else await hold(ctx.args);
+      debug = {
+        insideAfterLeaseFrom: Math.round(insideAt - lock.leaseFrom),
+        wokeAfterDeadline: Math.round(performance.now() - lock.localDeadline),
+        state: lock.state,
+      };
+    });
+    return { token, outcome: 'committed', debug };
   } catch (error) {
-    return { token, outcome: nameOf(error), message: messageOf(error), debug } as Outcome;
+    return { token, outcome: nameOf(error), message: messageOf(error), debug };
   }
 }
 
