@@ -1,102 +1,14 @@
 import 'reflect-metadata';
 import { after, before, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { setTimeout as sleep } from 'node:timers/promises';
-import { type INestApplicationContext, Injectable } from '@nestjs/common';
-import type { EntityManager } from 'typeorm';
-import { DbLockError, DistributedLock, type LockEvent, LockLostError, LockService, LockUpgradeError, ReadLock, WriteLock } from '../../lib/index.js';
-import { createLockApp, eventually } from '../support/lock-app.js';
+import type { INestApplicationContext } from '@nestjs/common';
+import { DbLockError, type LockEvent, LockLostError, LockService, LockUpgradeError } from '../../lib/index.js';
+import { createLockApp, endedStatuses } from '../support/lock-app.js';
 import { TestDatabase } from '../support/test-database.js';
 import { callerTrips } from '../support/round-trips.js';
 import { appliesTo, contractSuite, gapOf } from '../support/contract-targets.js';
-import { runSql } from '../support/portable-sql.js';
-
-class BusinessError extends Error {}
-
-const insert = (manager: EntityManager, k: string, who: string): Promise<unknown> =>
-  runSql(manager, 'INSERT INTO entries (k, who) VALUES (?, ?)', [k, who]);
-
-@Injectable()
-class Accounts {
-  innerManager: EntityManager | undefined;
-  innerReentrant: boolean | undefined;
-  constructor(readonly locks: LockService) {}
-
-  /** Writes, then calls `inner` on the same key; reports the lock round trips that call cost. */
-  @WriteLock('acct:{0}')
-  async outer(id: number, failAfterInner = false): Promise<{ roundTrips: number; sameManager: boolean }> {
-    const manager = this.locks.manager;
-    await insert(manager, `acct:${id}`, 'outer');
-    const before = callerTrips(this.locks);
-    await this.inner(id);
-    const roundTrips = callerTrips(this.locks) - before;
-    if (failAfterInner) throw new BusinessError('after inner');
-    return { roundTrips, sameManager: this.innerManager === manager };
-  }
-
-  @WriteLock('acct:{0}')
-  async inner(id: number): Promise<void> {
-    this.innerManager = this.locks.manager;
-    this.innerReentrant = this.locks.currentLock!.reentrant;
-    await insert(this.locks.manager, `acct:${id}`, 'inner');
-  }
-
-  @ReadLock('acct:{0}')
-  async readThenWrite(id: number): Promise<number> {
-    const before = callerTrips(this.locks);
-    try {
-      await this.inner(id);
-    } finally {
-      this.upgradeRoundTrips = callerTrips(this.locks) - before;
-    }
-    return 0;
-  }
-  upgradeRoundTrips = -1;
-
-  /** Calls a locked method on ANOTHER key: it joins this transaction; its lock lives until this one ends. */
-  @WriteLock('acct:{0}')
-  async outerWithOther(id: number, other: number): Promise<{ sameManager: boolean; otherHeldAfterInner: boolean }> {
-    const manager = this.locks.manager;
-    await this.inner(other);
-    // Held by this process still (a row-lock holder has no live row for inspect() to list).
-    const held = this.locks.stats().held;
-    return { sameManager: this.innerManager === manager, otherHeldAfterInner: held === 2 };
-  }
-
-  @WriteLock('acct:{0}')
-  async failing(id: number): Promise<never> {
-    await insert(this.locks.manager, `acct:${id}`, 'failing');
-    throw new BusinessError(`failed on ${id}`);
-  }
-
-  /** Two chains in one process: records enter/leave around an await. */
-  @WriteLock('chain')
-  async chain(name: string, trace: string[]): Promise<void> {
-    trace.push(`in:${name}`);
-    await sleep(30);
-    trace.push(`out:${name}`);
-  }
-
-  @DistributedLock('side-effect', 'write')
-  async plain(): Promise<void> {}
-
-  @WriteLock('none', { transaction: 'none' })
-  async outsideDb(): Promise<{ token: number; signal: AbortSignal; managerError: unknown }> {
-    const lock = this.locks.currentLock!;
-    let managerError: unknown;
-    try {
-      void this.locks.manager;
-    } catch (error) {
-      managerError = error;
-    }
-    return { token: lock.fencingToken, signal: lock.signal, managerError };
-  }
-
-  @WriteLock('job', { onLocked: 'skip' })
-  async job(): Promise<'ran' | undefined> {
-    return 'ran';
-  }
-}
+import { Accounts } from './scenarios/decorated-accounts.js';
+import { BusinessError, createEntries, entriesOf } from './scenarios/entries.js';
 
 contractSuite('fenced-decorators', 'decorators: fenced REQUIRES_NEW transactions in one process', { postgres: true }, (target) => {
   let db: TestDatabase;
@@ -107,7 +19,7 @@ contractSuite('fenced-decorators', 'decorators: fenced REQUIRES_NEW transactions
 
   before(async () => {
     db = await TestDatabase.forTarget(target);
-    await db.query(`CREATE TABLE entries (id ${db.sql.autoId}, k VARCHAR(64) NOT NULL, who VARCHAR(32) NOT NULL)${db.sql.tableOptions}`);
+    await createEntries(db);
     // Long lease: no renewal lands inside the round-trip measurements.
     ({ app, locks } = await createLockApp(db.settings, target.options({ leaseMs: 30_000, janitor: false, onEvent: (e) => events.push(e) }), {
       providers: [Accounts],
@@ -119,25 +31,7 @@ contractSuite('fenced-decorators', 'decorators: fenced REQUIRES_NEW transactions
     await db?.drop();
   });
 
-  const entries = async (k: string): Promise<string[]> =>
-    (await db.query<{ who: string }[]>('SELECT who FROM entries WHERE k = ? ORDER BY id', [k])).map((r) => r.who);
-
-  /**
-   * A key's log statuses once every hold on it has ended: a lease holder ends its row at once, a
-   * row-lock hold that rolled back gets its audit row written just after the rollback (batched).
-   */
-  const endedStatuses = async (k: string): Promise<unknown[]> => {
-    let statuses: unknown[] = [];
-    await eventually(
-      async () => {
-        statuses = (await db.logRows(k)).map((r) => r.status);
-        return statuses.length > 0 && statuses.every((s) => s !== 'ACQUIRED' && s !== 'COMPLETED');
-      },
-      5_000,
-      `ended log rows of ${k}`,
-    );
-    return statuses;
-  };
+  const entries = (k: string): Promise<string[]> => entriesOf(db, k);
 
   it('a nested same-key call costs 0 lock round trips and joins the outer transaction', async () => {
     const result = await accounts.outer(1);
@@ -156,14 +50,14 @@ contractSuite('fenced-decorators', 'decorators: fenced REQUIRES_NEW transactions
   it('a joined nested call shares the outer outcome: outer fails after it, its writes are rolled back too', async () => {
     await assert.rejects(accounts.outer(2, true), BusinessError);
     assert.deepEqual(await entries('acct:2'), []);
-    assert.deepEqual(await endedStatuses('acct:2'), ['FAILED']);
+    assert.deepEqual(await endedStatuses(db, 'acct:2'), ['FAILED']);
   });
 
   it('read then write on one key in one chain: LockUpgradeError at once, no lock statement', async () => {
     await assert.rejects(accounts.readThenWrite(3), LockUpgradeError);
     assert.equal(accounts.upgradeRoundTrips, 0);
     assert.deepEqual(await entries('acct:3'), []);
-    assert.deepEqual(await endedStatuses('acct:3'), ['FAILED']);
+    assert.deepEqual(await endedStatuses(db, 'acct:3'), ['FAILED']);
   });
 
   it('a nested call on another key joins too; its lock is fenced and released with the outer transaction', async () => {

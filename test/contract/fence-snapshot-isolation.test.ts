@@ -7,6 +7,7 @@ import { createLockApp, eventually } from '../support/lock-app.js';
 import { TestDatabase } from '../support/test-database.js';
 import { contractSuite } from '../support/contract-targets.js';
 import { runSql, typeOfQueryable } from '../support/portable-sql.js';
+import { createEntries } from './scenarios/entries.js';
 
 /**
  * The fence commits after renewals at READ COMMITTED and at REPEATABLE READ, on servers that refuse
@@ -46,7 +47,7 @@ class SnapshotProbe {
 contractSuite('fenced-decorators', 'decorators: the fence under snapshot isolation', { postgres: true }, (target) => {
   it('commits after renewals at READ COMMITTED (the default) and at REPEATABLE READ: no write-conflict error', async () => {
     const db = await TestDatabase.forTarget(target);
-    await db.query(`CREATE TABLE entries (id ${db.sql.autoId}, k VARCHAR(64) NOT NULL, who VARCHAR(32) NOT NULL)${db.sql.tableOptions}`);
+    await createEntries(db);
     // Own app: the session variable stays on its pooled connections, which close with it.
     const { app } = await createLockApp(db.settings, target.options(), { providers: [SnapshotProbe] });
     try {

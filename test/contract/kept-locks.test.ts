@@ -2,12 +2,11 @@ import 'reflect-metadata';
 import { after, before, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { type INestApplicationContext, Injectable } from '@nestjs/common';
-import type { EntityManager } from 'typeorm';
 import { LockLostError, LockService, WriteLock } from '../../lib/index.js';
 import { createLockApp } from '../support/lock-app.js';
-import { runSql } from '../support/portable-sql.js';
 import { TestDatabase } from '../support/test-database.js';
 import { contractSuite } from '../support/contract-targets.js';
+import { createEntries, entriesOf, insert } from './scenarios/entries.js';
 
 /**
  * Fenced commit of a lock held by an outer call (a "kept" lock): a locked method whose key the call
@@ -19,8 +18,6 @@ import { contractSuite } from '../support/contract-targets.js';
  * The loss is a forceRelease of the outer lock, after the method wrote and before its work commits.
  * No timing involved.
  */
-const insert = (manager: EntityManager, k: string, who: string): Promise<unknown> =>
-  runSql(manager, 'INSERT INTO entries (k, who) VALUES (?, ?)', [k, who]);
 
 @Injectable()
 class NestedWrites {
@@ -49,7 +46,7 @@ contractSuite('lease-takeover', 'a kept outer lock lost before the nested fenced
 
   before(async () => {
     db = await TestDatabase.forTarget(target);
-    await db.query(`CREATE TABLE entries (id ${db.sql.autoId}, k VARCHAR(64) NOT NULL, who VARCHAR(32) NOT NULL)`);
+    await createEntries(db);
     ({ app, locks } = await createLockApp(db.settings, target.options({ janitor: false }), { providers: [NestedWrites] }));
     calls = app.get(NestedWrites);
   });
@@ -58,8 +55,7 @@ contractSuite('lease-takeover', 'a kept outer lock lost before the nested fenced
     await db?.drop();
   });
 
-  const entries = async (k: string): Promise<string[]> =>
-    (await db.query<{ who: string }[]>('SELECT who FROM entries WHERE k = ? ORDER BY id', [k])).map((r) => r.who);
+  const entries = (k: string): Promise<string[]> => entriesOf(db, k);
 
   /** Runs `inside` under withLock(key), the outer lock's own LockLostError at release swallowed; returns what `inside` threw. */
   async function underOuter(key: string, inside: () => Promise<void>): Promise<unknown> {

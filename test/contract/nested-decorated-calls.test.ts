@@ -1,132 +1,18 @@
 import 'reflect-metadata';
 import { after, before, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { type INestApplicationContext, Injectable } from '@nestjs/common';
-import type { EntityManager } from 'typeorm';
-import { DbLockError, LockService, LockUpgradeError, ReadLock, WriteLock } from '../../lib/index.js';
+import type { INestApplicationContext } from '@nestjs/common';
+import { DbLockError, LockService, LockUpgradeError, WriteLock } from '../../lib/index.js';
 import { createLockApp, endedStatuses } from '../support/lock-app.js';
 import { TestDatabase } from '../support/test-database.js';
 import { contractSuite } from '../support/contract-targets.js';
-import { runSql } from '../support/portable-sql.js';
+import { BusinessError, createEntries, entriesOf, insert } from './scenarios/entries.js';
+import { gate, InnerLease, InnerRow, Outer } from './scenarios/nested-services.js';
 
 /**
  * Nested decorated calls across services, with mixed strategies, errors, 'skip' and concurrent
  * call chains in one process.
  */
-class BusinessError extends Error {}
-
-const insert = (manager: EntityManager, k: string, who: string): Promise<unknown> =>
-  runSql(manager, 'INSERT INTO entries (k, who) VALUES (?, ?)', [k, who]);
-
-/** A gate opened from outside. */
-function gate(): { wait: Promise<void>; open: () => void } {
-  let open!: () => void;
-  const wait = new Promise<void>((resolve) => (open = resolve));
-  return { wait, open };
-}
-
-@Injectable()
-class InnerLease {
-  constructor(readonly locks: LockService) {}
-  @WriteLock('nl:{0}', { strategy: 'lease' })
-  async write(k: string, fail = false): Promise<EntityManager> {
-    await insert(this.locks.manager, k, 'inner-lease');
-    if (fail) throw new BusinessError('inner lease failed');
-    return this.locks.manager;
-  }
-}
-
-@Injectable()
-class InnerRow {
-  constructor(readonly locks: LockService) {}
-  @WriteLock('nr:{0}', { strategy: 'row-lock' })
-  async write(k: string, fail = false): Promise<EntityManager> {
-    await insert(this.locks.manager, k, 'inner-row');
-    if (fail) throw new BusinessError('inner row failed');
-    return this.locks.manager;
-  }
-
-  @WriteLock('skipme:{0}', { onLocked: 'skip' })
-  async skippable(k: string): Promise<'ran' | undefined> {
-    await insert(this.locks.manager, k, 'skippable');
-    return 'ran';
-  }
-}
-
-@Injectable()
-class Outer {
-  constructor(
-    readonly locks: LockService,
-    readonly lease: InnerLease,
-    readonly row: InnerRow,
-  ) {}
-
-  @WriteLock('ol:{0}', { strategy: 'lease' })
-  async leaseThenRow(k: string, opts: { innerFails?: boolean; outerFails?: boolean; catchInner?: boolean } = {}): Promise<boolean> {
-    await insert(this.locks.manager, k, 'outer-lease');
-    let same = false;
-    try {
-      same = (await this.row.write(k, opts.innerFails)) === this.locks.manager;
-    } catch (error) {
-      if (!opts.catchInner) throw error;
-    }
-    if (opts.outerFails) throw new BusinessError('outer lease failed');
-    return same;
-  }
-
-  @WriteLock('or:{0}', { strategy: 'row-lock' })
-  async rowThenLease(k: string, opts: { innerFails?: boolean; outerFails?: boolean; catchInner?: boolean } = {}): Promise<boolean> {
-    await insert(this.locks.manager, k, 'outer-row');
-    let same = false;
-    try {
-      same = (await this.lease.write(k, opts.innerFails)) === this.locks.manager;
-    } catch (error) {
-      if (!opts.catchInner) throw error;
-    }
-    if (opts.outerFails) throw new BusinessError('outer row failed');
-    return same;
-  }
-
-  @WriteLock('os:{0}')
-  async withSkip(k: string): Promise<'ran' | undefined> {
-    await insert(this.locks.manager, k, 'outer-skip');
-    return this.row.skippable(k);
-  }
-
-  @ReadLock('rw:{0}')
-  async reader(k: string, inside: Promise<void>, entered: () => void): Promise<void> {
-    entered();
-    await inside;
-  }
-
-  @WriteLock('rw:{0}')
-  async writer(k: string): Promise<string> {
-    await insert(this.locks.manager, k, 'writer');
-    return 'wrote';
-  }
-
-  @ReadLock('up:{0}', { strategy: 'lease' })
-  async readThenRowWrite(k: string): Promise<void> {
-    await this.upgradeRow(k);
-  }
-
-  @WriteLock('up:{0}', { strategy: 'row-lock' })
-  async upgradeRow(k: string): Promise<void> {
-    await insert(this.locks.manager, k, 'upgraded');
-  }
-
-  /** Declared as returning any: no Promise; the decorator must still lock it, commit it and answer with a promise. */
-  @WriteLock('sync:{0}')
-  syncValue(k: string): any {
-    return `value:${k}`;
-  }
-
-  @WriteLock('sync:{0}')
-  syncThrow(k: string): any {
-    throw new BusinessError(`sync ${k}`);
-  }
-}
-
 contractSuite('fenced-decorators', 'nested decorated calls across services', { postgres: true }, (target) => {
   let db: TestDatabase;
   let app: INestApplicationContext;
@@ -135,7 +21,7 @@ contractSuite('fenced-decorators', 'nested decorated calls across services', { p
 
   before(async () => {
     db = await TestDatabase.forTarget(target);
-    await db.query(`CREATE TABLE entries (id ${db.sql.autoId}, k VARCHAR(64) NOT NULL, who VARCHAR(32) NOT NULL)${db.sql.tableOptions}`);
+    await createEntries(db);
     ({ app, locks } = await createLockApp(db.settings, target.options({ janitor: false }), { providers: [Outer, InnerLease, InnerRow] }));
     outer = app.get(Outer);
   });
@@ -144,8 +30,7 @@ contractSuite('fenced-decorators', 'nested decorated calls across services', { p
     await db?.drop();
   });
 
-  const entries = async (k: string): Promise<string[]> =>
-    (await db.query<{ who: string }[]>('SELECT who FROM entries WHERE k = ? ORDER BY id', [k])).map((r) => r.who);
+  const entries = (k: string): Promise<string[]> => entriesOf(db, k);
   const ended = (key: string): Promise<unknown[]> => endedStatuses(db, key);
   const free = async (key: string): Promise<boolean> => {
     const h = await locks.tryAcquire(key);
@@ -195,7 +80,7 @@ contractSuite('fenced-decorators', 'nested decorated calls across services', { p
   });
 
   it("nested onLocked 'skip' on a key another chain holds: resolves undefined, the outer call commits", async () => {
-    const held = await locks.acquire('skipme:s1', { strategy: target.strategy === 'row-lock' ? 'lease' : 'lease' });
+    const held = await locks.acquire('skipme:s1', { strategy: 'lease' });
     try {
       const started = performance.now();
       assert.equal(await outer.withSkip('s1'), undefined);

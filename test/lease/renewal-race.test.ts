@@ -4,7 +4,7 @@ import { TestDatabase } from '../support/test-database.js';
 import { LockWorker } from '../support/worker-host.js';
 import { contractSuite } from '../support/contract-targets.js';
 
-const scenarios = new URL('../contract/scenarios/liveness.js', import.meta.url).href;
+const scenarios = new URL('../contract/scenarios/release-race.js', import.meta.url).href;
 
 contractSuite('lease-renewal', 'liveness: a released lock is never renewed back to life', (target) => {
   let db: TestDatabase;

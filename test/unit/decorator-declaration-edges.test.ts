@@ -1,27 +1,15 @@
 import 'reflect-metadata';
 import { afterEach, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { DbLockModule, DbLockOptionsError, type LockService, LockServiceRegistry, Semaphore, WriteLock } from '../../lib/index.js';
+import { DbLockModule, DbLockOptionsError, LockServiceRegistry, Semaphore, WriteLock } from '../../lib/index.js';
 import { DbLockTestingModule } from '../../lib/testing/index.js';
-
-/** A stand-in LockService: records the keys the decorator forwards and runs the method. */
-function fakeService(): unknown[] {
-  const keys: unknown[] = [];
-  const service = {
-    runLocked: async (k: unknown, fn: () => unknown) => {
-      keys.push(k);
-      return fn();
-    },
-  };
-  LockServiceRegistry.register('default', service as unknown as LockService);
-  return keys;
-}
+import { fakeLockService } from '../support/fake-lock-service.js';
 
 describe('decorator key templates and registration validation', () => {
   afterEach(() => LockServiceRegistry.reset());
 
   it('a template may name an argument that a rest parameter receives ({2} of (a, ...rest))', async () => {
-    const keys = fakeService();
+    const calls = fakeLockService();
     let Jobs: (new () => { tag(group: string, ...ids: string[]): Promise<void> }) | undefined;
     // A rest parameter takes any number of arguments: {2} is not "past the method's parameters".
     assert.doesNotThrow(() => {
@@ -31,11 +19,14 @@ describe('decorator key templates and registration validation', () => {
       Jobs = RestJobs;
     });
     await new Jobs!().tag('g', 'first', 'second');
-    assert.deepEqual(keys, ['tag:g:second']);
+    assert.deepEqual(
+      calls.map((c) => c.keys),
+      ['tag:g:second'],
+    );
   });
 
   it('a rest-only method: {1} names the second argument', async () => {
-    const keys = fakeService();
+    const calls = fakeLockService();
     let Jobs: (new () => { pair(...ids: string[]): Promise<void> }) | undefined;
     assert.doesNotThrow(() => {
       class RestOnly {
@@ -44,7 +35,10 @@ describe('decorator key templates and registration validation', () => {
       Jobs = RestOnly;
     });
     await new Jobs!().pair('a', 'b');
-    assert.deepEqual(keys, ['pair:a:b']);
+    assert.deepEqual(
+      calls.map((c) => c.keys),
+      ['pair:a:b'],
+    );
   });
 
   it('dataSourceName: null is refused by DbLockModule as it is by DbLockTestingModule (parity)', () => {

@@ -4,42 +4,21 @@ import assert from 'node:assert/strict';
 import { Get, Post, SetMetadata } from '@nestjs/common';
 import { Cron } from '@nestjs/schedule';
 import {
-  DbLockAmbiguousDataSourceError,
   DbLockError,
-  DbLockNotInitializedError,
   DbLockOptionsError,
   DistributedLock,
   getLockMetadata,
   InvalidLockKeyError,
-  type LockService,
   LockServiceRegistry,
   ReadLock,
-  type RunLockedOptions,
   WriteLock,
 } from '../../lib/index.js';
+import { fakeLockService } from '../support/fake-lock-service.js';
 
 // What @nestjs/event-emitter's @OnEvent and @nestjs/microservices' @EventPattern do (neither
 // package is installed here): Reflect metadata on descriptor.value, the same mechanism as SetMetadata.
 const OnEvent = (event: string) => SetMetadata('EVENT_LISTENER_METADATA', [{ event }]);
 const EventPattern = (pattern: string) => SetMetadata('microservices:pattern', [pattern]);
-
-interface Call {
-  keys: unknown;
-  options: RunLockedOptions | undefined;
-}
-
-/** A stand-in LockService: records what the decorator forwards and runs the method. */
-function fakeService(name = 'default'): Call[] {
-  const calls: Call[] = [];
-  const service = {
-    runLocked: async (keys: unknown, fn: () => unknown, options?: RunLockedOptions) => {
-      calls.push({ keys, options });
-      return fn();
-    },
-  };
-  LockServiceRegistry.register(name, service as unknown as LockService);
-  return calls;
-}
 
 describe('lock decorators', () => {
   afterEach(() => LockServiceRegistry.reset());
@@ -75,7 +54,7 @@ describe('lock decorators', () => {
     assert.equal(proto.lockBelow.length, 2);
     assert.equal(proto.lockAbove.length, 1);
     assert.equal(proto.lockAbove.name, 'lockAbove');
-    const calls = fakeService();
+    const calls = fakeLockService();
     const handlers = new Handlers();
     assert.equal(await handlers.lockBelow(21), 42);
     assert.equal(await handlers.lockAbove(5), 10);
@@ -95,7 +74,7 @@ describe('lock decorators', () => {
       @ReadLock(undefined, { transaction: 'none' }) static async report(): Promise<void> {}
       @WriteLock('user:{0}', { name: 'users' }) async user(_id: number): Promise<void> {}
     }
-    const calls = fakeService();
+    const calls = fakeLockService();
     const orders = new Orders();
     await orders.pay({ id: 'A7' });
     await orders.both(3, 'c9');
@@ -214,52 +193,5 @@ describe('lock decorators', () => {
       @WriteLock((id: string) => `k:${id}`) async typed(_id: number): Promise<void> {}
     }
     assert.ok(Jobs);
-  });
-
-  it('throws DbLockNotInitializedError before the module is ready, naming the method', async () => {
-    class Early {
-      @WriteLock('early') async m(): Promise<string> {
-        return 'ran';
-      }
-      @WriteLock('other', { dataSourceName: 'reports' }) async n(): Promise<string> {
-        return 'ran';
-      }
-    }
-    await assert.rejects(new Early().m(), (e: unknown) => e instanceof DbLockNotInitializedError && /@WriteLock on Early\.m/.test(e.message));
-    fakeService('default');
-    assert.equal(await new Early().m(), 'ran');
-    await assert.rejects(new Early().n(), (e: unknown) => e instanceof DbLockNotInitializedError && e.dataSourceName === 'reports');
-  });
-
-  it('a decorator naming no DataSource uses the only registered service, whatever its name, and refuses to guess among several', async () => {
-    class Unnamed {
-      @WriteLock('u') async m(): Promise<string> {
-        return 'ran';
-      }
-      @WriteLock('n', { dataSourceName: 'billing' }) async named(): Promise<string> {
-        return 'ran';
-      }
-    }
-    assert.equal(getLockMetadata(Unnamed.prototype.m)!.dataSourceName, undefined);
-    assert.equal(getLockMetadata(Unnamed.prototype.named)!.dataSourceName, 'billing');
-    const billing = fakeService('billing');
-    assert.equal(await new Unnamed().m(), 'ran');
-    assert.equal(billing.length, 1, 'served by the only service, named billing');
-    fakeService('reports');
-    await assert.rejects(new Unnamed().m(), (e: unknown) => {
-      assert.ok(e instanceof DbLockAmbiguousDataSourceError, String(e));
-      assert.deepEqual(e.registeredNames, ['billing', 'reports']);
-      assert.match(e.message, /@WriteLock on Unnamed\.m/);
-      return true;
-    });
-    assert.equal(await new Unnamed().named(), 'ran', 'a named decorator is unaffected');
-    assert.deepEqual(LockServiceRegistry.names(), ['billing', 'reports']);
-    class Audit {
-      @WriteLock('x', { dataSourceName: 'audit' }) async m(): Promise<void> {}
-    }
-    await assert.rejects(
-      new Audit().m(),
-      (e: unknown) => e instanceof DbLockNotInitializedError && /DbLockModule runs for: 'billing', 'reports'/.test(e.message),
-    );
   });
 });
