@@ -10,7 +10,6 @@ import { BusinessError, insert } from './entries.js';
  * The service of the decorator transaction tests: nested same-key and other-key calls, an upgrade
  * attempt, a failing method, two call chains, and the `transaction: 'none'` and 'skip' options.
  */
-
 @Injectable()
 export class Accounts {
   innerManager: EntityManager | undefined;

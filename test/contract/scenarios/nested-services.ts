@@ -10,6 +10,12 @@ import { BusinessError, insert } from './entries.js';
  * and methods that are not async.
  */
 
+/** Where a nested call fails: inside the inner call, or in the outer one after the inner returned. */
+export interface Failures {
+  innerFails?: boolean;
+  outerFails?: boolean;
+}
+
 /** A gate opened from outside. */
 export function gate(): { wait: Promise<void>; open: () => void } {
   let open!: () => void;
@@ -54,28 +60,20 @@ export class Outer {
   ) {}
 
   @WriteLock('ol:{0}', { strategy: 'lease' })
-  async leaseThenRow(k: string, opts: { innerFails?: boolean; outerFails?: boolean; catchInner?: boolean } = {}): Promise<boolean> {
-    await insert(this.locks.manager, k, 'outer-lease');
-    let same = false;
-    try {
-      same = (await this.row.write(k, opts.innerFails)) === this.locks.manager;
-    } catch (error) {
-      if (!opts.catchInner) throw error;
-    }
-    if (opts.outerFails) throw new BusinessError('outer lease failed');
-    return same;
+  async leaseThenRow(k: string, fails: Failures = {}): Promise<boolean> {
+    return this.writeThenCall(k, 'lease', () => this.row.write(k, fails.innerFails), fails);
   }
 
   @WriteLock('or:{0}', { strategy: 'row-lock' })
-  async rowThenLease(k: string, opts: { innerFails?: boolean; outerFails?: boolean; catchInner?: boolean } = {}): Promise<boolean> {
-    await insert(this.locks.manager, k, 'outer-row');
-    let same = false;
-    try {
-      same = (await this.lease.write(k, opts.innerFails)) === this.locks.manager;
-    } catch (error) {
-      if (!opts.catchInner) throw error;
-    }
-    if (opts.outerFails) throw new BusinessError('outer row failed');
+  async rowThenLease(k: string, fails: Failures = {}): Promise<boolean> {
+    return this.writeThenCall(k, 'row', () => this.lease.write(k, fails.innerFails), fails);
+  }
+
+  /** The outer call's body: its own entry, then the inner call; true if the inner call ran in the outer transaction. */
+  private async writeThenCall(k: string, outer: 'lease' | 'row', inner: () => Promise<EntityManager>, fails: Failures): Promise<boolean> {
+    await insert(this.locks.manager, k, `outer-${outer}`);
+    const same = (await inner()) === this.locks.manager;
+    if (fails.outerFails) throw new BusinessError(`outer ${outer} failed`);
     return same;
   }
 

@@ -2,11 +2,10 @@
  * The release-against-renewal race, run inside worker processes. It wraps the lease log's renew
  * and endRows on purpose (to count releases sent while a renewal was on the wire): tests only.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import { mysqlLogOf } from '../../support/lock-internals.js';
 import type { WorkerContext } from '../../support/lock-worker.js';
 import { tapStatements } from '../../support/statement-tap.js';
-
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 /**
  * Many short holds raced against a fast watchdog (renewIntervalMs tiny): counts releases sent
