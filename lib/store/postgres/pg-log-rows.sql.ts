@@ -27,12 +27,17 @@ import {
  * The key rows' creation (see PgLockLog.createKeyRows); also run inside a joined transaction. A new
  * key has no holder at all: its row says no lease holder can be live (`no_lease_holders = 1`), so
  * a row-lock take of it, a reader's too, is the one-statement path until a lease grant says otherwise.
+ * Only rows the statement's snapshot does not see: ON CONFLICT DO NOTHING alone waits for any
+ * transaction that has the existing row updated, and a row-lock holder keeps its key's row so
+ * for its whole hold (a single try that lost the race to create a key would wait out that hold).
+ * ON CONFLICT still covers a row created by another transaction since the snapshot.
  */
 export function createKeyRowsStatement(keys: readonly Buffer[]): string {
   return (
     `WITH floor AS (SELECT fencing_token FROM ${LOCK_TABLE} WHERE lock_key = ${keyLiteral(FENCING_FLOOR_KEY)} FOR SHARE) ` +
     `INSERT INTO ${LOCK_TABLE} (lock_key, fencing_token, no_lease_holders) SELECT k, COALESCE((SELECT max(fencing_token) FROM floor), 0), 1 ` +
-    `FROM (VALUES ${keys.map((key) => `(${keyLiteral(key)})`).join(', ')}) AS wanted(k) ON CONFLICT (lock_key) DO NOTHING`
+    `FROM (VALUES ${keys.map((key) => `(${keyLiteral(key)})`).join(', ')}) AS wanted(k) ` +
+    `WHERE NOT EXISTS (SELECT 1 FROM ${LOCK_TABLE} d WHERE d.lock_key = wanted.k) ON CONFLICT (lock_key) DO NOTHING`
   );
 }
 
