@@ -6,7 +6,7 @@
  * statement's round trip, the gaps between them, and from a holder's ring (its advisory unlock
  * sent) to the next grant answered in another process. Their sum is the time one handoff takes;
  * the window's holds per second is about its inverse.
- * `node build/test/bench/probe-pg-chain.js [lease|lease-by-hand]`; BENCH_PROCESSES, BENCH_CALLERS.
+ * `node build/test/bench/probe-pg-chain.js [lease|lease-by-hand|row-lock|row-lock-by-hand|for-update]`; BENCH_PROCESSES, BENCH_CALLERS.
  */
 import 'reflect-metadata';
 import { spawn } from 'node:child_process';
@@ -35,6 +35,10 @@ const STEPS: Record<string, { grant: string; after: string[]; ring: string }> = 
     after: ['BEGIN; UPDATE bench_counter', 'UPDATE db_lock_log'],
     ring: 'SELECT pg_advisory_unlock',
   },
+  // Row-lock holds have no ring: the COMMIT batch (audit row, COMMIT) frees the key.
+  'row-lock': { grant: 'BEGIN; SELECT set_config', after: ['UPDATE bench_counter'], ring: 'INSERT INTO db_lock_log' },
+  'row-lock-by-hand': { grant: 'BEGIN ISOLATION LEVEL', after: ['UPDATE bench_counter'], ring: 'INSERT INTO db_lock_log' },
+  'for-update': { grant: 'BEGIN; SELECT v FROM', after: ['UPDATE bench_counter'], ring: 'COMMIT' },
 };
 
 type Trace = [number, number, string];

@@ -7,7 +7,7 @@
 import { writeFileSync } from 'node:fs';
 import pg from 'pg';
 
-/** [sent, answered, the statement's first 40 characters]. */
+/** [sent, answered, the statement's first 40 characters (PG_TRACE_CHARS: more)]. */
 type Record = [number, number, string];
 
 const dir = process.env.PG_TRACE_DIR;
@@ -17,7 +17,7 @@ if (dir) {
   const query = pg.Client.prototype.query as (this: pg.Client, ...args: unknown[]) => unknown;
   (pg.Client.prototype as unknown as { query: typeof query }).query = function (this: pg.Client, ...args: unknown[]) {
     const config = args[0] as string | { text?: string } | undefined;
-    const text = (typeof config === 'string' ? config : (config?.text ?? '')).replace(/\s+/g, ' ').slice(0, 40);
+    const text = (typeof config === 'string' ? config : (config?.text ?? '')).replace(/\s+/g, ' ').slice(0, Number(process.env.PG_TRACE_CHARS ?? 40));
     const sent = at();
     const answer = query.apply(this, args);
     if (answer instanceof Promise)
