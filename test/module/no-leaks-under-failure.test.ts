@@ -5,7 +5,7 @@ import type { INestApplicationContext } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 import { DbLockError, type DbLockModuleOptions, type LockService, LockTimeoutError } from '../../lib/index.js';
 import { TestDatabase } from '../support/test-database.js';
-import { createLockApp, eventually } from '../support/lock-app.js';
+import { createLockApp, eventually, outcomeOf } from '../support/lock-app.js';
 import { assertIdle, checkedOutSessionIds, killSession, sessionCount, sessionIdSql, sessionIds } from '../support/server-sessions.js';
 import { contractSuite } from '../support/contract-targets.js';
 
@@ -13,12 +13,6 @@ async function appWith(db: TestDatabase, options: DbLockModuleOptions, poolSize:
   const { app, locks } = await createLockApp(db.settings, options, { poolSize });
   return { app, locks, dataSource: app.get(DataSource) };
 }
-
-const outcomeOf = (p: Promise<unknown>) =>
-  p.then(
-    (value) => ({ value }),
-    (error: unknown) => ({ error }),
-  );
 
 contractSuite('bounded-wait', 'connections back to idle after failures', { postgres: true }, (target) => {
   let db: TestDatabase;
