@@ -84,7 +84,11 @@ export interface LockLogStore {
    * `bell`: sent through the doorbell's connection (a wait for it first, in the same round trip).
    */
   grant(request: GrantRequest, deadline: number, options?: { bell?: Bell | BellWait; serverBoundMs?: number }): Promise<GrantAnswer>;
-  /** Creates missing key rows in their own transaction (first use of a key, or after a reap). */
+  /**
+   * Creates missing key rows in their own transaction (first use of a key, or after a reap). Lock
+   * waits end at `deadline`; the answer is given KEY_ROWS_ANSWER_MS more. A row another open
+   * transaction is creating may be left to it: the caller's take finds it missing, as for a busy key.
+   */
   createKeyRows(keys: readonly Buffer[], deadline?: number): Promise<void>;
   /**
    * Ends the rows still live; returns how many. Retried through transient failures; if the

@@ -1,6 +1,7 @@
 import type { LockTarget } from '../../core/lock-key.js';
 import { format, keyText, LOCK_TABLE, type Row, rowsOf } from './sql.js';
 import type { StatementPlan } from './statement-plan.js';
+import { KEY_ROWS_ANSWER_MS } from '../answer-bound.js';
 
 /** Most keys remembered as having rows; past it the memory starts again (a forgotten key costs one read). */
 const MOST_REMEMBERED = 10_000;
@@ -9,7 +10,7 @@ const MOST_REMEMBERED = 10_000;
  * a second of the caller's budget. Past it (another transaction's gap lock holds the insert) the take
  * goes on as without it, with what is left of the budget: the database then sees any deadlock.
  */
-const CREATE_WITHIN_MS = { least: 250, most: 1_000 };
+const CREATE_WITHIN_MS = { least: KEY_ROWS_ANSWER_MS, most: 1_000 };
 
 /**
  * Key rows created before a take inside a transaction the take cannot roll back (a joined one).

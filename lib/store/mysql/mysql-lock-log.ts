@@ -29,6 +29,7 @@ import { FENCING_FLOOR_KEY } from '../../core/internal-keys.js';
 import { checkSchema, type SchemaFeatures } from './schema-check.js';
 import { UnendedRows } from '../unended-rows.js';
 import { endedByThisRelease } from '../ended-by-earlier-try.js';
+import { KEY_ROWS_ANSWER_MS } from '../answer-bound.js';
 
 /** How long an (idempotent) release, extend or renewal is re-sent through deadlocks, lock-wait timeouts and broken connections: giving up would leave the key taken until its lease runs out. */
 const RETRY_FOR_MS = 3_000;
@@ -190,7 +191,8 @@ export class MysqlLockLog implements LockLogStore, ProcessLeaseStore, GrantDecis
 
   /** Creates missing key rows in their own transaction (first use of a key, or after the janitor reaped it). */
   async createKeyRows(keys: readonly Buffer[], deadline?: number): Promise<void> {
-    await this.withRetries('locks', () => this.run(this.keyRowsPlan(keys), 'locks', deadline));
+    const by = deadline === undefined ? undefined : Math.max(deadline, performance.now() + KEY_ROWS_ANSWER_MS);
+    await this.withRetries('locks', () => this.run(this.keyRowsPlan(keys), 'locks', by));
   }
 
   /**

@@ -20,6 +20,9 @@ import {
   rowStatusesStatement,
 } from './pg-log-rows.sql.js';
 import type { PgLockPool } from './pg-pool.js';
+import { LOCK_NOT_AVAILABLE, sqlStateOf } from './pg-failures.js';
+import { bounded } from './pg-row-lock.sql.js';
+import { KEY_ROWS_ANSWER_MS } from '../answer-bound.js';
 import {
   keyText,
   LIVE_STATUSES_SQL,
@@ -207,11 +210,19 @@ export class PgLockLog implements LockLogStore, ProcessLeaseStore, LeaseGrantHos
   /**
    * Creates missing key rows in one committed statement (first use of a key, or after the janitor
    * reaped it), from the fencing floor, read with a shared lock: a reap takes it exclusively, so a
-   * key's tokens never go back. An existing row is left alone without waiting for its holder.
+   * key's tokens never go back. An existing row is left alone without waiting for its holder. A row
+   * another transaction inserted and has not committed is waited for until `deadline` only (the
+   * server ends the wait, 55P03), then left to it: a row-lock holder that created the key in its
+   * joined transaction keeps that row until its hold ends, so the key is busy, and the take that
+   * follows finds the row missing and answers so.
    */
   async createKeyRows(keys: readonly Buffer[], deadline?: number): Promise<void> {
+    const waitMs = deadline === undefined ? Infinity : Math.max(1, deadline - performance.now());
+    const answerMs = waitMs === Infinity ? undefined : waitMs + KEY_ROWS_ANSWER_MS;
     await this.withRetries(() =>
-      this.pool.query(createKeyRowsStatement(keys), 'locks', deadline === undefined ? undefined : deadline - performance.now()),
+      this.pool.query(bounded([createKeyRowsStatement(keys)], waitMs).sql, 'locks', answerMs).catch((error: unknown) => {
+        if (sqlStateOf((error as Error).cause) !== LOCK_NOT_AVAILABLE) throw error;
+      }),
     );
   }
 

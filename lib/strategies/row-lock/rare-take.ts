@@ -55,14 +55,9 @@ export async function takeRarely(
 async function createKeyRows(store: RowLockStore, log: LockLogStore, runner: QueryRunner, take: RareTake): Promise<RowLockTake | undefined> {
   const keys = take.targets.map((t) => t.bytes);
   if (!take.ownTransaction) return store.createKeyRowsIn(runner, keys, take.deadline);
-  // At least one round trip's time, so that a single try (no budget) can still create a free key's row.
-  const deadline = Number.isFinite(take.deadline) ? Math.max(take.deadline, performance.now() + KEY_ROWS_MIN_MS) : undefined;
-  await restart(store, runner, take, () => log.createKeyRows(keys, deadline));
+  await restart(store, runner, take, () => log.createKeyRows(keys, Number.isFinite(take.deadline) ? take.deadline : undefined));
   return undefined;
 }
-
-/** The least time a key row's creation on the library's pool is given, ms. */
-const KEY_ROWS_MIN_MS = 250;
 
 /** A new transaction in place of the open one (its bumps and locks rolled back); `between` runs outside any. */
 async function restart(store: RowLockStore, runner: QueryRunner, take: RareTake, between?: () => Promise<void>): Promise<void> {

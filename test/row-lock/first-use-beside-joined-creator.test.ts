@@ -1,0 +1,134 @@
+import { after, before, it } from 'node:test';
+import assert from 'node:assert/strict';
+import type { INestApplicationContext } from '@nestjs/common';
+import { LockTimeoutError, type LockService } from '../../lib/index.js';
+import { contractSuite } from '../support/contract-targets.js';
+import { createLockApp } from '../support/lock-app.js';
+import { describeError, outcome } from '../support/settled.js';
+import { TestDatabase } from '../support/test-database.js';
+
+const MARGIN_MS = 500;
+const HOLD_MS = 1_500;
+
+/**
+ * A key's first use inside a joined transaction creates its row in that transaction on PostgreSQL,
+ * and the row stays uncommitted for the whole hold (MySQL commits it first, and the hold keeps it
+ * locked). Another process's first use of the same key must see it
+ * as a busy key (a single try answers at once, a budget waits for the hold to end), not as a
+ * connection error after its creation statement waited for the uncommitted row.
+ */
+contractSuite('bounded-wait', 'row-lock first use beside a joined creator of the same key', { postgres: true }, (target) => {
+  if (target.strategy !== 'row-lock') return;
+  let db: TestDatabase;
+  const apps: { app: INestApplicationContext; locks: LockService }[] = [];
+
+  before(async () => {
+    db = await TestDatabase.forTarget(target);
+    for (let i = 0; i < 2; i++) apps.push(await createLockApp(db.settings, target.options({ janitor: false, escapedWrites: 'ignore' })));
+  });
+  after(async () => {
+    for (const a of apps) await a.app.close();
+    await db?.drop();
+  });
+
+  /** `a` holds `key` in `mode` (its row created by this very hold) inside an outer hold, for HOLD_MS; `during` runs meanwhile. */
+  async function whileCreatorHolds<T>(key: string, during: () => Promise<T>, mode: 'read' | 'write' = 'write'): Promise<T> {
+    const [a] = apps as [(typeof apps)[0]];
+    let held!: () => void;
+    const holding = new Promise<void>((resolve) => (held = resolve));
+    const creator = a.locks.runLocked(`outer:${key}`, () =>
+      a.locks.runLocked(
+        key,
+        async () => {
+          held();
+          await new Promise((resolve) => setTimeout(resolve, HOLD_MS));
+        },
+        { mode },
+      ),
+    );
+    await holding;
+    try {
+      // Not blind: on PostgreSQL the key's row exists only in the creator's open transaction; the
+      // MySQL store creates a joined take's rows first, committed, so there the row is there and held.
+      const rows = await db.query<{ n: number | string }[]>('SELECT count(*) AS n FROM db_lock WHERE lock_key = ?', [Buffer.from(key)]);
+      assert.equal(Number(rows[0]!.n), target.database === 'postgres' ? 0 : 1, 'the key row as the creator left it during its hold');
+      return await during();
+    } finally {
+      await creator;
+    }
+  }
+
+  it('a single try answers busy at once', async () => {
+    const [, b] = apps as [unknown, (typeof apps)[0]];
+    const tried = await whileCreatorHolds('fresh:once', async () => {
+      const t0 = performance.now();
+      const result = await outcome(b.locks.runLocked('fresh:once', () => 'ran', { timeoutMs: 0 }));
+      return { ...result, ms: performance.now() - t0 };
+    });
+    assert.ok(tried.error instanceof LockTimeoutError, `expected LockTimeoutError, got ${describeError(tried.error)}`);
+    assert.ok(tried.ms < MARGIN_MS, `answered after ${Math.round(tried.ms)} ms`);
+  });
+
+  it("onLocked 'skip' skips at once", async () => {
+    const [, b] = apps as [unknown, (typeof apps)[0]];
+    const skipped = await whileCreatorHolds('fresh:skip', () =>
+      outcome(b.locks.runLocked('fresh:skip', () => 'ran', { timeoutMs: 0, onLocked: 'skip' })),
+    );
+    assert.equal(skipped.error, undefined, describeError(skipped.error));
+    assert.equal(skipped.value, undefined, 'the work did not run');
+  });
+
+  it('a budget longer than the hold gets the key once the creator commits', async () => {
+    const [, b] = apps as [unknown, (typeof apps)[0]];
+    const waited = await whileCreatorHolds('fresh:wait', async () => {
+      const t0 = performance.now();
+      const result = await outcome(b.locks.runLocked('fresh:wait', () => 'ran', { timeoutMs: HOLD_MS + 3_000 }));
+      return { ...result, ms: performance.now() - t0 };
+    });
+    assert.equal(waited.error, undefined, describeError(waited.error));
+    assert.equal(waited.value, 'ran');
+    assert.ok(waited.ms < HOLD_MS + 3_000 + MARGIN_MS, `granted after ${Math.round(waited.ms)} ms`);
+  });
+
+  it('a budget shorter than the hold times out, typed, within it', async () => {
+    const [, b] = apps as [unknown, (typeof apps)[0]];
+    const BUDGET = 400;
+    const timed = await whileCreatorHolds('fresh:short', async () => {
+      const t0 = performance.now();
+      const result = await outcome(b.locks.runLocked('fresh:short', () => 'ran', { timeoutMs: BUDGET }));
+      return { ...result, ms: performance.now() - t0 };
+    });
+    assert.ok(timed.error instanceof LockTimeoutError, `expected LockTimeoutError, got ${describeError(timed.error)}`);
+    assert.ok(timed.ms < BUDGET + MARGIN_MS, `answered after ${Math.round(timed.ms)} ms`);
+  });
+
+  it('a reader beside a reader that created the key: granted, or busy at once, typed', async () => {
+    const [, b] = apps as [unknown, (typeof apps)[0]];
+    const tried = await whileCreatorHolds(
+      'fresh:readers',
+      async () => {
+        const t0 = performance.now();
+        const result = await outcome(b.locks.runLocked('fresh:readers', () => 'ran', { mode: 'read', timeoutMs: 0 }));
+        return { ...result, ms: performance.now() - t0 };
+      },
+      'read',
+    );
+    assert.ok(tried.error === undefined || tried.error instanceof LockTimeoutError, `untyped: ${describeError(tried.error)}`);
+    assert.ok(tried.ms < MARGIN_MS, `answered after ${Math.round(tried.ms)} ms`);
+  });
+
+  it('a reader with a budget beside a reader that created the key: granted within it', async () => {
+    const [, b] = apps as [unknown, (typeof apps)[0]];
+    const waited = await whileCreatorHolds(
+      'fresh:readers-wait',
+      async () => {
+        const t0 = performance.now();
+        const result = await outcome(b.locks.runLocked('fresh:readers-wait', () => 'ran', { mode: 'read', timeoutMs: HOLD_MS + 3_000 }));
+        return { ...result, ms: performance.now() - t0 };
+      },
+      'read',
+    );
+    assert.equal(waited.error, undefined, describeError(waited.error));
+    assert.equal(waited.value, 'ran');
+  });
+});
