@@ -131,4 +131,19 @@ contractSuite('bounded-wait', 'row-lock first use beside a joined creator of the
     assert.equal(waited.error, undefined, describeError(waited.error));
     assert.equal(waited.value, 'ran');
   });
+
+  it('a lease single try and a lease budget beside that creator: busy at once, then granted once it commits', async () => {
+    const [, b] = apps as [unknown, (typeof apps)[0]];
+    const [once, waited] = await whileCreatorHolds('fresh:lease', async () => {
+      const t0 = performance.now();
+      const first = await outcome(b.locks.runLocked('fresh:lease', () => 'ran', { strategy: 'lease', timeoutMs: 0 }));
+      const onceMs = performance.now() - t0;
+      const second = await outcome(b.locks.runLocked('fresh:lease', () => 'ran', { strategy: 'lease', timeoutMs: HOLD_MS + 3_000 }));
+      return [{ ...first, ms: onceMs }, second];
+    });
+    assert.ok(once.error instanceof LockTimeoutError, `expected LockTimeoutError, got ${describeError(once.error)}`);
+    assert.ok(once.ms < MARGIN_MS, `answered after ${Math.round(once.ms)} ms`);
+    assert.equal(waited.error, undefined, describeError(waited.error));
+    assert.equal(waited.value, 'ran');
+  });
 });
