@@ -19,14 +19,14 @@ const LEASE_MS = 30_000;
 const BOUND_MS = 3_000;
 const SCENARIO = new URL('../contract/scenarios/holders.js', import.meta.url).href;
 
-contractSuite('holder-connection', 'row-lock: a SIGKILLed holder', () => {
+contractSuite('holder-connection', 'row-lock: a SIGKILLed holder', { postgres: true }, (target) => {
   let db: TestDatabase;
   let workers: LockWorker[] = [];
   before(async () => {
-    db = await TestDatabase.create();
+    db = await TestDatabase.forTarget(target);
     workers = await LockWorker.startMany(2, {
       settings: db.settings,
-      options: { strategy: 'row-lock', leaseMs: LEASE_MS },
+      options: target.options({ leaseMs: LEASE_MS }),
     });
   });
   after(async () => {

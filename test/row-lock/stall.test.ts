@@ -17,13 +17,13 @@ const LEASE_MS = 600;
 const STALL_MS = 3_000;
 const SCENARIO = new URL('../contract/scenarios/ledger.js', import.meta.url).href;
 
-contractSuite('row-lock-stall', 'row-lock: a SIGSTOPped holder', () => {
+contractSuite('row-lock-stall', 'row-lock: a SIGSTOPped holder', { postgres: true }, (target) => {
   let db: TestDatabase;
   let workers: LockWorker[] = [];
   before(async () => {
-    db = await TestDatabase.create();
-    await db.query('CREATE TABLE ledger (id INT AUTO_INCREMENT PRIMARY KEY, who VARCHAR(16), step INT, token INT) ENGINE=InnoDB');
-    workers = await LockWorker.startMany(2, { settings: db.settings, options: { strategy: 'row-lock', leaseMs: LEASE_MS } });
+    db = await TestDatabase.forTarget(target);
+    await db.query(`CREATE TABLE ledger (id ${db.sql.autoId}, who VARCHAR(16), step INT, token INT)${db.sql.tableOptions}`);
+    workers = await LockWorker.startMany(2, { settings: db.settings, options: target.options({ leaseMs: LEASE_MS }) });
   });
   after(async () => {
     await Promise.all(workers.map((w) => w.close()));
