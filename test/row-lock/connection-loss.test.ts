@@ -3,6 +3,8 @@ import assert from 'node:assert/strict';
 import type { INestApplicationContext } from '@nestjs/common';
 import { LockLostError, type LockService } from '../../lib/index.js';
 import { createLockApp, eventually } from '../support/lock-app.js';
+import { killSession, sessionIdSql } from '../support/server-sessions.js';
+import { runSql } from '../support/portable-sql.js';
 import { TestDatabase } from '../support/test-database.js';
 import { contractSuite } from '../support/contract-targets.js';
 
@@ -13,15 +15,15 @@ import { contractSuite } from '../support/contract-targets.js';
  * statement or its commit fails with LockLostError (the driver error as cause), never with a raw
  * driver or ORM error, and none of its writes exist.
  */
-contractSuite('holder-connection', 'row-lock: the holder connection dies mid-work', () => {
+contractSuite('holder-connection', 'row-lock: the holder connection dies mid-work', { postgres: true }, (target) => {
   let db: TestDatabase;
   let app: INestApplicationContext;
   let locks: LockService;
   let other: { app: INestApplicationContext; locks: LockService };
 
   before(async () => {
-    db = await TestDatabase.create();
-    await db.query('CREATE TABLE account (id INT PRIMARY KEY, balance INT NOT NULL) ENGINE=InnoDB');
+    db = await TestDatabase.forTarget(target);
+    await db.query(`CREATE TABLE account (id INT PRIMARY KEY, balance INT NOT NULL)${db.sql.tableOptions}`);
     await db.query('INSERT INTO account VALUES (1, 100), (2, 100)');
     ({ app, locks } = await createLockApp(db.settings, {
       strategy: 'row-lock',
@@ -48,10 +50,10 @@ contractSuite('holder-connection', 'row-lock: the holder connection dies mid-wor
         .runLocked(key, async () => {
           const manager = locks.manager;
           signal = locks.currentLock!.signal;
-          await manager.query('UPDATE account SET balance = 0 WHERE id = ?', [id]);
-          const [connection] = (await manager.query('SELECT CONNECTION_ID() AS id')) as { id: number }[];
-          await db.query(`KILL CONNECTION ${Number(connection!.id)}`);
-          if (statementAfterKill) await manager.query('UPDATE account SET balance = 1 WHERE id = ?', [id]);
+          await runSql(manager, 'UPDATE account SET balance = 0 WHERE id = ?', [id]);
+          const [connection] = (await manager.query(sessionIdSql(db))) as { id: number }[];
+          await killSession(db, Number(connection!.id));
+          if (statementAfterKill) await runSql(manager, 'UPDATE account SET balance = 1 WHERE id = ?', [id]);
         })
         .then(
           () => undefined,

@@ -4,6 +4,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { INestApplicationContext } from '@nestjs/common';
 import { LockLostError, type LockService } from '../../lib/index.js';
 import { createLockApp, eventually } from '../support/lock-app.js';
+import { runSql } from '../support/portable-sql.js';
 import { TestDatabase } from '../support/test-database.js';
 import { contractSuite } from '../support/contract-targets.js';
 
@@ -16,14 +17,14 @@ import { contractSuite } from '../support/contract-targets.js';
  * connection; the transaction is abandoned instead (the runner refuses further statements, the
  * connection is destroyed).
  */
-contractSuite('holder-connection', 'row-lock: a long hold, and one lost at maxHoldMs while the work runs', () => {
+contractSuite('holder-connection', 'row-lock: a long hold, and one lost at maxHoldMs while the work runs', { postgres: true }, (target) => {
   let db: TestDatabase;
   let app: INestApplicationContext;
   let locks: LockService;
   let bounded: { app: INestApplicationContext; locks: LockService };
   before(async () => {
-    db = await TestDatabase.create();
-    await db.query('CREATE TABLE after_loss (id INT AUTO_INCREMENT PRIMARY KEY, note VARCHAR(32)) ENGINE=InnoDB');
+    db = await TestDatabase.forTarget(target);
+    await db.query(`CREATE TABLE after_loss (id ${db.sql.autoId}, note VARCHAR(32))${db.sql.tableOptions}`);
     ({ app, locks } = await createLockApp(db.settings, { strategy: 'row-lock', leaseMs: 300, escapedWrites: 'ignore' }));
     bounded = await createLockApp(db.settings, { strategy: 'row-lock', leaseMs: 300, maxHoldMs: 300, escapedWrites: 'ignore' });
   });
@@ -35,13 +36,13 @@ contractSuite('holder-connection', 'row-lock: a long hold, and one lost at maxHo
 
   const blockedWork = (service: LockService, tag: string) => async () => {
     const manager = service.manager;
-    await manager.query('INSERT INTO after_loss (note) VALUES (?)', [`${tag}:before`]);
+    await runSql(manager, 'INSERT INTO after_loss (note) VALUES (?)', [`${tag}:before`]);
     const until = performance.now() + 900; // three times the lease, event loop blocked: no timer runs
     while (performance.now() < until) {
       /* busy */
     }
     await sleep(1); // any overdue timer fires first
-    await manager.query('INSERT INTO after_loss (note) VALUES (?)', [`${tag}:after`]);
+    await runSql(manager, 'INSERT INTO after_loss (note) VALUES (?)', [`${tag}:after`]);
   };
 
   it('a holder blocked three times past the lease length keeps its lock and commits all of its work', async () => {
@@ -81,7 +82,7 @@ contractSuite('holder-connection', 'row-lock: a long hold, and one lost at maxHo
     const started = performance.now();
     const call = bounded.locks.runLocked('mid-statement', async () => {
       await bounded.locks.manager.query("INSERT INTO after_loss (note) VALUES ('mid:before')");
-      await bounded.locks.manager.query('SELECT SLEEP(30)');
+      await bounded.locks.manager.query(db.type === 'postgres' ? 'SELECT pg_sleep(30)' : 'SELECT SLEEP(30)');
       await bounded.locks.manager.query("INSERT INTO after_loss (note) VALUES ('mid:after')");
     });
     const settled = await Promise.race([

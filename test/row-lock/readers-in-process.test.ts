@@ -8,7 +8,7 @@ import { TestDatabase } from '../support/test-database.js';
 
 type App = { app: INestApplicationContext; locks: LockService };
 
-contractSuite('read-write', 'timeouts, slots, audit rows (coverage)', (target) => {
+contractSuite('read-write', 'timeouts, slots, audit rows (coverage)', { postgres: true }, (target) => {
   if (target.strategy !== 'row-lock') return;
   let db: TestDatabase;
   const apps: App[] = [];
@@ -18,7 +18,7 @@ contractSuite('read-write', 'timeouts, slots, audit rows (coverage)', (target) =
     return a;
   };
   before(async () => {
-    db = await TestDatabase.create();
+    db = await TestDatabase.forTarget(target);
   });
   after(async () => {
     for (const a of apps) await a.app.close();

@@ -4,11 +4,12 @@ import assert from 'node:assert/strict';
 import type { INestApplicationContext } from '@nestjs/common';
 import { type LockService } from '../../lib/index.js';
 import { createLockApp, eventually } from '../support/lock-app.js';
+import { killSession, sessionIdSql } from '../support/server-sessions.js';
 import { TestDatabase } from '../support/test-database.js';
 
 type App = { app: INestApplicationContext; locks: LockService };
 
-contractSuite('multi-key', 'mixed-mode multi-key, maxHoldMs, killed connection (coverage)', (target) => {
+contractSuite('multi-key', 'mixed-mode multi-key, maxHoldMs, killed connection (coverage)', { postgres: true }, (target) => {
   if (target.strategy !== 'row-lock') return;
   let db: TestDatabase;
   const apps: App[] = [];
@@ -18,7 +19,7 @@ contractSuite('multi-key', 'mixed-mode multi-key, maxHoldMs, killed connection (
     return a;
   };
   before(async () => {
-    db = await TestDatabase.create();
+    db = await TestDatabase.forTarget(target);
   });
   after(async () => {
     for (const a of apps) await a.app.close();
@@ -113,8 +114,8 @@ contractSuite('multi-key', 'mixed-mode multi-key, maxHoldMs, killed connection (
       .runLocked(
         key,
         async () => {
-          const [row] = (await a.locks.manager.query('SELECT CONNECTION_ID() AS id')) as { id: number }[];
-          await db.query(`KILL CONNECTION ${row!.id}`);
+          const [row] = (await a.locks.manager.query(sessionIdSql(db))) as { id: number }[];
+          await killSession(db, row!.id);
           await eventually(() => a.locks.currentLock!.signal.aborted, 3_000, 'signal');
           try {
             await a.locks.manager.query('SELECT 1');

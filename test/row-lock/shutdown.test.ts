@@ -11,11 +11,11 @@ import { contractSuite } from '../support/contract-targets.js';
  * holders get shutdownTimeoutMs, then every lock still held is given up. A row-lock holder's work
  * still running then must not have half of it committed (the lock is its transaction).
  */
-contractSuite('holder-connection', 'row-lock: shutdown with holders and waiters', () => {
+contractSuite('holder-connection', 'row-lock: shutdown with holders and waiters', { postgres: true }, (target) => {
   let db: TestDatabase;
   before(async () => {
-    db = await TestDatabase.create();
-    await db.query('CREATE TABLE work (id INT AUTO_INCREMENT PRIMARY KEY, note VARCHAR(32)) ENGINE=InnoDB');
+    db = await TestDatabase.forTarget(target);
+    await db.query(`CREATE TABLE work (id ${db.sql.autoId}, note VARCHAR(32))${db.sql.tableOptions}`);
   });
   after(async () => {
     await db?.drop();
