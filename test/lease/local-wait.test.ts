@@ -10,12 +10,12 @@ import { tapStatements } from '../support/statement-tap.js';
 
 // Waiters behind a lock held by their own process wait on the local release, not on the database:
 // a doomed grant costs a 13-statement round trip (seen in the benchmark's contention figures).
-contractSuite('lease-handoff', 'waiting behind a local holder', (target) => {
+contractSuite('lease-handoff', 'waiting behind a local holder', { postgres: true }, (target) => {
   let db: TestDatabase;
   let app: INestApplicationContext;
   let locks: LockService;
   before(async () => {
-    db = await TestDatabase.create();
+    db = await TestDatabase.forTarget(target);
     // No janitor: its own cluster-wide lock is taken through the lock path and would add a grant
     // (and a release) to the lock round trips counted below whenever its timer fires mid-test.
     ({ app, locks } = await createLockApp(db.settings, target.options({ leaseMs: 5000, janitor: false })));

@@ -26,14 +26,14 @@ function isLost(key: string, fencingToken: number) {
   };
 }
 
-contractSuite('stale-holder', 'stale holder', (target) => {
+contractSuite('stale-holder', 'stale holder', { postgres: true }, (target) => {
   let db: TestDatabase;
   let staleApp: INestApplicationContext;
   let freshApp: INestApplicationContext;
   let staleLocks: LockService;
   let freshLocks: LockService;
   before(async () => {
-    db = await TestDatabase.create();
+    db = await TestDatabase.forTarget(target);
     // Two apps, two engines and pools: as far as the lock is concerned, two processes.
     ({ app: staleApp, locks: staleLocks } = await createLockApp(db.settings, target.options()));
     ({ app: freshApp, locks: freshLocks } = await createLockApp(db.settings, target.options()));
