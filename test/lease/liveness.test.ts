@@ -17,11 +17,11 @@ const POLL_MS = 200; // retryMaxDelayMs: the longest pause between two tries of 
 const EPSILON_MS = 400;
 const SCENARIO = new URL('../contract/scenarios/holders.js', import.meta.url).href;
 
-contractSuite('crash-liveness-lease', 'a SIGKILLed holder', (target) => {
+contractSuite('crash-liveness-lease', 'a SIGKILLed holder', { postgres: true }, (target) => {
   let db: TestDatabase;
   let workers: LockWorker[] = [];
   before(async () => {
-    db = await TestDatabase.create();
+    db = await TestDatabase.forTarget(target);
     workers = await LockWorker.startMany(2, { settings: db.settings, options: target.options({ leaseMs: LEASE_MS, retryMaxDelayMs: POLL_MS }) });
   });
   after(async () => {
@@ -55,7 +55,7 @@ contractSuite('crash-liveness-lease', 'a SIGKILLed holder', (target) => {
 
     const killedAt = performance.now();
     await holder.kill();
-    const [{ now: deadAt }] = (await db.query(`SELECT UTC_TIMESTAMP(6) AS now`)) as [{ now: Date }];
+    const [{ now: deadAt }] = (await db.query(`SELECT ${db.sql.utcNow} AS now`)) as [{ now: Date }];
     const result = await taken;
     const elapsed = performance.now() - killedAt;
     assert.equal(result.fencingToken, 2);
