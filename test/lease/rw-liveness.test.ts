@@ -23,12 +23,12 @@ const EPSILON_MS = 1000;
  * Writer preference (liveness for writers) and reader crash recovery (a crashed reader's key frees), with
  * readers in 3 processes and the writer in a 4th, so no local wake-up helps the writer.
  */
-contractSuite('lease-writer-preference', 'read/write liveness: writer preference and crashed readers', (target) => {
+contractSuite('lease-writer-preference', 'read/write liveness: writer preference and crashed readers', { postgres: true }, (target) => {
   let db: TestDatabase;
   let workers: LockWorker[];
   before(async () => {
-    db = await TestDatabase.create();
-    await db.query(PROBE_TABLE_SQL);
+    db = await TestDatabase.forTarget(target);
+    await db.query(PROBE_TABLE_SQL + db.sql.tableOptions);
     await db.query('INSERT INTO rw_probe (id) VALUES (1), (2), (3), (4)');
     workers = await LockWorker.startMany(4, { settings: db.settings, options: target.options({ leaseMs: LEASE_MS }) });
   });
@@ -138,7 +138,7 @@ contractSuite('lease-writer-preference', 'read/write liveness: writer preference
       await waitFor(
         async () =>
           (
-            await db.query<unknown[]>('SELECT 1 FROM db_lock WHERE lock_key = ? AND writer_waiting_until > UTC_TIMESTAMP(6)', [
+            await db.query<unknown[]>(`SELECT 1 FROM db_lock WHERE lock_key = ? AND writer_waiting_until > ${db.sql.utcNow}`, [
               Buffer.from('loan:10'),
             ])
           ).length > 0,
@@ -201,7 +201,7 @@ async function waitFor(check: () => Promise<boolean>, timeoutMs = 10_000): Promi
 async function liveHolders(db: TestDatabase, key: string): Promise<number> {
   const rows = await db.query<{ n: number }[]>(
     "SELECT COUNT(*) AS n FROM db_lock_log g LEFT JOIN db_lock_process p ON p.id = g.process_id WHERE g.lock_key = ? AND g.status IN ('ACQUIRED', 'COMPLETED') " +
-      'AND GREATEST(g.expires_at, COALESCE(p.renewed_at + INTERVAL g.lease_ms * 1000 MICROSECOND, g.expires_at)) > UTC_TIMESTAMP(6)',
+      `AND ${db.sql.leaseEndsAt('g', 'p')} > ${db.sql.utcNow}`,
     [Buffer.from(key)],
   );
   return Number(rows[0]!.n);
@@ -210,7 +210,7 @@ async function liveHolders(db: TestDatabase, key: string): Promise<number> {
 /** How long the key's "writer waiting" mark still holds new readers back, in ms (server clock; <= 0: none). */
 async function markLeftMs(db: TestDatabase, key: string): Promise<number> {
   const rows = await db.query<{ left_us: number | null }[]>(
-    'SELECT TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), writer_waiting_until) AS left_us FROM db_lock WHERE lock_key = ?',
+    `SELECT ${db.sql.micros('writer_waiting_until')} - ${db.sql.micros(db.sql.utcNow)} AS left_us FROM db_lock WHERE lock_key = ?`,
     [Buffer.from(key)],
   );
   return rows[0]?.left_us == null ? 0 : Number(rows[0].left_us) / 1000;
