@@ -12,12 +12,12 @@ import { contractSuite } from '../support/contract-targets.js';
  * call chain) holds for a moment: it waits within its timeoutMs, as a row-lock caller waits
  * outside a transaction, and gets the key once the lease holder lets go.
  */
-contractSuite('holder-connection', 'row-lock: a nested take on a key a lease holder holds', () => {
+contractSuite('holder-connection', 'row-lock: a nested take on a key a lease holder holds', { postgres: true }, (target) => {
   let db: TestDatabase;
   let app: INestApplicationContext;
   let locks: LockService;
   before(async () => {
-    db = await TestDatabase.create();
+    db = await TestDatabase.forTarget(target);
     ({ app, locks } = await createLockApp(db.settings, { strategy: 'row-lock', escapedWrites: 'ignore' }));
   });
   after(async () => {
