@@ -15,12 +15,12 @@ import { TestDatabase } from '../support/test-database.js';
  */
 const LATE_READER_BUDGET_MS = 1_000;
 
-contractSuite('lease-writer-preference', 'writerPreference false: lease readers barge, row-lock readers give way', (target) => {
+contractSuite('lease-writer-preference', 'writerPreference false: lease readers barge, row-lock readers give way', { postgres: true }, (target) => {
   if (target.strategy !== 'lease') return;
   let db: TestDatabase;
   const apps: { app: INestApplicationContext; locks: LockService }[] = [];
   before(async () => {
-    db = await TestDatabase.create();
+    db = await TestDatabase.forTarget(target);
   });
   after(async () => {
     for (const a of apps) await a.app.close();
