@@ -4,7 +4,7 @@ import type { INestApplicationContext } from '@nestjs/common';
 import { LockTimeoutError, type LockService } from '../../lib/index.js';
 import { contractSuite } from '../support/contract-targets.js';
 import { createLockApp } from '../support/lock-app.js';
-import { describeError, outcome } from '../support/settled.js';
+import { describeError, outcome, timedOutcome } from '../support/settled.js';
 import { TestDatabase } from '../support/test-database.js';
 
 const MARGIN_MS = 500;
@@ -60,11 +60,7 @@ contractSuite('bounded-wait', 'row-lock first use beside a joined creator of the
 
   it('a single try answers busy at once', async () => {
     const [, b] = apps as [unknown, (typeof apps)[0]];
-    const tried = await whileCreatorHolds('fresh:once', async () => {
-      const t0 = performance.now();
-      const result = await outcome(b.locks.runLocked('fresh:once', () => 'ran', { timeoutMs: 0 }));
-      return { ...result, ms: performance.now() - t0 };
-    });
+    const tried = await whileCreatorHolds('fresh:once', () => timedOutcome(() => b.locks.runLocked('fresh:once', () => 'ran', { timeoutMs: 0 })));
     assert.ok(tried.error instanceof LockTimeoutError, `expected LockTimeoutError, got ${describeError(tried.error)}`);
     assert.ok(tried.ms < MARGIN_MS, `answered after ${Math.round(tried.ms)} ms`);
   });
@@ -80,11 +76,9 @@ contractSuite('bounded-wait', 'row-lock first use beside a joined creator of the
 
   it('a budget longer than the hold gets the key once the creator commits', async () => {
     const [, b] = apps as [unknown, (typeof apps)[0]];
-    const waited = await whileCreatorHolds('fresh:wait', async () => {
-      const t0 = performance.now();
-      const result = await outcome(b.locks.runLocked('fresh:wait', () => 'ran', { timeoutMs: HOLD_MS + 3_000 }));
-      return { ...result, ms: performance.now() - t0 };
-    });
+    const waited = await whileCreatorHolds('fresh:wait', () =>
+      timedOutcome(() => b.locks.runLocked('fresh:wait', () => 'ran', { timeoutMs: HOLD_MS + 3_000 })),
+    );
     assert.equal(waited.error, undefined, describeError(waited.error));
     assert.equal(waited.value, 'ran');
     assert.ok(waited.ms < HOLD_MS + 3_000 + MARGIN_MS, `granted after ${Math.round(waited.ms)} ms`);
@@ -93,11 +87,9 @@ contractSuite('bounded-wait', 'row-lock first use beside a joined creator of the
   it('a budget shorter than the hold times out, typed, within it', async () => {
     const [, b] = apps as [unknown, (typeof apps)[0]];
     const BUDGET = 400;
-    const timed = await whileCreatorHolds('fresh:short', async () => {
-      const t0 = performance.now();
-      const result = await outcome(b.locks.runLocked('fresh:short', () => 'ran', { timeoutMs: BUDGET }));
-      return { ...result, ms: performance.now() - t0 };
-    });
+    const timed = await whileCreatorHolds('fresh:short', () =>
+      timedOutcome(() => b.locks.runLocked('fresh:short', () => 'ran', { timeoutMs: BUDGET })),
+    );
     assert.ok(timed.error instanceof LockTimeoutError, `expected LockTimeoutError, got ${describeError(timed.error)}`);
     assert.ok(timed.ms < BUDGET + MARGIN_MS, `answered after ${Math.round(timed.ms)} ms`);
   });
@@ -106,11 +98,7 @@ contractSuite('bounded-wait', 'row-lock first use beside a joined creator of the
     const [, b] = apps as [unknown, (typeof apps)[0]];
     const tried = await whileCreatorHolds(
       'fresh:readers',
-      async () => {
-        const t0 = performance.now();
-        const result = await outcome(b.locks.runLocked('fresh:readers', () => 'ran', { mode: 'read', timeoutMs: 0 }));
-        return { ...result, ms: performance.now() - t0 };
-      },
+      () => timedOutcome(() => b.locks.runLocked('fresh:readers', () => 'ran', { mode: 'read', timeoutMs: 0 })),
       'read',
     );
     assert.ok(tried.error === undefined || tried.error instanceof LockTimeoutError, `untyped: ${describeError(tried.error)}`);
@@ -121,11 +109,7 @@ contractSuite('bounded-wait', 'row-lock first use beside a joined creator of the
     const [, b] = apps as [unknown, (typeof apps)[0]];
     const waited = await whileCreatorHolds(
       'fresh:readers-wait',
-      async () => {
-        const t0 = performance.now();
-        const result = await outcome(b.locks.runLocked('fresh:readers-wait', () => 'ran', { mode: 'read', timeoutMs: HOLD_MS + 3_000 }));
-        return { ...result, ms: performance.now() - t0 };
-      },
+      () => timedOutcome(() => b.locks.runLocked('fresh:readers-wait', () => 'ran', { mode: 'read', timeoutMs: HOLD_MS + 3_000 })),
       'read',
     );
     assert.equal(waited.error, undefined, describeError(waited.error));

@@ -6,19 +6,10 @@ import type { INestApplicationContext } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 import { DbLockError, LockTimeoutError, type LockService } from '../../lib/index.js';
 import { createLockApp } from '../support/lock-app.js';
+import { timedOutcome } from '../support/settled.js';
 import { TestDatabase } from '../support/test-database.js';
 
 const MARGIN_MS = 500;
-
-async function outcome<T>(p: Promise<T>): Promise<{ value?: T; error?: unknown; ms: number }> {
-  const t0 = performance.now();
-  try {
-    const value = await p;
-    return { value, ms: performance.now() - t0 };
-  } catch (error) {
-    return { error, ms: performance.now() - t0 };
-  }
-}
 
 /**
  * timeoutMs bounds every row-lock caller, a key's first use included ("sub-second budgets hold").
@@ -43,9 +34,9 @@ contractSuite('bounded-wait', 'row-lock first use beside a multi-key waiter', { 
     const [a, b, c] = apps as [(typeof apps)[0], (typeof apps)[0], (typeof apps)[0]];
     await (await b.locks.acquire('c:present')).release();
     const held = await a.locks.acquire('z:held2');
-    const multi = outcome(b.locks.acquire(['c:present', 'z:held2'], { timeoutMs: 5_000 }));
+    const multi = timedOutcome(() => b.locks.acquire(['c:present', 'z:held2'], { timeoutMs: 5_000 }));
     await sleep(300);
-    const fresh = await outcome(c.locks.acquire('d:fresh', { timeoutMs: 300 }));
+    const fresh = await timedOutcome(() => c.locks.acquire('d:fresh', { timeoutMs: 300 }));
     if (fresh.value) await fresh.value.release();
     await held.release();
     const m = await multi;
@@ -58,10 +49,10 @@ contractSuite('bounded-wait', 'row-lock first use beside a multi-key waiter', { 
     const [a, b, c] = apps as [(typeof apps)[0], (typeof apps)[0], (typeof apps)[0]];
     const held = await a.locks.acquire('z:held');
     // Multi-key: 'm:new' is never seen (its row missing), 'z:held' is held by a: this caller waits in the server.
-    const multi = outcome(b.locks.acquire(['m:new', 'z:held'], { timeoutMs: 5_000 }));
+    const multi = timedOutcome(() => b.locks.acquire(['m:new', 'z:held'], { timeoutMs: 5_000 }));
     await sleep(300);
     const TIMEOUT = 300;
-    const freshP = outcome(c.locks.acquire('n:fresh', { timeoutMs: TIMEOUT }));
+    const freshP = timedOutcome(() => c.locks.acquire('n:fresh', { timeoutMs: TIMEOUT }));
     await sleep(800);
     if (target.database !== 'postgres') {
       const waits = await db.query<{ info: string; state: string }[]>(
@@ -86,13 +77,13 @@ contractSuite('bounded-wait', 'row-lock first use beside a multi-key waiter', { 
     const [a, b, c] = apps as [(typeof apps)[0], (typeof apps)[0], (typeof apps)[0]];
     await (await c.locks.acquire('a:outer')).release();
     const held = await a.locks.acquire('z:held3');
-    const multi = outcome(b.locks.acquire(['p:new3', 'z:held3'], { timeoutMs: 5_000 }));
+    const multi = timedOutcome(() => b.locks.acquire(['p:new3', 'z:held3'], { timeoutMs: 5_000 }));
     await sleep(300);
     const TIMEOUT = 300;
     let nested: { value?: unknown; error?: unknown; ms: number } | undefined;
     await c.locks
       .runLocked('a:outer', async () => {
-        nested = await outcome(c.locks.runLocked('q:fresh3', async () => 'ran', { timeoutMs: TIMEOUT }));
+        nested = await timedOutcome(() => c.locks.runLocked('q:fresh3', async () => 'ran', { timeoutMs: TIMEOUT }));
       })
       .catch(() => undefined);
     await held.release();
@@ -120,12 +111,12 @@ contractSuite('bounded-wait', 'row-lock first use beside a multi-key waiter', { 
       for (const c of pool._allConnections.toArray()) setup(c);
       await (await d.locks.acquire('b:outer4')).release();
       const held = await a.locks.acquire('z:held4');
-      const multi = outcome(b.locks.acquire(['r:new4', 'z:held4'], { timeoutMs: 5_000 }));
+      const multi = timedOutcome(() => b.locks.acquire(['r:new4', 'z:held4'], { timeoutMs: 5_000 }));
       await sleep(300);
       let nested: { value?: unknown; error?: unknown; ms: number } | undefined;
       await d.locks
         .runLocked('b:outer4', async () => {
-          nested = await outcome(d.locks.runLocked('s:fresh4', async () => 'ran', { timeoutMs: 3_000 }));
+          nested = await timedOutcome(() => d.locks.runLocked('s:fresh4', async () => 'ran', { timeoutMs: 3_000 }));
         })
         .catch(() => undefined);
       await held.release();

@@ -20,6 +20,13 @@ export const outcome = <T>(p: Promise<T>) =>
     (error: unknown) => ({ value: undefined as T | undefined, error }),
   );
 
+/** What `p` settled with, and how long it took to, ms. */
+export async function timedOutcome<T>(p: () => Promise<T>): Promise<{ value?: T; error?: unknown; ms: number }> {
+  const t0 = performance.now();
+  const settled = await outcome(p());
+  return { ...settled, ms: performance.now() - t0 };
+}
+
 /** An error's class, name and message, for assertion messages. */
 export function describeError(error: unknown): string {
   if (!(error instanceof Error)) return `a non-error ${String(error)}`;
