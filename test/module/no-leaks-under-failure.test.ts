@@ -5,7 +5,8 @@ import type { INestApplicationContext } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 import { DbLockError, type DbLockModuleOptions, type LockService, LockTimeoutError } from '../../lib/index.js';
 import { TestDatabase } from '../support/test-database.js';
-import { createLockApp, eventually, outcomeOf } from '../support/lock-app.js';
+import { createLockApp, eventually } from '../support/lock-app.js';
+import { outcome } from '../support/settled.js';
 import { assertIdle, checkedOutSessionIds, killSession, sessionCount, sessionIdSql, sessionIds } from '../support/server-sessions.js';
 import { contractSuite } from '../support/contract-targets.js';
 
@@ -49,22 +50,22 @@ contractSuite('bounded-wait', 'connections back to idle after failures', { postg
   });
 
   it('the work connection is killed mid-work (runLocked), then the commit', async () => {
-    const mid = await outcomeOf(
+    const mid = await outcome(
       locks.runLocked('kill-mid', async () => {
         const [{ id }] = await locks.manager.query(sessionIdSql(db));
         await killSession(db, Number(id));
         await locks.manager.query('SELECT 1');
       }),
     );
-    assert.ok('error' in mid, 'failed');
-    const commit = await outcomeOf(
+    assert.ok(mid.error !== undefined, 'failed');
+    const commit = await outcome(
       locks.runLocked('kill-commit', async () => {
         const [{ id }] = await locks.manager.query(sessionIdSql(db));
         await killSession(db, Number(id));
         await sleep(50);
       }),
     );
-    assert.ok('error' in commit && commit.error instanceof DbLockError, `typed: ${String((commit as { error?: unknown }).error)}`);
+    assert.ok(commit.error instanceof DbLockError, `typed: ${String(commit.error)}`);
     await idle('after kills');
     const h = await locks.acquire(['kill-mid', 'kill-commit'], { timeoutMs: 2_000 });
     await h.release();
@@ -72,7 +73,7 @@ contractSuite('bounded-wait', 'connections back to idle after failures', { postg
   });
 
   it('withLock: the holder connection killed, then release; a waiter killed in the server', async () => {
-    await outcomeOf(
+    await outcome(
       locks.withLock('wk', async () => {
         for (const id of checkedOutSessionIds(dataSource)) await killSession(db, id);
         await sleep(100);
@@ -86,7 +87,7 @@ contractSuite('bounded-wait', 'connections back to idle after failures', { postg
     const holderSide = new Set(await sessionIds(db));
     const other = await appWith(db, target.options({ janitor: false, escapedWrites: 'ignore' }), 4);
     try {
-      const waiter = outcomeOf(other.locks.acquire('wk', { timeoutMs: 3_000 }));
+      const waiter = outcome(other.locks.acquire('wk', { timeoutMs: 3_000 }));
       await sleep(300);
       const waiterSide = (await sessionIds(db)).filter((id) => !holderSide.has(id));
       assert.ok(waiterSide.length > 0, 'the waiter has sessions to kill (else this step proves nothing)');
@@ -94,7 +95,7 @@ contractSuite('bounded-wait', 'connections back to idle after failures', { postg
       await sleep(300);
       await holder.release();
       const w = await waiter;
-      if ('value' in w) await (w.value as { release(): Promise<void> }).release();
+      if (w.error === undefined) await (w.value as { release(): Promise<void> }).release();
       else assert.ok(w.error instanceof DbLockError, `typed: ${String(w.error)}`);
       await idle('after killed waiter (holder side)');
       await assertIdle(db, other.dataSource, other.locks, 'after killed waiter (waiter side)');
@@ -106,21 +107,21 @@ contractSuite('bounded-wait', 'connections back to idle after failures', { postg
   it('many waiters time out at once (sub-second), and timeoutMs 0 storms', async () => {
     const holder = await locks.acquire('storm', { timeoutMs: 2_000 });
     const started = performance.now();
-    const waits = await Promise.all(Array.from({ length: 25 }, () => outcomeOf(locks.acquire('storm', { timeoutMs: 300 }))));
+    const waits = await Promise.all(Array.from({ length: 25 }, () => outcome(locks.acquire('storm', { timeoutMs: 300 }))));
     const tookMs = performance.now() - started;
     assert.ok(
-      waits.every((w) => 'error' in w && w.error instanceof LockTimeoutError),
-      JSON.stringify(waits.map((w) => String((w as { error?: unknown }).error))),
+      waits.every((w) => w.error instanceof LockTimeoutError),
+      JSON.stringify(waits.map((w) => String(w.error))),
     );
     assert.ok(tookMs < 2_500, `took ${tookMs}`);
     const zeros = await Promise.all(
-      Array.from({ length: 60 }, (_, i) => outcomeOf(i % 2 ? locks.acquire('storm', { timeoutMs: 0 }) : locks.tryAcquire('storm'))),
+      Array.from({ length: 60 }, (_, i) => outcome(i % 2 ? locks.acquire('storm', { timeoutMs: 0 }) : locks.tryAcquire('storm'))),
     );
-    assert.ok(zeros.every((w) => ('error' in w && w.error instanceof LockTimeoutError) || ('value' in w && w.value === null)));
-    const runs = await Promise.all(Array.from({ length: 20 }, () => outcomeOf(locks.runLocked('storm', () => 1, { timeoutMs: 0 }))));
+    assert.ok(zeros.every((w) => w.error instanceof LockTimeoutError || (w.error === undefined && w.value === null)));
+    const runs = await Promise.all(Array.from({ length: 20 }, () => outcome(locks.runLocked('storm', () => 1, { timeoutMs: 0 }))));
     assert.ok(
-      runs.every((w) => 'error' in w && w.error instanceof LockTimeoutError),
-      JSON.stringify(runs.map((w) => String((w as { error?: unknown }).error))),
+      runs.every((w) => w.error instanceof LockTimeoutError),
+      JSON.stringify(runs.map((w) => String(w.error))),
     );
     await holder.release();
     await idle('after storms');
@@ -128,7 +129,7 @@ contractSuite('bounded-wait', 'connections back to idle after failures', { postg
 
   it('nested withLock > runLocked > withLock, failing at each level', async () => {
     for (const failAt of [3, 2, 1]) {
-      const out = await outcomeOf(
+      const out = await outcome(
         locks.withLock(`n1-${failAt}`, async () => {
           await locks.runLocked(`n2-${failAt}`, async () => {
             await locks.manager.query('SELECT 1');
@@ -140,7 +141,7 @@ contractSuite('bounded-wait', 'connections back to idle after failures', { postg
           if (failAt === 1) throw new Error('fail 1');
         }),
       );
-      assert.ok('error' in out && (out.error as Error).message.includes(`fail ${failAt}`), String((out as { error?: unknown }).error));
+      assert.ok(out.error instanceof Error && out.error.message.includes(`fail ${failAt}`), String(out.error));
       await idle(`nested fail at ${failAt}`);
       const h = await locks.acquire([`n1-${failAt}`, `n2-${failAt}`, `n3-${failAt}`], { timeoutMs: 2_000 });
       await h.release();
@@ -153,7 +154,7 @@ contractSuite('bounded-wait', 'connections back to idle after failures', { postg
     await Promise.allSettled([h.release(), h.release()]);
     await h.release().catch(() => undefined);
     // lease: returns; row-lock: LockLostError 'already released before the commit' (either way nothing leaks)
-    await outcomeOf(
+    await outcome(
       locks.withLock('rel', async (lock) => {
         await lock.release();
       }),
@@ -168,22 +169,22 @@ contractSuite('bounded-wait', 'connections back to idle after failures', { postg
   it('maxHoldMs passes while the work sleeps or awaits a statement', async () => {
     const bounded = await appWith(db, target.options({ janitor: false, escapedWrites: 'ignore', maxHoldMs: 300 }), 4);
     try {
-      const a = await outcomeOf(
+      const a = await outcome(
         bounded.locks.runLocked('hold', async () => {
           await sleep(700);
         }),
       );
-      const b = await outcomeOf(
+      const b = await outcome(
         bounded.locks.runLocked('hold', async () => {
           await bounded.locks.manager.query(db.type === 'postgres' ? 'SELECT pg_sleep(1)' : 'SELECT SLEEP(1)');
         }),
       );
-      const c = await outcomeOf(
+      const c = await outcome(
         bounded.locks.withLock('hold', async () => {
           await sleep(700);
         }),
       );
-      for (const o of [a, b, c]) assert.ok('error' in o && o.error instanceof DbLockError, String((o as { error?: unknown }).error));
+      for (const o of [a, b, c]) assert.ok(o.error instanceof DbLockError, String(o.error));
       await assertIdle(db, bounded.dataSource, bounded.locks, 'after maxHoldMs');
     } finally {
       await bounded.app.close();
@@ -203,7 +204,7 @@ contractSuite('bounded-wait', 'connections back to idle after failures', { postg
       const started = performance.now();
       const calls = await Promise.all(
         Array.from({ length: 8 }, (_, i) =>
-          outcomeOf(
+          outcome(
             i % 2
               ? small.locks.runLocked(`ex-${i % 3}`, () => 1, { timeoutMs: 300 })
               : small.locks.withLock(`ex-${i % 3}`, async () => 1, { timeoutMs: 300 }),
@@ -211,8 +212,7 @@ contractSuite('bounded-wait', 'connections back to idle after failures', { postg
         ),
       );
       const tookMs = performance.now() - started;
-      for (const c of calls)
-        assert.ok(('error' in c && c.error instanceof LockTimeoutError) || ('value' in c && c.value === 1), String((c as { error?: unknown }).error));
+      for (const c of calls) assert.ok(c.error instanceof LockTimeoutError || (c.error === undefined && c.value === 1), String(c.error));
       assert.ok(tookMs < 2_500, `took ${tookMs}`);
       for (const r of runners) {
         await r.rollbackTransaction();
@@ -230,13 +230,13 @@ contractSuite('bounded-wait', 'connections back to idle after failures', { postg
     const closing = await appWith(other, target.options({ janitor: false }), 4);
     const h1 = await closing.locks.acquire('never-1');
     await closing.locks.acquire('never-2');
-    const waiter = outcomeOf(closing.locks.acquire('never-1', { timeoutMs: 10_000 }));
+    const waiter = outcome(closing.locks.acquire('never-1', { timeoutMs: 10_000 }));
     await sleep(200);
     const started = performance.now();
     await closing.app.close();
     const tookMs = performance.now() - started;
     const w = await waiter;
-    assert.ok('error' in w, 'the waiter failed');
+    assert.ok(w.error !== undefined, 'the waiter failed');
     assert.ok(tookMs < 5_000, `close took ${tookMs}`);
     assert.ok(h1.signal.aborted, 'aborted');
     await eventually(async () => (await sessionCount(other)) === 0, 3_000, 'no session left after close');

@@ -76,10 +76,3 @@ export async function endedStatuses(db: { logRows(key: string): Promise<Record<s
   );
   return statuses;
 }
-
-/** A promise's outcome as a value, so that a test can assert on a failure without a try. */
-export const outcomeOf = (p: Promise<unknown>): Promise<{ value?: unknown; error?: unknown }> =>
-  p.then(
-    (value) => ({ value }),
-    (error: unknown) => ({ error }),
-  );
