@@ -217,13 +217,15 @@ export class PgLockLog implements LockLogStore, ProcessLeaseStore, LeaseGrantHos
    * follows finds the row missing and answers so.
    */
   async createKeyRows(keys: readonly Buffer[], deadline?: number): Promise<void> {
-    const waitMs = deadline === undefined ? Infinity : Math.max(1, deadline - performance.now());
-    const answerMs = waitMs === Infinity ? undefined : waitMs + KEY_ROWS_ANSWER_MS;
-    await this.withRetries(() =>
-      this.pool.query(bounded([createKeyRowsStatement(keys)], waitMs).sql, 'locks', answerMs).catch((error: unknown) => {
+    const statement = createKeyRowsStatement(keys);
+    // Each send waits only what is left until the deadline (a retry after a broken connection too).
+    await this.withRetries(() => {
+      const waitMs = deadline === undefined ? Infinity : Math.max(1, deadline - performance.now());
+      const answerMs = waitMs === Infinity ? undefined : waitMs + KEY_ROWS_ANSWER_MS;
+      return this.pool.query(bounded([statement], waitMs).sql, 'locks', answerMs).catch((error: unknown) => {
         if (sqlStateOf((error as Error).cause) !== LOCK_NOT_AVAILABLE) throw error;
-      }),
-    );
+      });
+    });
   }
 
   /** Terminal audit rows (holds that did not commit, or ended at shutdown), in one statement. */
