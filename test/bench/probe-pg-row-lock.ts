@@ -40,7 +40,7 @@ try {
   const [target] = resolveTargets('probe:hand', 'write', 'default');
   const group = groupsOf([target!])[0]!;
   const take = takeGroupStatement(group, 10_000).sql;
-  const takeNoQueue = take.replace(/SELECT pg_advisory_xact_lock\([^)]*\);\n/, '');
+  const takeNoQueue = take.replace(/, pg_advisory_xact_lock\(\d+\)/, '');
   const audit = (token: number) =>
     insertAuditRows(
       [{ key: target!.bytes, mode: 'write', owner: 'probe', fencingToken: token, status: 'COMMITTED', holdMs: 0, waitedMs: 0 } as never],

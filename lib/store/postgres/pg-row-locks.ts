@@ -7,13 +7,24 @@ import { DEADLOCK_DETECTED, sqlStateOf } from './pg-failures.js';
 import type { PgLockLog } from './pg-lock-log.js';
 import { createKeyRowsStatement, insertAuditRows } from './pg-log-rows.sql.js';
 import { beginStatement, cutSession, type PgSessionTransactions, sessionGone, sessionQuery, watchSession } from './pg-session.js';
-import { bounded, bumpStatement, lockRowsStatement, queueStatements, takeGroupStatement, tokensTaken } from './pg-row-lock.sql.js';
+import {
+  bounded,
+  bumpStatement,
+  lockRowsStatement,
+  queueStatements,
+  RESTORE_LOCK_TIMEOUT,
+  takeGroupStatement,
+  tokensTaken,
+} from './pg-row-lock.sql.js';
 import { groupsOf } from '../key-groups.js';
 import { conflictingHolders, takeoverStatements } from './pg-grant.sql.js';
 import { keyText, LIVE_STATUSES_SQL, LOCK_LOG_TABLE } from './pg-sql.js';
 
 /** The savepoint a take inside a joined transaction (and the rare path) runs under: a refused take must not end the caller's transaction. */
 const TAKE_SAVEPOINT = 'nestjs_db_lock_take';
+
+/** The answer that sends a take on to the rare path (a key row missing, or saying a lease holder may be live). */
+const CHECK_LOG: RowLockTake = { taken: false, why: 'check-log' };
 
 const waitLeft = (deadline: number): number => (deadline === Infinity ? Infinity : deadline - performance.now());
 
@@ -60,8 +71,10 @@ export class PgRowLockStore implements RowLockStore {
     const sent = take && this.transactions.beginVia(runner, `${beginStatement(isolationLevel)};\n${take.sql}`);
     if (!sent) return this.beginThenTake(runner, targets, deadline, isolationLevel);
     return sent.then((results) => {
-      const tokens = tokensTaken(groups[0]!, take.result(results.slice(1)));
-      return tokens ? { taken: true as const, tokens } : { taken: false as const, why: 'check-log' as const };
+      const answered = results.slice(1);
+      const tokens = tokensTaken(groups[0]!, take.result(answered));
+      if (tokens) return { taken: true as const, tokens };
+      return take.restoreOwed(answered) ? sessionQuery(runner, RESTORE_LOCK_TIMEOUT).then(() => CHECK_LOG) : CHECK_LOG;
     }, busyOrThrow);
   }
 
@@ -80,8 +93,12 @@ export class PgRowLockStore implements RowLockStore {
       const tokens = new Map<string, number>();
       for (const group of groupsOf(targets)) {
         const take = takeGroupStatement(group, waitLeft(deadline));
-        const taken = tokensTaken(group, take.result(await send(take.sql)));
-        if (!taken) return { taken: false, why: 'check-log' };
+        const results = await send(take.sql);
+        const taken = tokensTaken(group, take.result(results));
+        if (!taken) {
+          if (take.restoreOwed(results)) await send(RESTORE_LOCK_TIMEOUT);
+          return CHECK_LOG;
+        }
         for (const [key, token] of taken) tokens.set(key, token);
       }
       return { taken: true, tokens };
