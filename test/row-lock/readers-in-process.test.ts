@@ -93,6 +93,9 @@ contractSuite('read-write', 'timeouts, slots, audit rows (coverage)', { postgres
         { mode: 'read' },
       )
       .catch(() => undefined);
+    // A rolled-back hold's row is written after its rollback, off the caller's path: waited for
+    // here, so that the rows below read in the calls' order.
+    await eventually(async () => (await db.logRows(key)).length >= 3, 3_000, "the failed reader's row");
     await a.locks.runLocked(key, async () => undefined, { mode: 'read' });
     await a.locks
       .runLocked(
