@@ -2,11 +2,12 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
 import mysql from 'mysql2';
+import pg from 'pg';
 import type { INestApplicationContext } from '@nestjs/common';
 import type { LockService } from '../../lib/index.js';
 import { TestDatabase } from '../support/test-database.js';
 import { createLockApp } from '../support/lock-app.js';
-import { mysqlLogOf } from '../support/lock-internals.js';
+import { partsOf } from '../support/lock-internals.js';
 import { contractSuite } from '../support/contract-targets.js';
 
 type Query = (this: unknown, ...args: unknown[]) => unknown;
@@ -16,7 +17,7 @@ type Query = (this: unknown, ...args: unknown[]) => unknown;
  * the holder's own release, two extends at once, a renewal interval close to the lease, and an
  * ended-rows check that fails once.
  */
-contractSuite('lease-renewal', 'extend and renewals at their edges', () => {
+contractSuite('lease-renewal', 'extend and renewals at their edges', { postgres: true }, (target) => {
   describe('an extend and a release at once', () => {
     let db: TestDatabase;
     let app: INestApplicationContext;
@@ -24,7 +25,7 @@ contractSuite('lease-renewal', 'extend and renewals at their edges', () => {
     const events: { type: string; keys?: readonly string[] }[] = [];
 
     before(async () => {
-      db = await TestDatabase.create();
+      db = await TestDatabase.forTarget(target);
       ({ app, locks } = await createLockApp(db.settings, {
         janitor: false,
         onEvent: (e: { type: string; keys?: readonly string[] }) => events.push(e),
@@ -42,7 +43,7 @@ contractSuite('lease-renewal', 'extend and renewals at their edges', () => {
      * with "another holder took it over"): it was released.
      */
     it('an extend answered after the holder released the lock does not report a loss', async () => {
-      const log = mysqlLogOf(locks);
+      const log = partsOf(locks).store.log;
       const original = log.extend.bind(log);
       let open!: () => void;
       const gate = new Promise<void>((r) => (open = r));
@@ -89,10 +90,10 @@ contractSuite('lease-renewal', 'extend and renewals at their edges', () => {
    * let another holder in. So once another process got the key, our signal must be aborted.
    */
   it('concurrent extends answered out of order: the signal still aborts before another process gets the key', async () => {
-    const db = await TestDatabase.create();
+    const db = await TestDatabase.forTarget(target);
     const a = await createLockApp(db.settings, { janitor: false });
     const b = await createLockApp(db.settings, { janitor: false });
-    const log = mysqlLogOf(a.locks);
+    const log = partsOf(a.locks).store.log;
     const original = log.extend.bind(log);
     let open!: () => void;
     const gate = new Promise<void>((r) => (open = r));
@@ -142,7 +143,7 @@ contractSuite('lease-renewal', 'extend and renewals at their edges', () => {
    * loaded host has ~1.3 s of slack. Held 2.5 leases.
    */
   it('renewIntervalMs accepted by the options keeps healthy holders whose leases cannot fit two such intervals', async () => {
-    const db = await TestDatabase.create();
+    const db = await TestDatabase.forTarget(target);
     const { app, locks } = await createLockApp(db.settings, { janitor: false, leaseMs: 30_000, renewIntervalMs: 1_990 });
     try {
       const handles = [await locks.acquire('edge:interval', { leaseMs: 2_000 }), await locks.acquire('edge:interval-b', { leaseMs: 2_010 })];
@@ -166,22 +167,12 @@ contractSuite('lease-renewal', 'extend and renewals at their edges', () => {
    * holder at a later renewal (renewals every 500 ms; we wait 3 s = 6 renewals), the other lock kept.
    */
   it("a force-released lock is still reported lost when the renewal's ended-rows check fails once", async () => {
-    const db = await TestDatabase.create();
+    const db = await TestDatabase.forTarget(target);
     const a = await createLockApp(db.settings, { janitor: false, leaseMs: 1_500 });
     const b = await createLockApp(db.settings, { janitor: false, leaseMs: 1_500 });
-    const prototype = (mysql as unknown as { Connection: { prototype: Record<string, Query> } }).Connection.prototype;
-    const query = prototype.query!;
     let cut = process.env.EDGE_CONTROL ? 1 : 0; // control: no cut
-    prototype.query = function (this: unknown, ...args: unknown[]) {
-      const sql = String(typeof args[0] === 'string' ? args[0] : (args[0] as { sql: string }).sql);
-      if (cut === 0 && /^SELECT id FROM \S*db_lock_log\S* WHERE id IN .* AND status NOT IN/.test(sql)) {
-        cut++;
-        // The connection is cut (network, KILL) right as the check is sent.
-        (this as unknown as { destroy(): void }).destroy();
-        return query.apply(this, args);
-      }
-      return query.apply(this, args);
-    };
+    // The connection is cut (network, KILL) right as the check is sent.
+    const restore = cutAsSent(db, /^SELECT id FROM \S*db_lock_log\S* WHERE id IN .* AND status NOT IN/, () => cut === 0 && ++cut === 1);
     try {
       const evicted = await a.locks.acquire('edge:evicted');
       const kept = await a.locks.acquire('edge:kept');
@@ -196,10 +187,31 @@ contractSuite('lease-renewal', 'extend and renewals at their edges', () => {
       );
       await kept.release();
     } finally {
-      prototype.query = query;
+      restore();
       await a.app.close();
       await b.app.close();
       await db.drop();
     }
   });
 });
+
+/**
+ * Until the returned function is called, every statement matching `pattern` that `cutNow()` lets
+ * through has its connection cut (destroyed) as it is sent: mysql2's connections on MySQL, pg's on PostgreSQL.
+ */
+function cutAsSent(db: TestDatabase, pattern: RegExp, cutNow: () => boolean): () => void {
+  const prototype = (
+    db.type === 'postgres' ? pg.Client.prototype : (mysql as unknown as { Connection: { prototype: unknown } }).Connection.prototype
+  ) as Record<string, Query>;
+  const query = prototype.query!;
+  prototype.query = function (this: unknown, ...args: unknown[]) {
+    const first = args[0] as string | { sql?: string; text?: string };
+    const sql = typeof first === 'string' ? first : String(first.sql ?? first.text);
+    if (pattern.test(sql) && cutNow()) {
+      if (db.type === 'postgres') (this as { connection: { stream: { destroy(): void } } }).connection.stream.destroy();
+      else (this as { destroy(): void }).destroy();
+    }
+    return query.apply(this, args);
+  };
+  return () => (prototype.query = query);
+}

@@ -4,18 +4,17 @@ import type { INestApplicationContext } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 import { TestDatabase } from '../support/test-database.js';
 import { createLockApp, eventually } from '../support/lock-app.js';
-import { LockLostError, type LockService } from '../../lib/index.js';
-import { fenceKeptStatement } from '../../lib/store/mysql/hold.sql.js';
-import { acquisitionIdOf, freeze, rowIdsOf, stall, thaw } from '../support/lock-internals.js';
+import { type LockHandle, LockLostError, type LockService } from '../../lib/index.js';
+import { acquisitionIdOf, freeze, partsOf, rowIdsOf, stall, thaw } from '../support/lock-internals.js';
 import { contractSuite } from '../support/contract-targets.js';
 
 /** Fencing tokens and the fence work per reader: each reader has its own grant, row and lease. */
-contractSuite('lease-takeover', 'fencing for readers', (target) => {
+contractSuite('lease-takeover', 'fencing for readers', { postgres: true }, (target) => {
   let db: TestDatabase;
   let app: INestApplicationContext;
   let locks: LockService;
   before(async () => {
-    db = await TestDatabase.create();
+    db = await TestDatabase.forTarget(target);
     ({ app, locks } = await createLockApp(db.settings, target.options({ leaseMs: 5000 })));
   });
   after(async () => {
@@ -96,16 +95,14 @@ contractSuite('lease-takeover', 'fencing for readers', (target) => {
 
   it('each reader fences its own hold: the fence commits for a live reader and refuses a taken-over one', async () => {
     const dataSource = app.get(DataSource);
-    // The fence a fenced commit runs for a lock that stays held: its live rows are written.
-    const fence = async (rowIds: readonly string[]): Promise<number> =>
-      dataSource.transaction(async (manager) => {
-        const { sql, parameters } = fenceKeptStatement(rowIds);
-        const result = (await manager.query(sql, parameters)) as { affectedRows: number };
-        return result.affectedRows;
-      });
+    // The fence a fenced commit runs for a lock that stays held (the store's own, on either server): its live rows are written.
+    const fence = async (handle: LockHandle): Promise<number> =>
+      dataSource.transaction(async (manager) =>
+        partsOf(locks).store.fence.fenceKept(manager.queryRunner!, rowIdsOf(handle), acquisitionIdOf(handle)),
+      );
     const r1 = await locks.acquire('loan:4', { mode: 'read' });
     const r2 = await locks.acquire('loan:4', { mode: 'read' });
-    assert.equal(await fence(rowIdsOf(r1)), 1);
+    assert.equal(await fence(r1), 1);
     const statuses = async (): Promise<string[]> => (await db.logRows('loan:4')).map((r) => String(r.status));
     assert.deepEqual(await statuses(), ['COMPLETED', 'ACQUIRED'], "only the first reader's row was fenced");
     await r1.release();
@@ -115,7 +112,7 @@ contractSuite('lease-takeover', 'fencing for readers', (target) => {
     await stall(locks, stale);
     await leaseOver('loan:4');
     const writer = await locks.acquire('loan:4', { timeoutMs: 3000 });
-    assert.equal(await fence(rowIdsOf(stale)), 0, 'a taken-over reader cannot fence: its business transaction must roll back');
+    assert.equal(await fence(stale), 0, 'a taken-over reader cannot fence: its business transaction must roll back');
     await writer.release();
     await assert.rejects(stale.release(), LockLostError);
     assert.deepEqual(await statuses(), ['RELEASED', 'RELEASED', 'EXPIRED', 'RELEASED']);

@@ -22,12 +22,12 @@ import type { Outcome } from './stall-scenarios.js';
 const SCENARIOS = new URL('./stall-scenarios.js', import.meta.url).href;
 const LEASE_MS = 1_000;
 
-contractSuite('fenced-commit', 'a fenced call stalled past its lease, nobody contending', (target) => {
+contractSuite('fenced-commit', 'a fenced call stalled past its lease, nobody contending', { postgres: true }, (target) => {
   let db: TestDatabase;
   let holder: LockWorker;
   before(async () => {
-    db = await TestDatabase.create();
-    await db.query('CREATE TABLE hs_writes (id INT AUTO_INCREMENT PRIMARY KEY, who VARCHAR(32) NOT NULL, token BIGINT NOT NULL) ENGINE=InnoDB');
+    db = await TestDatabase.forTarget(target);
+    await db.query(`CREATE TABLE hs_writes (id ${db.sql.autoId}, who VARCHAR(32) NOT NULL, token BIGINT NOT NULL)${db.sql.tableOptions}`);
     holder = await LockWorker.start({ settings: db.settings, options: target.options({ leaseMs: LEASE_MS, janitor: false }) });
   });
   after(async () => {

@@ -88,12 +88,20 @@ export class PgLockPool {
    */
   async query(sql: string, purpose: RoundTripPurpose, answerWithinMs = ANSWER_BOUND_MS, prepared?: PreparedStatements): Promise<pg.QueryResult[]> {
     const { client } = await this.connect(Infinity, notSentInTime);
+    // pg's pool stops listening for a client's 'error' while it is checked out, and pg emits one
+    // when the connection drops with no word from the server (a network cut, a proxy gone): with
+    // no listener that is an uncaught exception, which ends the app. The statement in flight fails
+    // with the same error, so the listener only marks the client, which is then closed, not reused.
+    const onError = (): void => void this.broken.add(client);
+    client.on('error', onError);
     try {
       const results = await this.send(client, sql, purpose, answerWithinMs, prepared);
+      client.off('error', onError);
       client.release();
       return results;
     } catch (error) {
       const failure = error as LockStatementError;
+      client.off('error', onError);
       client.release(this.broken.has(client) ? failure : undefined);
       throw failure;
     }
