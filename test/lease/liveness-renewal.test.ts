@@ -1,19 +1,23 @@
 import { after, before, it } from 'node:test';
 import assert from 'node:assert/strict';
-import mysql from 'mysql2/promise';
 import { TestDatabase } from '../support/test-database.js';
+import { rawSession } from '../support/raw-session.js';
+import { killSession } from '../support/server-sessions.js';
 import { LockWorker } from '../support/worker-host.js';
 import { contractSuite } from '../support/contract-targets.js';
 
 const scenarios = new URL('../contract/scenarios/liveness.js', import.meta.url).href;
 
-contractSuite('lease-renewal', 'liveness: watchdog renewal across processes', (target) => {
+contractSuite('lease-renewal', 'liveness: watchdog renewal across processes', { postgres: true }, (target) => {
   let db: TestDatabase;
   before(async () => {
-    db = await TestDatabase.create();
-    await db.query(`CREATE TABLE work_log (id CHAR(36) PRIMARY KEY, pid INT, token BIGINT, started_at DATETIME(6), ended_at DATETIME(6))`);
-    await db.query(`CREATE TABLE ledger (id INT AUTO_INCREMENT PRIMARY KEY, who VARCHAR(64), token BIGINT)`);
-    await db.query(`CREATE TABLE control (name VARCHAR(64) PRIMARY KEY)`);
+    db = await TestDatabase.forTarget(target);
+    const { timestamp, autoId, tableOptions } = db.sql;
+    await db.query(
+      `CREATE TABLE work_log (id CHAR(36) PRIMARY KEY, pid INT, token BIGINT, started_at ${timestamp}, ended_at ${timestamp})${tableOptions}`,
+    );
+    await db.query(`CREATE TABLE ledger (id ${autoId}, who VARCHAR(64), token BIGINT)${tableOptions}`);
+    await db.query(`CREATE TABLE control (name VARCHAR(64) PRIMARY KEY)${tableOptions}`);
   });
   after(async () => {
     await db?.drop();
@@ -42,12 +46,13 @@ contractSuite('lease-renewal', 'liveness: watchdog renewal across processes', (t
         assert.ok(r.renewals >= 3, `renewals kept the lease (${r.renewals} renewal statements)`);
       }
       assert.deepEqual(results.map((r) => r.token).sort(), [1, 2, 3]);
-      const rows = await db.query<{ started_at: string; ended_at: string; token: string }[]>(
-        `SELECT token, DATE_FORMAT(started_at, '%Y-%m-%d %H:%i:%s.%f') AS started_at, DATE_FORMAT(ended_at, '%Y-%m-%d %H:%i:%s.%f') AS ended_at FROM work_log ORDER BY started_at`,
+      // Server times in exact microseconds (from 2000-01-01) on both servers.
+      const rows = await db.query<{ started_us: string; ended_us: string; token: string }[]>(
+        `SELECT token, ${db.sql.micros('started_at')} AS started_us, ${db.sql.micros('ended_at')} AS ended_us FROM work_log ORDER BY started_at`,
       );
       assert.equal(rows.length, 3);
       for (let i = 1; i < rows.length; i++) {
-        assert.ok(rows[i - 1]!.ended_at <= rows[i]!.started_at, `work intervals do not overlap: ${JSON.stringify(rows)}`);
+        assert.ok(Number(rows[i - 1]!.ended_us) <= Number(rows[i]!.started_us), `work intervals do not overlap: ${JSON.stringify(rows)}`);
         assert.ok(Number(rows[i - 1]!.token) < Number(rows[i]!.token), 'tokens grow in grant order');
       }
       const log = await db.logRows('long');
@@ -61,14 +66,20 @@ contractSuite('lease-renewal', 'liveness: watchdog renewal across processes', (t
     }
   });
 
-  it('renewal connection KILLed until the lease runs out: signal aborts, fenced commit rejected, one committer', async () => {
+  it('renewal connection KILLed until the lease runs out: signal aborts, fenced commit rejected, one committer', async (t) => {
+    // MySQL: the victim connects as a user of its own, so that its sessions are told apart from this
+    // test's (whose statement text holds the pattern). PostgreSQL: its renewal statement names its
+    // process id in this database, and this test's own session is left out by its pid.
+    const pg = db.type === 'postgres';
     const user = `dbl_victim_${process.pid}`;
-    await db.query(`CREATE USER IF NOT EXISTS '${user}'@'%' IDENTIFIED BY 'victim-pw'`);
-    await db.query(`GRANT ALL ON \`${db.name}\`.* TO '${user}'@'%'`);
-    const victimSettings = { ...db.settings, user, password: 'victim-pw' };
+    if (!pg) {
+      await db.query(`CREATE USER IF NOT EXISTS '${user}'@'%' IDENTIFIED BY 'victim-pw'`);
+      await db.query(`GRANT ALL ON \`${db.name}\`.* TO '${user}'@'%'`);
+    }
+    const victimSettings = pg ? db.settings : { ...db.settings, user, password: 'victim-pw' };
     const victimWorker = await LockWorker.start({ settings: victimSettings, options: target.options({ janitor: false, renewIntervalMs: 300 }) });
     const takerWorker = await LockWorker.start({ settings: db.settings, options: target.options({ janitor: false }) });
-    const blocker = await mysql.createConnection({ ...db.settings });
+    const blocker = await rawSession(db.settings);
     try {
       let aborted = false;
       let onAcquired!: (data: { owner: string; processId: string; token: number }) => void;
@@ -84,17 +95,19 @@ contractSuite('lease-renewal', 'liveness: watchdog renewal across processes', (t
       );
       const { processId, token } = await acquired;
       // Hold the victim process's lease row so every renewal statement sits on the server, then KILL it there.
-      await blocker.beginTransaction();
+      await blocker.begin();
       await blocker.query('SELECT id FROM db_lock_process WHERE id = ? FOR UPDATE', [processId]);
       let kills = 0;
       const deadline = performance.now() + 20_000;
       while (!aborted && performance.now() < deadline) {
-        const rows = await db.query<{ ID: number }[]>(`SELECT ID FROM information_schema.PROCESSLIST WHERE USER = ? AND INFO LIKE ?`, [
-          user,
-          `%INTO db_lock_process (id, holder, started_at, renewed_at) VALUES ('${processId}'%`,
-        ]);
+        const rows = await db.query<{ ID: number }[]>(
+          pg
+            ? `SELECT pid AS "ID" FROM pg_stat_activity WHERE datname = ? AND pid <> pg_backend_pid() AND state = 'active' AND query LIKE ?`
+            : `SELECT ID FROM information_schema.PROCESSLIST WHERE USER = ? AND INFO LIKE ?`,
+          [pg ? db.name : user, `%INTO db_lock_process (id, holder, started_at, renewed_at) VALUES (${pg ? processId : `'${processId}'`}%`],
+        );
         for (const row of rows) {
-          await db.query(`KILL CONNECTION ${Number(row.ID)}`).then(
+          await killSession(db, Number(row.ID)).then(
             () => kills++,
             () => undefined,
           );
@@ -114,6 +127,7 @@ contractSuite('lease-renewal', 'liveness: watchdog renewal across processes', (t
       assert.equal(taken.token, token + 1);
       await db.query(`INSERT INTO control (name) VALUES ('fenced')`);
       const result = await victimRun;
+      t.diagnostic(`renewal statements killed: ${kills}; the victim: ${JSON.stringify(result)}`);
       assert.equal(result.aborted, true);
       assert.match(String(result.abortReason), /lease ran out before a renewal was confirmed/);
       assert.equal(result.fenceCommitted, false, "the stale holder's fenced commit was rejected");
@@ -133,7 +147,7 @@ contractSuite('lease-renewal', 'liveness: watchdog renewal across processes', (t
     } finally {
       await blocker.end();
       await Promise.all([victimWorker.close(), takerWorker.close()]);
-      await db.query(`DROP USER IF EXISTS '${user}'@'%'`);
+      if (!pg) await db.query(`DROP USER IF EXISTS '${user}'@'%'`);
     }
   });
 

@@ -1,10 +1,10 @@
 import { after, before, it } from 'node:test';
 import assert from 'node:assert/strict';
-import mysql from 'mysql2/promise';
 import { type INestApplicationContext, type LoggerService, Module } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { typeOrmRoot } from '../support/lock-app.js';
 import { TestDatabase } from '../support/test-database.js';
+import { rawSession } from '../support/raw-session.js';
 import { DbLockModule, type LockEvent, LockService, type LockHandle } from '../../lib/index.js';
 import { acquisitionIdOf, processIdOf, stall } from '../support/lock-internals.js';
 import { contractSuite } from '../support/contract-targets.js';
@@ -31,14 +31,14 @@ async function eventually(check: () => boolean, ms: number, what: string): Promi
   }
 }
 
-contractSuite('observability', 'observability: slow warnings through Nest Logger, event hook, stats', (target) => {
+contractSuite('observability', 'observability: slow warnings through Nest Logger, event hook, stats', { postgres: true }, (target) => {
   let db: TestDatabase;
   let app: INestApplicationContext;
   let locks: LockService;
   const logger = new CapturingLogger();
   const events: LockEvent[] = [];
   before(async () => {
-    db = await TestDatabase.create();
+    db = await TestDatabase.forTarget(target);
     @Module({
       imports: [
         typeOrmRoot(db.settings),
@@ -65,9 +65,9 @@ contractSuite('observability', 'observability: slow warnings through Nest Logger
     const held = await second; // waited ~300 ms
     await sleep(250);
     // Releasing: another connection holds the log row, so the release statement waits ~300 ms.
-    const admin = await mysql.createConnection({ ...db.settings });
+    const admin = await rawSession(db.settings);
     try {
-      await admin.beginTransaction();
+      await admin.begin();
       await admin.query('SELECT id FROM db_lock_log WHERE owner = ? FOR UPDATE', [acquisitionIdOf(held)]);
       const releasing = held.release();
       await sleep(300);
@@ -93,9 +93,9 @@ contractSuite('observability', 'observability: slow warnings through Nest Logger
     // Renewals of this process's lease block on a row lock until the lease of 'stalled' runs out:
     // its signal aborts (lost) at its local deadline, the renewal fails after its one-second bound.
     const stalled: LockHandle = await locks.acquire('stalled');
-    const admin = await mysql.createConnection({ ...db.settings });
+    const admin = await rawSession(db.settings);
     try {
-      await admin.beginTransaction();
+      await admin.begin();
       await admin.query('SELECT id FROM db_lock_process WHERE id = ? FOR UPDATE', [processIdOf(locks)]);
       await eventually(() => stalled.signal.aborted, 5000, 'the stalled lock to be lost');
       await eventually(() => events.some((e) => e.type === 'renewal-failed'), 5000, 'the blocked renewal to fail');

@@ -66,7 +66,7 @@ function endInCommitStatement(rowIds: readonly string[], owner: string): string 
  * The lock outlives the commit (an outer hold keeps it): its rows stay live but are written all the
  * same (COMPLETED, one more fenced commit), never merely read, so a takeover is ordered against us.
  */
-function fenceKeptStatement(rowIds: readonly string[], owner: string): string {
+export function fenceKeptStatement(rowIds: readonly string[], owner: string): string {
   return (
     `UPDATE ${LOCK_LOG_TABLE} SET status = '${LockStatus.COMPLETED}', fenced_count = fenced_count + 1 ` +
     `WHERE id IN (${rowIds.map(rowIdLiteral).join(', ')}) AND status IN ${LIVE_STATUSES_SQL} AND owner = ${textLiteral(owner)}`

@@ -191,17 +191,21 @@ export class PgLockLog implements LockLogStore, ProcessLeaseStore, LeaseGrantHos
     return new Set(result!.rows.map((row: Row) => String(row.id)));
   }
 
-  /** The process lease's renewal (its row created again if the janitor reaped it meanwhile); ends still owed go first, and until they are settled no renewal is sent. */
+  /**
+   * The process lease's renewal (its row created again if the janitor reaped it meanwhile); ends
+   * still owed go first, and until they are settled no renewal is sent. Sent once, as on MySQL: the
+   * watchdog retries a failed renewal soon and reports each failure (`renewal-failed`, the
+   * warning, the counters). Re-sent here, a renewal killed or kept waiting went unreported for
+   * seconds while the retries ran.
+   */
   async renew(deadline: number): Promise<{ endedCount: string; created: boolean }> {
     if (this.unended.size > 0) await this.unended.settle((sql) => this.pool.query(sql, 'renewals', deadline - performance.now()));
     const id = rowIdLiteral(this.processId);
-    const [result] = await this.withRetries(() =>
-      this.pool.query(
-        `INSERT INTO ${PROCESS_TABLE} (id, holder, started_at, renewed_at) VALUES (${id}, ${textLiteral(this.holder)}, ${NOW}, ${NOW}) ` +
-          `ON CONFLICT (id) DO UPDATE SET renewed_at = ${NOW} RETURNING ended_count, (xmax = 0) AS created`,
-        'renewals',
-        deadline - performance.now(),
-      ),
+    const [result] = await this.pool.query(
+      `INSERT INTO ${PROCESS_TABLE} (id, holder, started_at, renewed_at) VALUES (${id}, ${textLiteral(this.holder)}, ${NOW}, ${NOW}) ` +
+        `ON CONFLICT (id) DO UPDATE SET renewed_at = ${NOW} RETURNING ended_count, (xmax = 0) AS created`,
+      'renewals',
+      deadline - performance.now(),
     );
     const row = result!.rows[0] as { ended_count: string; created: boolean };
     return { endedCount: String(row.ended_count), created: row.created === true };

@@ -3,10 +3,13 @@
  * internals on purpose (the handle's owner token for the fence statement, the store to observe
  * renewals, the janitor to record its runs): tests only, never in lib/.
  */
-import mysql from 'mysql2/promise';
 import { DataSource } from 'typeorm';
 import type { LockHandle } from '../../../lib/index.js';
 import { fenceKeptStatement } from '../../../lib/store/mysql/hold.sql.js';
+import { fenceKeptStatement as pgFenceKeptStatement } from '../../../lib/store/postgres/pg-fence.js';
+import { dialectSql } from '../../support/dialect-sql.js';
+import { runSql, typeOfQueryable } from '../../support/portable-sql.js';
+import { rawSession } from '../../support/raw-session.js';
 import { acquisitionIdOf, partsOf, processIdOf, rowIdsOf } from '../../support/lock-internals.js';
 import type { WorkerContext } from '../../support/lock-worker.js';
 import type { ConnectionSettings } from '../../support/test-database.js';
@@ -26,14 +29,15 @@ export async function longWork(
   ctx: WorkerContext<{ key: string; workMs: number; leaseMs: number; timeoutMs: number }>,
 ): Promise<{ token: number; aborted: boolean; renewals: number; renewalMaxMs: number; reason: string }> {
   const ds = ctx.app.get(DataSource);
+  const sql = dialectSql(typeOfQueryable(ds));
   const before = ctx.locks.stats().renewals;
   return ctx.locks.withLock(
     ctx.args.key,
     async (lock) => {
-      const [{ id }] = (await ds.query(`SELECT UUID() AS id`)) as [{ id: string }];
-      await ds.query(`INSERT INTO work_log (id, pid, token, started_at) VALUES (?, ?, ?, UTC_TIMESTAMP(6))`, [id, process.pid, lock.fencingToken]);
+      const [{ id }] = (await runSql(ds, `SELECT ${sql.uuid} AS id`)) as [{ id: string }];
+      await runSql(ds, `INSERT INTO work_log (id, pid, token, started_at) VALUES (?, ?, ?, ${sql.utcNow})`, [id, process.pid, lock.fencingToken]);
       await sleep(ctx.args.workMs);
-      await ds.query(`UPDATE work_log SET ended_at = UTC_TIMESTAMP(6) WHERE id = ?`, [id]);
+      await runSql(ds, `UPDATE work_log SET ended_at = ${sql.utcNow} WHERE id = ?`, [id]);
       const stats = ctx.locks.stats();
       return {
         token: lock.fencingToken,
@@ -47,16 +51,22 @@ export async function longWork(
   );
 }
 
+/** The fence a fenced commit runs (each store's own statement): the holder's rows are written only while still live. */
+function fenceKept(settings: ConnectionSettings, lock: LockHandle): { sql: string; parameters?: unknown[] } {
+  if (settings.type !== 'postgres') return fenceKeptStatement(rowIdsOf(lock));
+  return { sql: pgFenceKeptStatement(rowIdsOf(lock), acquisitionIdOf(lock)) };
+}
+
 /** Inserts a ledger row for `lock` in a transaction fenced by its log rows; true if it committed. */
 async function fencedWrite(settings: ConnectionSettings, lock: LockHandle, who: string): Promise<boolean> {
-  const connection = await mysql.createConnection({ ...settings });
+  const connection = await rawSession(settings);
   try {
-    await connection.query('SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED');
-    await connection.beginTransaction();
+    // PostgreSQL's sessions are at READ COMMITTED already.
+    if (settings.type !== 'postgres') await connection.query('SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED');
+    await connection.begin();
     await connection.query('INSERT INTO ledger (who, token) VALUES (?, ?)', [who, lock.fencingToken]);
-    // The fence a fenced commit runs: the holder's rows are written only while still live.
-    const fence = fenceKeptStatement(rowIdsOf(lock));
-    const [result] = (await connection.query(fence.sql, fence.parameters)) as unknown as [{ affectedRows: number }];
+    const fence = fenceKept(settings, lock);
+    const result = await connection.query<{ affectedRows: number }>(fence.sql, fence.parameters);
     if (result.affectedRows < rowIdsOf(lock).length) {
       await connection.rollback();
       return false;
@@ -95,11 +105,11 @@ export async function victim(
     await until(async () => lock.signal.aborted, 20_000, 'the lock signal to abort');
     ctx.emit('aborted');
   }
-  const control = await mysql.createConnection({ ...ctx.args.business });
+  const control = await rawSession(ctx.args.business);
   try {
     await until(
       async () => {
-        const [rows] = (await control.query(`SELECT 1 FROM control WHERE name = ?`, [ctx.args.key])) as unknown as [unknown[]];
+        const rows = await control.query<unknown[]>(`SELECT 1 FROM control WHERE name = ?`, [ctx.args.key]);
         return rows.length > 0;
       },
       20_000,
