@@ -1,7 +1,6 @@
 import { after, before, it } from 'node:test';
 import assert from 'node:assert/strict';
 import type { INestApplicationContext } from '@nestjs/common';
-import mysql from 'mysql2/promise';
 import { DbLockError, LockTimeoutError, type LockService } from '../../lib/index.js';
 import { createLockApp, eventually } from '../support/lock-app.js';
 import { TestDatabase } from '../support/test-database.js';
@@ -13,60 +12,62 @@ import { contractSuite } from '../support/contract-targets.js';
  * whatever it may have committed: the caller ends with the lock, or with a typed DbLockError whose
  * cause is the driver error — never a raw driver error, never a lock it does not know about.
  */
-contractSuite('interrupted-grants', 'interrupted grants', (target) => {
+contractSuite('interrupted-grants', 'interrupted grants', { postgres: true }, (target) => {
   let db: TestDatabase;
   let app: INestApplicationContext;
   let locks: LockService;
   let otherApp: INestApplicationContext;
   let otherLocks: LockService;
-  let admin: mysql.Connection;
   before(async () => {
-    db = await TestDatabase.create();
+    db = await TestDatabase.forTarget(target);
     ({ app, locks } = await createLockApp(db.settings, target.options({ janitor: false })));
     ({ app: otherApp, locks: otherLocks } = await createLockApp(db.settings, target.options({ janitor: false })));
-    admin = await mysql.createConnection(db.settings);
     // Key rows exist, and this process does not know the keys free (it would claim the next token with one
     // INSERT then, which no key row lock holds back).
     for (const key of ['kq', 'kc', 'kt']) await (await otherLocks.acquire(key)).release();
   });
   after(async () => {
-    await admin?.end();
     await app?.close();
     await otherApp?.close();
     await db?.drop();
   });
 
-  /** Holds the key's row lock so that grants block on it; returns the release. */
-  async function blockGrants(key: string): Promise<() => Promise<void>> {
-    await admin.query('START TRANSACTION');
-    await admin.query('SELECT * FROM db_lock WHERE lock_key = ? FOR UPDATE', [Buffer.from(key)]);
-    return async () => void (await admin.query('COMMIT'));
-  }
+  /** Holds the key's row lock (another session's transaction) so that grants block on it; returns the release. */
+  const blockGrants = (key: string): Promise<() => Promise<void>> => db.holdKeyRow(key);
 
   /**
    * The server threads of this database running a grant's locking statement, blocked on the row
    * lock: lease's conditional UPDATE, row-lock's locking UPDATE (`UPDATE db_lock l SET
-   * fencing_token`, on a DataSource connection), or the bounded locking read MySQL sends first.
+   * fencing_token`, on a DataSource connection), or the bounded locking read MySQL sends first. On
+   * PostgreSQL: the sessions waiting for a lock in a statement on the lock tables (a grant's batch).
    */
   async function grantThreads(): Promise<number[]> {
     const rows = await db.query<{ ID: number }[]>(
-      `SELECT ID FROM information_schema.PROCESSLIST WHERE DB = ? AND ID <> CONNECTION_ID() ` +
-        `AND (INFO LIKE '%UPDATE db_lock %SET fencing_token%' OR INFO LIKE 'SELECT /*+ MAX_EXECUTION_TIME%FROM db_lock %FOR UPDATE%')`,
+      db.type === 'postgres'
+        ? `SELECT pid AS "ID" FROM pg_stat_activity WHERE datname = ? AND pid <> pg_backend_pid() AND wait_event_type = 'Lock' AND query LIKE '%db_lock%'`
+        : `SELECT ID FROM information_schema.PROCESSLIST WHERE DB = ? AND ID <> CONNECTION_ID() ` +
+            `AND (INFO LIKE '%UPDATE db_lock %SET fencing_token%' OR INFO LIKE 'SELECT /*+ MAX_EXECUTION_TIME%FROM db_lock %FOR UPDATE%')`,
       [db.name],
     );
     return rows.map((r) => Number(r.ID));
   }
 
-  for (const kill of ['QUERY', 'CONNECTION'] as const) {
-    it(`KILL ${kill} of a grant in flight: retried within the budget, then granted`, async () => {
-      const key = kill === 'QUERY' ? 'kq' : 'kc';
+  /** KILL QUERY (PostgreSQL: a cancel request) or KILL CONNECTION (PostgreSQL: the backend terminated) of a session. */
+  async function kill(how: 'QUERY' | 'CONNECTION', id: number): Promise<void> {
+    if (db.type !== 'postgres') return void (await db.query(`KILL ${how} ${id}`));
+    await db.query(how === 'QUERY' ? 'SELECT pg_cancel_backend(?)' : 'SELECT pg_terminate_backend(?)', [id]);
+  }
+
+  for (const how of ['QUERY', 'CONNECTION'] as const) {
+    it(`KILL ${how} of a grant in flight: retried within the budget, then granted`, async () => {
+      const key = how === 'QUERY' ? 'kq' : 'kc';
       const unblock = await blockGrants(key);
       const started = performance.now();
       const acquiring = locks.acquire(key, { timeoutMs: 8_000 });
       let killed = 0;
       try {
         await eventually(async () => (await grantThreads()).length > 0, 5_000, 'the grant to block');
-        for (const id of await grantThreads()) await db.query(`KILL ${kill} ${id}`).then(() => killed++);
+        for (const id of await grantThreads()) await kill(how, id).then(() => killed++);
         // It tries again (a fresh statement, blocked again on the same row lock).
         await eventually(async () => (await grantThreads()).length > 0, 5_000, 'the grant to be retried');
       } finally {
@@ -96,7 +97,7 @@ contractSuite('interrupted-grants', 'interrupted grants', (target) => {
     void acquiring.then(() => (done = true));
     try {
       while (!done) {
-        for (const id of await grantThreads()) await db.query(`KILL QUERY ${id}`).catch(() => undefined);
+        for (const id of await grantThreads()) await kill('QUERY', id).catch(() => undefined);
         await new Promise((r) => setTimeout(r, 20));
       }
     } finally {

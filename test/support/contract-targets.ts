@@ -18,6 +18,8 @@ export type StoreCapability =
   | 'processes'
   /** The tests may reach the server under the store: hold row locks, KILL statements, set session flags. */
   | 'mysql-server'
+  /** The tests may reach the server's sessions: hold row locks, list sessions, cancel a statement or end a session (KILL QUERY/CONNECTION, pg_cancel_backend/pg_terminate_backend). */
+  | 'server-sessions'
 
   /** The store's tables can be read through the documented helpers (audit rows, stored keys). */
   | 'sql-tables';
@@ -68,7 +70,7 @@ export const GUARANTEES = {
   /** onLocked 'skip': of several nodes firing one job, exactly one runs. */
   'cluster-singleton': ['processes', 'sql-tables'],
   /** A grant statement killed or cut mid-way is retried or given back, never a raw driver error. */
-  'interrupted-grants': ['mysql-server', 'sql-tables'],
+  'interrupted-grants': ['server-sessions', 'sql-tables'],
   /** Reentrancy costs no round trip; read -> write is refused. */
   reentrancy: ['sql-tables'],
   /** Keys compare exactly: no PAD SPACE, case folding or normalisation. */
@@ -98,7 +100,7 @@ export const GUARANTEES = {
   /** Writer preference between processes and crashed readers or waiting writers (lease's own mark). */
   'lease-writer-preference': ['lease-expiry', 'processes', 'sql-tables'],
   /** poolSize bounds every connection the library opens (its pool, renewal lane, doorbells), counted on the server. */
-  'connection-budget': ['connection-free-holders', 'mysql-server'],
+  'connection-budget': ['connection-free-holders', 'server-sessions'],
   /** The lock's end travels in the fenced business commit (one round trip per decorated call). */
   'lease-mechanics': ['lease-expiry', 'connection-free-holders', 'sql-tables'],
   /** Slow warnings, the event hook and stats, including renewal and loss events (lease's). */
@@ -156,8 +158,8 @@ export function gapOf(guarantee: Guarantee, target: ContractTarget): string | un
 }
 
 const STORE_CAPABILITIES: Readonly<Record<string, readonly StoreCapability[]>> = {
-  'mysql:': ['processes', 'mysql-server', 'sql-tables'],
-  'postgres:': ['processes', 'sql-tables'],
+  'mysql:': ['processes', 'mysql-server', 'server-sessions', 'sql-tables'],
+  'postgres:': ['processes', 'server-sessions', 'sql-tables'],
 };
 
 /** Whether this run has PostgreSQL targets (see pgTestsRun), asked once when the module loads. */
