@@ -75,9 +75,15 @@ export const FIRST_INTERNAL_KEY = keyLiteral(Buffer.from([INTERNAL_KEY_BYTE]));
  * answers the rows it ended. Every takeover on PostgreSQL (the janitor, a forced release) goes this way.
  */
 export function endHoldersCtes(status: string, note: string): string {
+  // `due` may be read in the statement's snapshot (a grant's takeover reads it so); the UPDATE
+  // tests only its own WHERE again on a row's newest version. An extend that committed meanwhile
+  // moved the row's expires_at, so an EXPIRED end tests it here: EFFECTIVE_EXPIRY is never
+  // earlier than it. (A renewal of the holder's process cannot land meanwhile: the takeover
+  // locks the process rows FOR SHARE first.)
+  const stillDue = status === LockStatus.EXPIRED ? ` AND g.expires_at <= ${NOW}` : '';
   return (
     `ended AS (UPDATE ${LOCK_LOG_TABLE} g SET status = ${textLiteral(status)}, ended_at = ${NOW}, hold_ms = ${msSince('g.acquired_at')}, ` +
-    `note = ${textLiteral(note)} FROM due WHERE g.id = due.id AND g.status IN ${LIVE_STATUSES_SQL} ` +
+    `note = ${textLiteral(note)} FROM due WHERE g.id = due.id AND g.status IN ${LIVE_STATUSES_SQL}${stillDue} ` +
     `RETURNING g.lock_key, g.owner, g.holder, g.mode, g.fencing_token, g.process_id), ` +
     `told AS (UPDATE ${PROCESS_TABLE} p SET ended_count = p.ended_count + n.c ` +
     `FROM (SELECT process_id, count(*) AS c FROM ended GROUP BY process_id) n WHERE p.id = n.process_id)`
