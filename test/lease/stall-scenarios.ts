@@ -136,9 +136,10 @@ export async function fencedWrite(
   ctx: WorkerContext<{ key: string; who: string; leaseMs: number; table: string; limit?: number }>,
 ): Promise<Outcome> {
   let token = 0;
+  const { runSql } = await import('../support/portable-sql.js');
   const work = async (): Promise<void> => {
     token = ctx.locks.currentLock!.fencingToken;
-    await ctx.locks.manager.query(`INSERT INTO ${ctx.args.table} (who, token) VALUES (?, ?)`, [ctx.args.who, token]);
+    await runSql(ctx.locks.manager, `INSERT INTO ${ctx.args.table} (who, token) VALUES (?, ?)`, [ctx.args.who, token]);
   };
   try {
     if (ctx.args.limit === undefined) await ctx.locks.runLocked(ctx.args.key, work, { leaseMs: ctx.args.leaseMs, timeoutMs: 15_000 });

@@ -1,6 +1,7 @@
 import { after, before, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { LockConnectionPool } from '../../lib/store/mysql/lock-connection-pool.js';
+import { notSentInTime, PgLockPool } from '../../lib/store/postgres/pg-pool.js';
 import { LockStatementError } from '../../lib/store/lock-statement.error.js';
 import { TestDatabase } from '../support/test-database.js';
 import { eventually } from '../support/lock-app.js';
@@ -9,31 +10,24 @@ import { contractSuite } from '../support/contract-targets.js';
 /**
  * A lock statement that does not answer, and a wait for a lock connection that does not come, end
  * at the caller's deadline (one shared timer watches them all): the caller gets a 'deadline'
- * error in time, and a connection still running the statement is closed, never reused.
+ * error in time, and a connection still running the statement is closed, never reused. On
+ * PostgreSQL (pgDeadlines below): the library's pg pool, a statement's answer bound and a grant's
+ * bounded checkout.
  */
-contractSuite('lease-mechanics', 'deadlines of lock statements and pool waits', () => {
+contractSuite('lease-mechanics', 'deadlines of lock statements and pool waits', { postgres: true }, (target) => {
   let db: TestDatabase;
   let pool: LockConnectionPool;
 
   before(async () => {
-    db = await TestDatabase.create();
-    pool = new LockConnectionPool({ ...db.settings, connectionLimit: 1, multipleStatements: true });
+    db = await TestDatabase.forTarget(target);
+    if (db.type !== 'postgres') pool = new LockConnectionPool({ ...db.settings, connectionLimit: 1, multipleStatements: true });
   });
   after(async () => {
     await pool?.close();
     await db?.drop();
   });
 
-  /** How long `run` took to fail, and with what. */
-  async function failure(run: () => Promise<unknown>): Promise<{ error: unknown; tookMs: number }> {
-    const started = performance.now();
-    try {
-      await run();
-    } catch (error) {
-      return { error, tookMs: performance.now() - started };
-    }
-    assert.fail('expected a failure');
-  }
+  if (target.database === 'postgres') return pgDeadlines(() => db);
 
   it('ends a statement that does not answer at its deadline, and closes its connection', async () => {
     const id = Number((await pool.query<{ id: number }[]>('SELECT CONNECTION_ID() AS id', { purpose: 'locks' }))[0]!.id);
@@ -91,3 +85,69 @@ contractSuite('lease-mechanics', 'deadlines of lock statements and pool waits', 
     }
   });
 });
+
+/** How long `run` took to fail, and with what. */
+async function failure(run: () => Promise<unknown>): Promise<{ error: unknown; tookMs: number }> {
+  const started = performance.now();
+  try {
+    await run();
+  } catch (error) {
+    return { error, tookMs: performance.now() - started };
+  }
+  assert.fail('expected a failure');
+}
+
+/**
+ * The same on PostgreSQL, through the library's pg pool (PgLockPool): a round trip's answer bound
+ * (pg's query_timeout), and a grant's wait for a connection bounded by its deadline
+ * (acquireDedicated with notSentInTime, as pg-lease-grant.ts asks). A failed statement's answer is
+ * handled once by the store's own code (no rescue callback: mysql2's callback path has no pg
+ * counterpart), so the third test is MySQL's only.
+ */
+function pgDeadlines(db: () => TestDatabase): void {
+  let pool: PgLockPool;
+  before(() => {
+    const { host, port, user, password, database } = db().settings;
+    pool = new PgLockPool({ host, port, user, password, database, max: 2 });
+  });
+  after(() => pool?.close());
+
+  const pid = async (): Promise<number> => Number((await pool.query('SELECT pg_backend_pid() AS id', 'locks'))[0]!.rows[0]!.id);
+  const onServer = async (pids: number[]): Promise<number> =>
+    Number((await db().query<{ n: string }[]>('SELECT COUNT(*) AS n FROM pg_stat_activity WHERE pid = ANY(?::int[])', [pids]))[0]!.n);
+
+  it('ends a statement that does not answer at its deadline, and closes its connection', async () => {
+    // Both of the pool's connections open (the two statements below each take one of them).
+    const ids = await Promise.all([0, 1].map(() => pool.query('SELECT pg_backend_pid() AS id, pg_sleep(0.1)', 'locks')));
+    const opened = ids.map((r) => Number(r[0]!.rows[0]!.id));
+    assert.equal(new Set(opened).size, 2, `two connections: ${opened.join(', ')}`);
+    // A later deadline already watched must not hold back this earlier one.
+    const laterFrom = performance.now();
+    const later = pool.query('SELECT pg_sleep(3)', 'admin', 1_000);
+    const { error, tookMs } = await failure(() => pool.query('SELECT pg_sleep(5)', 'locks', 200));
+    assert.ok(error instanceof LockStatementError && error.kind === 'deadline', String(error));
+    // Margin: the deadline is 200 ms; up to 600 ms more tolerates a loaded 2-core host (never before it).
+    assert.ok(tookMs >= 195 && tookMs < 800, `failed after ${tookMs.toFixed(0)} ms`);
+    const late = await failure(() => later);
+    const lateAfter = performance.now() - laterFrom;
+    assert.ok(late.error instanceof LockStatementError && late.error.kind === 'deadline', String(late.error));
+    // Its own deadline (1,000 ms), not the first one's, and not the statement's end (3 s); 1 s of margin on a loaded host.
+    assert.ok(lateAfter >= 995 && lateAfter < 2_000, `the later deadline ended the statement after ${lateAfter.toFixed(0)} ms`);
+    // The cut connections left the server (closed, not kept for the next statement).
+    await eventually(async () => (await onServer(opened)) === 0, 5_000, 'the cut connections to close');
+    const next = await pid();
+    assert.ok(!opened.includes(next), `a new session: ${next} after ${opened.join(', ')}`);
+  });
+
+  it('ends a wait for a lock connection at its deadline while the pool is busy', async () => {
+    const busy = [0, 1].map(() => pool.query('SELECT pg_sleep(1)', 'locks')); // the pool's two connections
+    const { error, tookMs } = await failure(() => pool.acquireDedicated(performance.now() + 150, undefined, notSentInTime));
+    assert.ok(error instanceof LockStatementError && error.kind === 'deadline', String(error));
+    assert.ok(tookMs >= 145 && tookMs < 750, `failed after ${tookMs.toFixed(0)} ms`);
+    await Promise.all(busy);
+    // Negative control: without a deadline the same wait ends when a connection frees.
+    const again = [0, 1].map(() => pool.query('SELECT pg_sleep(0.3)', 'locks'));
+    assert.deepEqual((await pool.query('SELECT 1 AS one', 'locks'))[0]!.rows, [{ one: 1 }]);
+    await Promise.all(again);
+  });
+}

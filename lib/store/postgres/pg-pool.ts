@@ -21,6 +21,17 @@ export interface PreparedStatements {
 /** A grant's checkout that its deadline ended: nothing was sent, so nothing is given back. */
 export const notSentInTime = (): LockStatementError => LockStatementError.notSent('No lock connection became free before the deadline');
 
+/** pg's own error when a query's `query_timeout` (the round trip's answer bound) ran out. */
+const answerTimedOut = (error: unknown): boolean => error instanceof Error && error.message === 'Query read timeout';
+
+/**
+ * The answer bound ran out: the client stopped waiting and the server may still run the statement,
+ * as on MySQL, where the same bound gives this kind. Not a lost connection: those are sent again
+ * (see sendWithRetries), and a statement past its deadline must not be.
+ */
+const answerDeadline = (error: unknown): LockStatementError =>
+  new LockStatementError('deadline', error, 'The lock statement did not answer before the deadline (Query read timeout)');
+
 /** pg's settings for the library's pool, from the DataSource's (as TypeORM builds its own), nothing configured twice. */
 export function pgPoolConfig(dataSource: DataSource, max: number): pg.PoolConfig {
   const options = dataSource.options as {
@@ -176,9 +187,10 @@ export class PgLockPool {
       const results = Array.isArray(answer) ? answer : [answer];
       return prepare ? results.slice(prepare.count) : results;
     } catch (error) {
-      const failure = LockStatementError.from(error);
-      // A broken session is closed by whoever holds it; one that answered is left with no transaction open.
-      if (failure.kind === 'connection-lost' || failure.kind === 'other') this.broken.add(client);
+      const failure = answerTimedOut(error) ? answerDeadline(error) : LockStatementError.from(error);
+      // A broken session is closed by whoever holds it (one past its answer bound may still be
+      // running the statement); one that answered is left with no transaction open.
+      if (failure.kind === 'connection-lost' || failure.kind === 'deadline' || failure.kind === 'other') this.broken.add(client);
       else await client.query('ROLLBACK').catch(() => this.broken.add(client));
       throw failure;
     }
