@@ -1,12 +1,12 @@
 import { after, before, it } from 'node:test';
 import assert from 'node:assert/strict';
-import mysql from 'mysql2/promise';
 import type { INestApplicationContext } from '@nestjs/common';
 import { TestDatabase } from '../support/test-database.js';
 import { createLockApp, eventually } from '../support/lock-app.js';
 import { LockTimeoutError, type LockService } from '../../lib/index.js';
 import { acquisitionIdOf, freeze, processIdOf, stall, thaw } from '../support/lock-internals.js';
 import { contractSuite } from '../support/contract-targets.js';
+import { rawSession, type RawSession } from '../support/raw-session.js';
 
 /**
  * Mutual exclusion against a late renewal. A holder whose lease ran out but was not reclaimed yet may still
@@ -14,17 +14,18 @@ import { contractSuite } from '../support/contract-targets.js';
  * while a waiting grant is between "count the live holders" and "mark the expired ones EXPIRED",
  * the grant must not go ahead: otherwise it skips the now-renewed row and two holders own the key.
  * We widen that window by holding the renewal's row lock open on a second connection until the
- * grant is seen waiting on it.
+ * grant is seen waiting on it. (On PostgreSQL the grant's takeover locks the holders' processes
+ * FOR SHARE before it ends the expired ones: it waits there for the renewal to commit.)
  */
-contractSuite('lease-renewal', 'grant vs concurrent renewal of an expired holder', (target) => {
+contractSuite('lease-renewal', 'grant vs concurrent renewal of an expired holder', { postgres: true }, (target) => {
   let db: TestDatabase;
   let app: INestApplicationContext;
   let locks: LockService;
-  let admin: mysql.Connection;
+  let admin: RawSession;
   before(async () => {
-    db = await TestDatabase.create();
+    db = await TestDatabase.forTarget(target);
     ({ app, locks } = await createLockApp(db.settings, target.options({ leaseMs: 1000 })));
-    admin = await mysql.createConnection({ ...db.settings });
+    admin = await rawSession(db.settings);
   });
   after(async () => {
     await admin?.end();
@@ -40,9 +41,9 @@ contractSuite('lease-renewal', 'grant vs concurrent renewal of an expired holder
       await eventually(async () => (await locks.inspect(key)).holders.length === 0, 5000, 'the stale lease to run out');
 
       // The late renewal of the stale holder's process lease, kept uncommitted for a moment (from
-      // the future, so the renewed holder stays live while the test looks).
-      await admin.query('START TRANSACTION');
-      await admin.query(`UPDATE db_lock_process SET renewed_at = UTC_TIMESTAMP(6) + INTERVAL 30 SECOND WHERE id = ?`, [processIdOf(locks)]);
+      // the future, so the renewed holder stays live while the test looks: 30 s from now).
+      await admin.begin();
+      await admin.query(`UPDATE db_lock_process SET renewed_at = ${db.sql.ago(-30_000)} WHERE id = ?`, [processIdOf(locks)]);
       const attempt = locks.acquire(key, { mode: 'write', timeoutMs: 1500 }).then(
         (lock) => lock,
         (error: unknown) => error,
@@ -53,9 +54,8 @@ contractSuite('lease-renewal', 'grant vs concurrent renewal of an expired holder
       try {
         await eventually(async () => settled || (await lockWaits(db)) > 0, 900, 'the grant to wait on the renewing row or decide');
       } finally {
-        await admin.query('COMMIT');
+        await admin.commit();
       }
-      await admin.query('COMMIT');
 
       const outcome = await attempt;
       const live = (await db.logRows(key)).filter(
@@ -73,7 +73,7 @@ contractSuite('lease-renewal', 'grant vs concurrent renewal of an expired holder
       );
       thaw(locks);
       await stale.release(); // its row was renewed, so this is a normal release
-      await admin.query(`UPDATE db_lock_process SET renewed_at = UTC_TIMESTAMP(6) WHERE id = ?`, [processIdOf(locks)]);
+      await admin.query(`UPDATE db_lock_process SET renewed_at = ${db.sql.utcNow} WHERE id = ?`, [processIdOf(locks)]);
       const rows = await db.logRows(key);
       assert.deepEqual(
         rows.map((r) => r.status),
@@ -88,13 +88,13 @@ contractSuite('lease-renewal', 'grant vs concurrent renewal of an expired holder
     await stall(locks, stale);
     await eventually(async () => (await locks.inspect(key)).holders.length === 0, 5000, 'the stale lease to run out');
     // Something (a fenced commit, a janitor pass) holds the stale row's lock for a while; the row stays expired.
-    await admin.query('START TRANSACTION');
+    await admin.begin();
     await admin.query(`UPDATE db_lock_log SET note = 'row lock held by the test' WHERE owner = ?`, [acquisitionIdOf(stale)]);
     const attempt = locks.acquire(key, { leaseMs: 100, timeoutMs: 3000 });
     try {
       await eventually(async () => (await lockWaits(db, 300)) > 0, 900, 'the grant to wait on the stale row for 300 ms (3 x its lease)');
     } finally {
-      await admin.query('COMMIT');
+      await admin.commit();
     }
     const fresh = await attempt;
     const rows = await db.logRows(key);
@@ -111,10 +111,16 @@ contractSuite('lease-renewal', 'grant vs concurrent renewal of an expired holder
   });
 });
 
-/** Statements on the lock tables of this database running for `minMs` or more: blocked on a row lock. */
+/**
+ * Statements on the lock tables of this database running for `minMs` or more: blocked on a row lock.
+ * On PostgreSQL: sessions waiting for a lock that long, in a statement (a grant's batch) on those tables.
+ */
 async function lockWaits(db: TestDatabase, minMs = 50): Promise<number> {
   const rows = await db.query<{ n: number }[]>(
-    `SELECT COUNT(*) AS n FROM information_schema.PROCESSLIST WHERE db = ? AND id <> CONNECTION_ID() AND command = 'Query' AND time_ms >= ? AND info LIKE '%db_lock%'`,
+    db.type === 'postgres'
+      ? `SELECT COUNT(*) AS n FROM pg_stat_activity WHERE datname = ? AND pid <> pg_backend_pid() AND wait_event_type = 'Lock' ` +
+          `AND clock_timestamp() - state_change >= ? * interval '1 millisecond' AND query LIKE '%db_lock%'`
+      : `SELECT COUNT(*) AS n FROM information_schema.PROCESSLIST WHERE db = ? AND id <> CONNECTION_ID() AND command = 'Query' AND time_ms >= ? AND info LIKE '%db_lock%'`,
     [db.name, minMs],
   );
   return Number(rows[0]!.n);

@@ -3,8 +3,10 @@
  * and endRows on purpose (to count releases sent while a renewal was on the wire): tests only.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import { mysqlLogOf } from '../../support/lock-internals.js';
+import pg from 'pg';
+import { partsOf } from '../../support/lock-internals.js';
 import type { WorkerContext } from '../../support/lock-worker.js';
+import type { LockLogStore, ProcessLeaseStore } from '../../../lib/store/lock-store.js';
 import { tapStatements } from '../../support/statement-tap.js';
 
 /**
@@ -27,7 +29,8 @@ export async function releaseRace(
     };
   });
   // Instrumentation only: count releases sent while a renewal statement was on the wire.
-  const log = mysqlLogOf(ctx.locks);
+  // The store's lock log (MySQL's or PostgreSQL's: both renew and end rows by these methods).
+  const log = partsOf(ctx.locks).store.log as ProcessLeaseStore & LockLogStore;
   let renewing = 0;
   let racedReleases = 0;
   const renew = log.renew.bind(log);
@@ -61,9 +64,10 @@ export async function releaseRace(
   return { releases, racedReleases, renewals: after.renewals - before.renewals, lost: after.lost - before.lost, trace };
 }
 
-/** What a statement's answer says, short: affected rows and insert id per result, rows as they are. */
+/** What a statement's answer says, short: affected rows and insert id per result, rows as they are (pg: row count and rows). */
 function summary(result: unknown): unknown {
   if (Array.isArray(result)) return result.map(summary);
+  if (result instanceof pg.Result) return [result.rowCount, result.rows];
   const header = result as { affectedRows?: number; insertId?: number } | null;
   return header && typeof header === 'object' && 'affectedRows' in header ? [header.affectedRows, header.insertId] : result;
 }
