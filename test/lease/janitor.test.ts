@@ -9,7 +9,7 @@ import { contractSuite } from '../support/contract-targets.js';
 
 const scenarios = new URL('../contract/scenarios/liveness.js', import.meta.url).href;
 
-/** 0..9999 without engine-specific sequence tables. */
+/** 0..9999 without engine-specific sequence tables (the same SQL on MySQL and PostgreSQL). */
 const SEQ_10000 =
   `(SELECT a.d + 10 * b.d + 100 * c.d + 1000 * e.d AS n FROM ` +
   ['a', 'b', 'c', 'e']
@@ -20,13 +20,16 @@ const SEQ_10000 =
     .join(', ') +
   `) seq`;
 
-contractSuite('lease-janitor', 'janitor', (target) => {
+const DAY_MS = 24 * 3600_000;
+const HOUR_MS = 3600_000;
+
+contractSuite('lease-janitor', 'janitor', { postgres: true }, (target) => {
   let db: TestDatabase;
   let app: INestApplicationContext;
   let locks: LockService;
   const events: LockEvent[] = [];
   before(async () => {
-    db = await TestDatabase.create();
+    db = await TestDatabase.forTarget(target);
     ({ app, locks } = await createLockApp(
       db.settings,
       target.options({
@@ -44,21 +47,23 @@ contractSuite('lease-janitor', 'janitor', (target) => {
   it('reclaims 10,000 expired holders, prunes old log rows and reaps idle keys, in batches of batchSize', async () => {
     // 5,000 terminal rows older than the retention (1 day), 300 recent ones, inserted first: ids follow
     // grant time, and the prune walks ids up to the first row granted within the retention.
-    await db.query(`INSERT INTO db_lock (lock_key, fencing_token, last_granted_at) VALUES ('old', 5300, UTC_TIMESTAMP(6) - INTERVAL 8 DAY)`);
+    const { ago, uuid, keyOf } = db.sql;
+    await db.query(`INSERT INTO db_lock (lock_key, fencing_token, last_granted_at) VALUES ('old', 5300, ${ago(8 * DAY_MS)})`);
     await db.query(
       `INSERT INTO db_lock_log (lock_key, mode, owner, holder, fencing_token, status, lease_ms, acquired_at, expires_at, ended_at) ` +
-        `SELECT 'old', 'write', UUID(), 'gone:1', n + 1, IF(n < 300, 'RELEASED', ELT(1 + n % 3, 'RELEASED', 'FAILED', 'EXPIRED')), 30000, ` +
-        `UTC_TIMESTAMP(6) - INTERVAL 9 DAY, UTC_TIMESTAMP(6) - INTERVAL 9 DAY, ` +
-        `IF(n < 300, UTC_TIMESTAMP(6) - INTERVAL 1 HOUR, UTC_TIMESTAMP(6) - INTERVAL 8 DAY) FROM ${SEQ_10000} WHERE n < 5300`,
+        `SELECT ${keyOf(`'old'`)}, 'write', ${uuid}, 'gone:1', n + 1, ` +
+        `CASE WHEN n < 300 THEN 'RELEASED' WHEN n % 3 = 0 THEN 'RELEASED' WHEN n % 3 = 1 THEN 'FAILED' ELSE 'EXPIRED' END, 30000, ` +
+        `${ago(9 * DAY_MS)}, ${ago(9 * DAY_MS)}, ` +
+        `CASE WHEN n < 300 THEN ${ago(HOUR_MS)} ELSE ${ago(8 * DAY_MS)} END FROM ${SEQ_10000} WHERE n < 5300`,
     );
     // 10,000 holders whose lease ran out a minute ago (their processes died), keys idle for 2 h.
     await db.query(
-      `INSERT INTO db_lock (lock_key, fencing_token, last_granted_at) SELECT CONCAT('exp:', n), n + 1, UTC_TIMESTAMP(6) - INTERVAL 2 HOUR FROM ${SEQ_10000}`,
+      `INSERT INTO db_lock (lock_key, fencing_token, last_granted_at) SELECT ${keyOf(`CONCAT('exp:', n)`)}, n + 1, ${ago(2 * HOUR_MS)} FROM ${SEQ_10000}`,
     );
     await db.query(
       `INSERT INTO db_lock_log (lock_key, mode, owner, holder, fencing_token, status, lease_ms, acquired_at, expires_at) ` +
-        `SELECT CONCAT('exp:', n), 'write', UUID(), 'dead:1', n + 1, IF(n % 2 = 0, 'ACQUIRED', 'COMPLETED'), 30000, ` +
-        `UTC_TIMESTAMP(6) - INTERVAL 2 HOUR, UTC_TIMESTAMP(6) - INTERVAL 1 MINUTE FROM ${SEQ_10000}`,
+        `SELECT ${keyOf(`CONCAT('exp:', n)`)}, 'write', ${uuid}, 'dead:1', n + 1, CASE WHEN n % 2 = 0 THEN 'ACQUIRED' ELSE 'COMPLETED' END, 30000, ` +
+        `${ago(2 * HOUR_MS)}, ${ago(60_000)} FROM ${SEQ_10000}`,
     );
     // A real, live holder: untouched, and its key row is not idle.
     const live = await locks.acquire('live', { leaseMs: 60_000 });
@@ -89,9 +94,9 @@ contractSuite('lease-janitor', 'janitor', (target) => {
     assert.equal(counts['RELEASED:'], 300 + 1 /* the janitor's own run */, 'recent terminal rows are kept');
     assert.equal(counts['ACQUIRED:'], 1, 'the live holder is untouched');
     assert.equal(counts['FAILED:'], undefined, 'old FAILED rows were pruned');
-    const keys = await db.query<{ k: string }[]>(`SELECT HEX(lock_key) AS k FROM db_lock WHERE lock_key < 0xFF`);
+    const keys = await db.query<{ k: Buffer }[]>(`SELECT lock_key AS k FROM db_lock WHERE lock_key < ?`, [Buffer.from([0xff])]);
     assert.deepEqual(
-      keys.map((r) => Buffer.from(r.k, 'hex').toString()),
+      keys.map((r) => Buffer.from(r.k).toString()),
       ['live'],
     );
 
@@ -113,7 +118,8 @@ contractSuite('lease-janitor', 'janitor', (target) => {
   });
 
   it('with three processes running janitors every 100 ms, never two janitors at once', async () => {
-    await db.query(`CREATE TABLE janitor_runs (id CHAR(36) PRIMARY KEY, pid INT, started_at DATETIME(6), ended_at DATETIME(6))`);
+    const { timestamp, tableOptions, micros } = db.sql;
+    await db.query(`CREATE TABLE janitor_runs (id CHAR(36) PRIMARY KEY, pid INT, started_at ${timestamp}, ended_at ${timestamp})${tableOptions}`);
     const workers = await LockWorker.startMany(3, {
       settings: db.settings,
       options: target.options({ leaseMs: 2000, janitor: { intervalMs: 100, batchSize: 50 } }),
@@ -124,14 +130,18 @@ contractSuite('lease-janitor', 'janitor', (target) => {
           w.run<{ runs: number; skipped: number; recorded: number }>(scenarios, 'observeJanitor', { durationMs: 3000, extraWorkMs: 30 }),
         ),
       );
-      const runs = await db.query<{ pid: number; started_at: string; ended_at: string | null }[]>(
-        `SELECT pid, DATE_FORMAT(started_at, '%Y-%m-%d %H:%i:%s.%f') AS started_at, DATE_FORMAT(ended_at, '%Y-%m-%d %H:%i:%s.%f') AS ended_at FROM janitor_runs ORDER BY started_at, id`,
+      // Server times in exact microseconds (from 2000-01-01) on both servers.
+      const runs = await db.query<{ pid: number; started_us: string; ended_us: string | null }[]>(
+        `SELECT pid, ${micros('started_at')} AS started_us, ${micros('ended_at')} AS ended_us FROM janitor_runs ORDER BY started_at, id`,
       );
-      const finished = runs.filter((r) => r.ended_at !== null);
+      const finished = runs.filter((r) => r.ended_us !== null);
       assert.ok(finished.length >= 10, `janitors ran (${finished.length} recorded runs)`);
       for (let i = 1; i < runs.length; i++) {
         const previous = runs[i - 1]!;
-        assert.ok(previous.ended_at !== null && previous.ended_at <= runs[i]!.started_at, `runs overlap: ${JSON.stringify([previous, runs[i]])}`);
+        assert.ok(
+          previous.ended_us !== null && Number(previous.ended_us) <= Number(runs[i]!.started_us),
+          `runs overlap: ${JSON.stringify([previous, runs[i]])}`,
+        );
       }
       assert.ok(new Set(finished.map((r) => r.pid)).size >= 2, 'the janitor moved between nodes');
       assert.ok(results.reduce((n, r) => n + r.skipped, 0) > 0, 'some tries found another janitor running and skipped');
@@ -145,11 +155,11 @@ contractSuite('lease-janitor', 'janitor', (target) => {
     const row = (status: string, acquired: string, ended: string) =>
       db.query(
         `INSERT INTO db_lock_log (lock_key, mode, owner, holder, fencing_token, status, lease_ms, acquired_at, expires_at, ended_at) ` +
-          `VALUES ('order', 'write', UUID(), 'order:1', ${++token}, '${status}', 30000, ${acquired}, ${acquired}, ${ended})`,
+          `VALUES ('order', 'write', ${db.sql.uuid}, 'order:1', ${++token}, '${status}', 30000, ${acquired}, ${acquired}, ${ended})`,
       );
-    const old = ['UTC_TIMESTAMP(6) - INTERVAL 9 DAY', 'UTC_TIMESTAMP(6) - INTERVAL 8 DAY'] as const;
+    const old = [db.sql.ago(9 * DAY_MS), db.sql.ago(8 * DAY_MS)] as const;
     await row('RELEASED', ...old);
-    await row('RELEASED', 'UTC_TIMESTAMP(6)', 'UTC_TIMESTAMP(6)');
+    await row('RELEASED', db.sql.utcNow, db.sql.utcNow);
     await row('FAILED', ...old); // granted out of id order: after a recent row
     const remaining = async () =>
       (await db.query<{ status: string }[]>(`SELECT status FROM db_lock_log WHERE holder = 'order:1' ORDER BY id`)).map((r) => r.status);
