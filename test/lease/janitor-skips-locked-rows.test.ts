@@ -11,7 +11,7 @@ import type { Outcome } from './stall-scenarios.js';
 /**
  * A holder stopped between its fence (its log row written RELEASED in its open business
  * transaction, so that row stays locked) and its COMMIT: its key stays its own while it is stopped,
- * by design (InnoDB orders the takeover after the COMMIT). But the janitor must go on with the rest
+ * by design (InnoDB, or PostgreSQL, orders the takeover after the COMMIT). But the janitor must go on with the rest
  * of the cluster's work: a dead process's expired holder on another key is reclaimed, as the
  * janitor's own comment on its row-lock rows says ("SKIP LOCKED: the janitor never waits on a
  * holder"). The commit is held by a user's TypeORM subscriber (beforeTransactionCommit), which also
@@ -23,12 +23,12 @@ const SCENARIOS = new URL('./stall-scenarios.js', import.meta.url).href;
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 const LEASE_MS = 1_000;
 
-contractSuite('lease-janitor', 'the janitor while a holder is stopped between its fence and its COMMIT', (target) => {
+contractSuite('lease-janitor', 'the janitor while a holder is stopped between its fence and its COMMIT', { postgres: true }, (target) => {
   let db: TestDatabase;
   let admin: { app: INestApplicationContext; locks: LockService };
   before(async () => {
-    db = await TestDatabase.create();
-    await db.query('CREATE TABLE hs_writes (id INT AUTO_INCREMENT PRIMARY KEY, who VARCHAR(32) NOT NULL, token BIGINT NOT NULL) ENGINE=InnoDB');
+    db = await TestDatabase.forTarget(target);
+    await db.query(`CREATE TABLE hs_writes (id ${db.sql.autoId}, who VARCHAR(32) NOT NULL, token BIGINT NOT NULL)${db.sql.tableOptions}`);
     admin = await createLockApp(db.settings, target.options({ leaseMs: LEASE_MS, janitor: { intervalMs: 3_600_000 } }));
   });
   after(async () => {
@@ -40,7 +40,7 @@ contractSuite('lease-janitor', 'the janitor while a holder is stopped between it
     // A dead process's holder whose lease ran out a minute ago, on another key.
     await db.query(
       `INSERT INTO db_lock_log (lock_key, mode, owner, holder, fencing_token, status, lease_ms, acquired_at, expires_at) ` +
-        `VALUES ('cm:dead', 'write', UUID(), 'dead:1', 1, 'ACQUIRED', 30000, UTC_TIMESTAMP(6) - INTERVAL 2 MINUTE, UTC_TIMESTAMP(6) - INTERVAL 1 MINUTE)`,
+        `VALUES ('cm:dead', 'write', ${db.sql.uuid}, 'dead:1', 1, 'ACQUIRED', 30000, ${db.sql.ago(120_000)}, ${db.sql.ago(60_000)})`,
     );
     const holder = await LockWorker.start({ settings: db.settings, options: target.options({ leaseMs: LEASE_MS, janitor: false }) });
     try {

@@ -16,12 +16,12 @@ import { processIdOf } from '../support/lock-internals.js';
  * 0, the count the watchdog last saw, and never looks at the rows: the holder's signal must still
  * abort (README: "It also aborts when the lock is taken over, force-released …").
  */
-contractSuite('admin', 'a holder whose process row was reaped while it was idle', (target) => {
+contractSuite('admin', 'a holder whose process row was reaped while it was idle', { postgres: true }, (target) => {
   let db: TestDatabase;
   let admin: { app: INestApplicationContext; locks: LockService };
 
   before(async () => {
-    db = await TestDatabase.create();
+    db = await TestDatabase.forTarget(target);
     // The janitor's own timer is effectively off: the test runs it.
     admin = await createLockApp(db.settings, target.options({ janitor: { intervalMs: 3_600_000 } }));
   });
@@ -38,7 +38,7 @@ contractSuite('admin', 'a holder whose process row was reaped while it was idle'
       const processId = processIdOf(holder.locks);
       if (reaped) {
         // Two hours without a lock, hence without a renewal (the clock moved by hand): the janitor reaps the row.
-        await db.query(`UPDATE db_lock_process SET renewed_at = renewed_at - INTERVAL 2 HOUR WHERE id = ?`, [processId]);
+        await db.query(`UPDATE db_lock_process SET renewed_at = renewed_at - INTERVAL '2' HOUR WHERE id = ?`, [processId]);
         await admin.locks.runJanitor();
         assert.equal(
           (await db.query(`SELECT id FROM db_lock_process WHERE id = ?`, [processId])).length,

@@ -20,11 +20,11 @@ const SCENARIOS = new URL('./stall-scenarios.js', import.meta.url).href;
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 const LEASE_MS = 1_000;
 
-contractSuite('admin', 'a holder with a reaped process row, stopped before its first renewal', (target) => {
+contractSuite('admin', 'a holder with a reaped process row, stopped before its first renewal', { postgres: true }, (target) => {
   let db: TestDatabase;
   let admin: { app: INestApplicationContext; locks: LockService };
   before(async () => {
-    db = await TestDatabase.create();
+    db = await TestDatabase.forTarget(target);
     admin = await createLockApp(db.settings, target.options({ leaseMs: LEASE_MS, janitor: { intervalMs: 3_600_000 } }));
   });
   after(async () => {
@@ -37,7 +37,7 @@ contractSuite('admin', 'a holder with a reaped process row, stopped before its f
     const [holder, taker1, taker2] = (await LockWorker.startMany(3, { settings: db.settings, options })) as [LockWorker, LockWorker, LockWorker];
     try {
       const holderProcess = await holder.run<string>(SCENARIOS, 'processId');
-      await db.query(`UPDATE db_lock_process SET renewed_at = renewed_at - INTERVAL 2 HOUR WHERE id = ?`, [holderProcess]);
+      await db.query(`UPDATE db_lock_process SET renewed_at = renewed_at - INTERVAL '2' HOUR WHERE id = ?`, [holderProcess]);
       await admin.locks.runJanitor();
       assert.equal((await db.query(`SELECT id FROM db_lock_process WHERE id = ?`, [holderProcess])).length, 0, 'process row reaped');
 

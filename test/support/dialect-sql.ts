@@ -25,6 +25,8 @@ export interface DialectSql {
   onDuplicateKey(key: string, assignments: string): string;
   /** A stored key (binary) as text. */
   keyText(column: string): string;
+  /** A text expression as a stored key (binary), e.g. for keys made in an INSERT ... SELECT. */
+  keyOf(text: string): string;
   /**
    * A condition: two of a grant's timestamps (e.g. MIN and MAX of its rows' acquired_at) differ, so
    * its rows were not written by one grant statement (both stores date one grant's rows alike).
@@ -44,6 +46,7 @@ const MYSQL: DialectSql = {
     `GREATEST(${log}.expires_at, COALESCE(${process}.renewed_at + INTERVAL ${log}.lease_ms * 1000 MICROSECOND, ${log}.expires_at))`,
   onDuplicateKey: (_key, assignments) => `ON DUPLICATE KEY UPDATE ${assignments}`,
   keyText: (column) => `CAST(${column} AS CHAR)`,
+  keyOf: (text) => text,
   notOneGrant: (first, last) => `${first} <> ${last}`,
 };
 
@@ -59,6 +62,7 @@ const POSTGRES: DialectSql = {
     `GREATEST(${log}.expires_at, COALESCE(${process}.renewed_at + ${log}.lease_ms * interval '1 millisecond', ${log}.expires_at))`,
   onDuplicateKey: (key, assignments) => `ON CONFLICT (${key}) DO UPDATE SET ${assignments}`,
   keyText: (column) => `convert_from(${column}, 'UTF8')`,
+  keyOf: (text) => `convert_to(${text}, 'UTF8')`,
   notOneGrant: (first, last) => `${first} <> ${last}`,
 };
 

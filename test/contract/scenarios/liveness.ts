@@ -161,13 +161,14 @@ export async function observeJanitor(
   const ds = ctx.app.get(DataSource);
   const janitor = partsOf(ctx.locks).janitor as unknown as { sweep: (...a: unknown[]) => Promise<boolean> };
   const sweep = janitor.sweep.bind(janitor);
+  const sql = dialectSql(typeOfQueryable(ds));
   let recorded = 0;
   janitor.sweep = async (...args: unknown[]) => {
-    const [{ id }] = (await ds.query(`SELECT UUID() AS id`)) as [{ id: string }];
-    await ds.query(`INSERT INTO janitor_runs (id, pid, started_at) VALUES (?, ?, UTC_TIMESTAMP(6))`, [id, process.pid]);
+    const [{ id }] = (await runSql(ds, `SELECT ${sql.uuid} AS id`)) as [{ id: string }];
+    await runSql(ds, `INSERT INTO janitor_runs (id, pid, started_at) VALUES (?, ?, ${sql.utcNow})`, [id, process.pid]);
     await sleep(ctx.args.extraWorkMs);
     const result = await sweep(...args);
-    await ds.query(`UPDATE janitor_runs SET ended_at = UTC_TIMESTAMP(6) WHERE id = ?`, [id]);
+    await runSql(ds, `UPDATE janitor_runs SET ended_at = ${sql.utcNow} WHERE id = ?`, [id]);
     recorded++;
     return result;
   };
