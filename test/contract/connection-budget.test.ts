@@ -10,6 +10,7 @@ import { bellKey } from '../../lib/store/postgres/pg-doorbells.js';
 import type { PgLockLog } from '../../lib/store/postgres/pg-lock-log.js';
 import { contractSuite } from '../support/contract-targets.js';
 import { mysqlLogOf, partsOf } from '../support/lock-internals.js';
+import { sessionIds } from '../support/server-sessions.js';
 
 /**
  * Every connection the library opens counts against `poolSize`: the renewal lane, the shared
@@ -26,12 +27,6 @@ const POOL_SIZE = DB_LOCK_DEFAULTS.poolSize;
 const KEYS = 6;
 const CALLERS_PER_KEY = 4;
 const RUN_MS = 2_500;
-
-/** The test database's other sessions (PostgreSQL: client backends only, not autovacuum workers). */
-const SESSIONS = {
-  mysql: 'SELECT id FROM information_schema.PROCESSLIST WHERE db = ? AND id <> CONNECTION_ID()',
-  postgres: "SELECT pid AS id FROM pg_stat_activity WHERE datname = ? AND backend_type = 'client backend' AND pid <> pg_backend_pid()",
-};
 
 contractSuite('connection-budget', 'connection budget: poolSize bounds every connection the library opens', { postgres: true }, (target) => {
   let db: TestDatabase;
@@ -96,10 +91,10 @@ contractSuite('connection-budget', 'connection budget: poolSize bounds every con
     const all = Promise.all(callers).finally(() => (done = true));
     while (!done) {
       const othersBefore = others();
-      const rows = await db.query<{ id: number }[]>(SESSIONS[db.type], [db.name]);
+      const ids = await sessionIds(db);
       // Connections opened while PROCESSLIST was read are in the later set.
       const notMeasured = new Set([...othersBefore, ...others()]);
-      const library = rows.filter((r) => !notMeasured.has(Number(r.id)));
+      const library = ids.filter((id) => !notMeasured.has(id));
       // Skipped while another pool is connecting: its new session would be counted as the measured one's.
       if (!notMeasured.has(null)) most = Math.max(most, library.length);
       // A doorbell of a measured service in use: its named lock is held by one of their sessions (a holder's or a waiter's).

@@ -4,7 +4,7 @@ import { LockConnectionPool } from '../../lib/store/mysql/lock-connection-pool.j
 import { PgLockPool } from '../../lib/store/postgres/pg-pool.js';
 import { TestDatabase } from '../support/test-database.js';
 import { eventually } from '../support/lock-app.js';
-import { killSession, sessionIdSql } from '../support/server-sessions.js';
+import { killSession, sessionIdSql, sessionIds } from '../support/server-sessions.js';
 import { contractSuite } from '../support/contract-targets.js';
 
 /**
@@ -39,17 +39,7 @@ contractSuite('lease-mechanics', 'a kept lock connection the server closed', { p
     return Number((await pool!.query<{ id: number }[]>(sessionIdSql(db), { purpose: 'locks' }))[0]!.id);
   }
 
-  const gone = (killed: number) => async () =>
-    Number(
-      (
-        await db.query<{ n: number }[]>(
-          db.type === 'postgres'
-            ? 'SELECT COUNT(*) AS n FROM pg_stat_activity WHERE pid = ?'
-            : 'SELECT COUNT(*) AS n FROM information_schema.PROCESSLIST WHERE ID = ?',
-          [killed],
-        )
-      )[0]!.n,
-    ) === 0;
+  const gone = (killed: number) => async () => !(await sessionIds(db)).includes(killed);
 
   it('is dropped, and the next statement runs on a live one', async () => {
     const killed = await session();

@@ -6,6 +6,7 @@ import { LockStatementError } from '../../lib/store/lock-statement.error.js';
 import { TestDatabase } from '../support/test-database.js';
 import { eventually } from '../support/lock-app.js';
 import { contractSuite } from '../support/contract-targets.js';
+import { sessionIds } from '../support/server-sessions.js';
 
 /**
  * A lock statement that does not answer, and a wait for a lock connection that does not come, end
@@ -113,8 +114,7 @@ function pgDeadlines(db: () => TestDatabase): void {
   after(() => pool?.close());
 
   const pid = async (): Promise<number> => Number((await pool.query('SELECT pg_backend_pid() AS id', 'locks'))[0]!.rows[0]!.id);
-  const onServer = async (pids: number[]): Promise<number> =>
-    Number((await db().query<{ n: string }[]>('SELECT COUNT(*) AS n FROM pg_stat_activity WHERE pid = ANY(?::int[])', [pids]))[0]!.n);
+  const onServer = async (pids: number[]): Promise<number> => (await sessionIds(db())).filter((id) => pids.includes(id)).length;
 
   it('ends a statement that does not answer at its deadline, and closes its connection', async () => {
     // Both of the pool's connections open (the two statements below each take one of them).

@@ -61,7 +61,6 @@ export class PgJanitorStore implements JanitorStore {
     return { candidates, count: keys.length, keys: [...new Set(keys)], lastId: rows[0]!.last_id ?? undefined, skipped: candidates - keys.length };
   }
 
-  /** Terminal rows that ended more than `retentionMs` ago, oldest first. */
   /**
    * Deletes up to `batchSize` terminal log rows that ended more than `retentionMs` ago, in id order
    * below the first row granted within the retention: ids follow grant time, so the delete's scan
@@ -69,20 +68,21 @@ export class PgJanitorStore implements JanitorStore {
    * grant and every audit row at insert). Without that bound, a run with fewer rows to delete than
    * its batch read the whole log (500,000 recent rows: 628 ms a run). The boundary is searched
    * from the last one found, so over all runs each row is passed once; a row granted out of id
-   * order waits for a later run. Both in one round trip: the boundary's SELECT tells the next run
-   * where to search from, the DELETE finds it again (the same short index scan).
+   * order waits for a later run. One statement: the cut-off and the boundary are read once, the
+   * boundary answered so that the next run searches from it.
    */
   async prune(retentionMs: number, batchSize: number): Promise<number> {
-    const old = `(SELECT ${NOW} - ${msInterval(sqlInteger(retentionMs))})`;
-    const boundary = `SELECT id FROM ${LOCK_LOG_TABLE} WHERE id >= ${rowIdLiteral(this.pruneFrom)} AND acquired_at >= ${old} ORDER BY id LIMIT 1`;
-    const [found, deleted] = await this.send(
-      `${boundary};\n` +
-        `DELETE FROM ${LOCK_LOG_TABLE} WHERE id IN (SELECT id FROM ${LOCK_LOG_TABLE} WHERE id < COALESCE((${boundary}), ${MAX_ROW_ID}) ` +
-        `AND acquired_at < ${old} AND ended_at < ${old} AND status NOT IN ${LIVE_STATUSES_SQL} ORDER BY id LIMIT ${sqlInteger(batchSize)})`,
+    const old = '(SELECT at FROM cutoff)';
+    const [answer] = await this.send(
+      `WITH cutoff AS (SELECT ${NOW} - ${msInterval(sqlInteger(retentionMs))} AS at), ` +
+        `boundary AS (SELECT id FROM ${LOCK_LOG_TABLE} WHERE id >= ${rowIdLiteral(this.pruneFrom)} AND acquired_at >= ${old} ORDER BY id LIMIT 1), ` +
+        `pruned AS (DELETE FROM ${LOCK_LOG_TABLE} WHERE id IN (SELECT id FROM ${LOCK_LOG_TABLE} WHERE id < COALESCE((SELECT id FROM boundary), ${MAX_ROW_ID}) ` +
+        `AND acquired_at < ${old} AND ended_at < ${old} AND status NOT IN ${LIVE_STATUSES_SQL} ORDER BY id LIMIT ${sqlInteger(batchSize)}) RETURNING 1) ` +
+        `SELECT (SELECT id FROM boundary) AS boundary, (SELECT count(*) FROM pruned)::int AS pruned`,
     );
-    const below = found!.rows[0] as { id: string } | undefined;
-    if (below !== undefined) this.pruneFrom = String(below.id);
-    return deleted!.rowCount ?? 0;
+    const row = answer!.rows[0] as { boundary: string | null; pruned: number };
+    if (row.boundary !== null) this.pruneFrom = String(row.boundary);
+    return row.pruned;
   }
 
   /**

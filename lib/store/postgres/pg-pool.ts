@@ -105,16 +105,15 @@ export class PgLockPool {
     // with the same error, so the listener only marks the client, which is then closed, not reused.
     const onError = (): void => void this.broken.add(client);
     client.on('error', onError);
+    let failure: LockStatementError | undefined;
     try {
-      const results = await this.send(client, sql, purpose, answerWithinMs, prepared);
-      client.off('error', onError);
-      client.release();
-      return results;
+      return await this.send(client, sql, purpose, answerWithinMs, prepared);
     } catch (error) {
-      const failure = error as LockStatementError;
-      client.off('error', onError);
-      client.release(this.broken.has(client) ? failure : undefined);
+      failure = error as LockStatementError;
       throw failure;
+    } finally {
+      client.off('error', onError);
+      client.release(failure !== undefined && this.broken.has(client) ? failure : undefined);
     }
   }
 

@@ -85,10 +85,11 @@ export class PgRowLockStore implements RowLockStore {
 
   /** Group by group in key order, each bounded by what is left of the budget. */
   take(runner: QueryRunner, targets: readonly LockTarget[], deadline: number): Promise<RowLockTake> {
-    return this.takeOn(batchesOn(runner), targets, deadline);
+    return this.takeOn(batchesOn(runner), targets, deadline, true);
   }
 
-  private async takeOn(send: Send, targets: readonly LockTarget[], deadline: number): Promise<RowLockTake> {
+  /** `restore`: put lock_timeout back after a refused take (see takeGroupStatement's restoreOwed); not under a savepoint, whose rollback does. */
+  private async takeOn(send: Send, targets: readonly LockTarget[], deadline: number, restore: boolean): Promise<RowLockTake> {
     try {
       const tokens = new Map<string, number>();
       for (const group of groupsOf(targets)) {
@@ -96,7 +97,7 @@ export class PgRowLockStore implements RowLockStore {
         const results = await send(take.sql);
         const taken = tokensTaken(group, take.result(results));
         if (!taken) {
-          if (take.restoreOwed(results)) await send(RESTORE_LOCK_TIMEOUT);
+          if (restore && take.restoreOwed(results)) await send(RESTORE_LOCK_TIMEOUT);
           return CHECK_LOG;
         }
         for (const [key, token] of taken) tokens.set(key, token);
@@ -109,7 +110,7 @@ export class PgRowLockStore implements RowLockStore {
 
   /** Under a savepoint: a refusal rolls back to it, and the caller's transaction goes on. */
   takeJoined(runner: QueryRunner, targets: readonly LockTarget[], deadline: number): Promise<RowLockTake> {
-    return this.underSavepoint(runner, (send) => this.takeOn(send, targets, deadline));
+    return this.underSavepoint(runner, (send) => this.takeOn(send, targets, deadline, false));
   }
 
   /**
