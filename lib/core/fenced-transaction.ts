@@ -234,12 +234,17 @@ export class FencedTransaction implements OpenFencedCall {
     }
   }
 
-  /** After a rollback the locks that were to end here end FAILED (the key is free at once); errors are logged, never thrown over the original one. */
+  /**
+   * After a rollback the locks that were to end here end FAILED (the key is free at once), one after another in a commit's
+   * order (the call's own, then those that joined), so their events come as after a commit; errors logged, never thrown.
+   */
   private async failOwnLocks(host: FenceHost, logger: Logger): Promise<void> {
-    for (const lock of this.ending()) lock.endsWithTransaction = false;
-    for (const outcome of await Promise.allSettled(this.ending().map((lock) => host.release(lock, true)))) {
-      if (outcome.status === 'fulfilled' || outcome.reason instanceof LockLostError) continue;
-      logger.warn(`Release after a rolled-back fenced transaction failed: ${String(outcome.reason)}`);
+    const ending = this.ending();
+    for (const lock of ending) lock.endsWithTransaction = false;
+    for (const lock of ending) {
+      await host.release(lock, true).catch((error: unknown) => {
+        if (!(error instanceof LockLostError)) logger.warn(`Release after a rolled-back fenced transaction failed: ${String(error)}`);
+      });
     }
   }
 }
