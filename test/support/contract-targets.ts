@@ -116,7 +116,7 @@ export const GUARANTEES = {
   /** Lease and row-lock callers on one key exclude each other and share one token sequence (run once, on row-lock's target). */
   'mixed-strategies': ['holder-connection', 'processes', 'sql-tables'],
   /** A single-key lease grant reads live holders after it has the key row lock, never from a view taken before its wait. */
-  'lease-grant-after-row-lock': ['lease-expiry', 'mysql-server', 'sql-tables'],
+  'lease-grant-after-row-lock': ['lease-expiry', 'sql-tables'],
   /** Semaphores: at most `limit` lease holders per key across processes, each fenced, crash-safe. */
   semaphore: ['lease-expiry', 'processes', 'sql-tables'],
   /** Semaphore calls in one process: decorator, withSemaphore, reentrancy, limit mismatch and bad input typed. */
