@@ -7,6 +7,7 @@ import { createLockApp } from '../support/lock-app.js';
 import { lockRoundTrips } from '../support/lock-internals.js';
 import { TestDatabase } from '../support/test-database.js';
 import { contractSuite } from '../support/contract-targets.js';
+import { runSql } from '../support/portable-sql.js';
 
 @Injectable()
 class Ledger {
@@ -14,7 +15,7 @@ class Ledger {
 
   @WriteLock('ledger:{0}')
   async post(account: number, cents: number, fail = false): Promise<number> {
-    await this.locks.manager.query('UPDATE balances SET cents = cents + ? WHERE account = ?', [cents, account]);
+    await runSql(this.locks.manager, 'UPDATE balances SET cents = cents + ? WHERE account = ?', [cents, account]);
     if (fail) throw new Error('business rule');
     return this.locks.currentLock!.fencingToken;
   }
@@ -22,9 +23,15 @@ class Ledger {
   /** A nested decorated call on a new key joins the outer transaction and ends with it. */
   @WriteLock('ledger:{0}')
   async transfer(from: number, to: number, cents: number, fail = false): Promise<void> {
-    await this.locks.manager.query('UPDATE balances SET cents = cents - ? WHERE account = ?', [cents, from]);
+    await runSql(this.locks.manager, 'UPDATE balances SET cents = cents - ? WHERE account = ?', [cents, from]);
     await this.post(to, cents, fail);
   }
+}
+
+/** The rows of `sql`, each column as a number: PostgreSQL answers BIGINT columns as strings. */
+async function numbers(db: TestDatabase, sql: string): Promise<Record<string, number>[]> {
+  const rows = await db.query<Record<string, unknown>[]>(sql);
+  return rows.map((row) => Object.fromEntries(Object.entries(row).map(([column, value]) => [column, Number(value)])));
 }
 
 /**
@@ -32,13 +39,13 @@ class Ledger {
  * grant and the business commit are the only two commits, and no release round trip follows.
  * On rollback the lock still ends (FAILED) and the key is free at once.
  */
-contractSuite('lease-mechanics', 'lease: the lock ends in the fenced commit', (target) => {
+contractSuite('lease-mechanics', 'lease: the lock ends in the fenced commit', { postgres: true }, (target) => {
   let db: TestDatabase;
   let app: INestApplicationContext;
   let locks: LockService;
   let ledger: Ledger;
   before(async () => {
-    db = await TestDatabase.create();
+    db = await TestDatabase.forTarget(target);
     await db.query('CREATE TABLE balances (account INT PRIMARY KEY, cents BIGINT NOT NULL)');
     await db.query('INSERT INTO balances VALUES (1, 0), (2, 0)');
     ({ app, locks } = await createLockApp(db.settings, target.options({ janitor: false }), { providers: [Ledger] }));
@@ -58,7 +65,7 @@ contractSuite('lease-mechanics', 'lease: the lock ends in the fenced commit', (t
     const row = rows.find((r) => Number(r.fencing_token) === token)!;
     assert.equal(row.status, 'RELEASED');
     assert.equal(row.fenced_count, 0, 'ended by the fence itself, not fenced and then released');
-    assert.deepEqual(await db.query('SELECT cents FROM balances WHERE account = 1'), [{ cents: 500 }]);
+    assert.deepEqual(await numbers(db, 'SELECT cents FROM balances WHERE account = 1'), [{ cents: 500 }]);
     assert.equal(locks.stats().held, 0);
   });
 
@@ -66,7 +73,7 @@ contractSuite('lease-mechanics', 'lease: the lock ends in the fenced commit', (t
     await assert.rejects(ledger.post(1, 700, true), /business rule/);
     const rows = await db.logRows('ledger:1');
     assert.equal(rows.at(-1)!.status, 'FAILED');
-    assert.deepEqual(await db.query('SELECT cents FROM balances WHERE account = 1'), [{ cents: 500 }]);
+    assert.deepEqual(await numbers(db, 'SELECT cents FROM balances WHERE account = 1'), [{ cents: 500 }]);
     const next = await locks.tryAcquire('ledger:1');
     assert.ok(next, 'free at once');
     await next.release();
@@ -78,7 +85,7 @@ contractSuite('lease-mechanics', 'lease: the lock ends in the fenced commit', (t
     await ledger.transfer(1, 2, 100);
     assert.equal(lockRoundTrips(locks) - before, 2, 'two grants, no release round trips');
     for (const key of ['ledger:1', 'ledger:2']) assert.equal((await db.logRows(key)).at(-1)!.status, 'RELEASED');
-    assert.deepEqual(await db.query('SELECT account, cents FROM balances ORDER BY account'), [
+    assert.deepEqual(await numbers(db, 'SELECT account, cents FROM balances ORDER BY account'), [
       { account: 1, cents: 400 },
       { account: 2, cents: 100 },
     ]);
@@ -87,7 +94,7 @@ contractSuite('lease-mechanics', 'lease: the lock ends in the fenced commit', (t
   it('a nested call that fails rolls both back and ends both locks FAILED', async () => {
     await assert.rejects(ledger.transfer(1, 2, 100, true), /business rule/);
     for (const key of ['ledger:1', 'ledger:2']) assert.equal((await db.logRows(key)).at(-1)!.status, 'FAILED');
-    assert.deepEqual(await db.query('SELECT account, cents FROM balances ORDER BY account'), [
+    assert.deepEqual(await numbers(db, 'SELECT account, cents FROM balances ORDER BY account'), [
       { account: 1, cents: 400 },
       { account: 2, cents: 100 },
     ]);
