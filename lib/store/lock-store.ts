@@ -142,7 +142,7 @@ export type RowLockTake =
   | { readonly taken: true; readonly tokens: ReadonlyMap<string, number> }
   | {
       readonly taken: false;
-      /** 'rolled-back': the database rolled back the whole transaction the take ran in (a deadlock), whatever else it held. */
+      /** 'rolled-back': a deadlock ended the whole transaction the take ran in, whatever else it held (MySQL rolled it back; PostgreSQL aborted it, and the store does not go on from its savepoint). */
       readonly why: 'missing-key-rows' | 'busy' | 'lease-holder' | 'check-log' | 'rolled-back';
       /** Busy because the wait was cut (bound, KILL QUERY), or rolled back: the driver's error, for the caller. */
       readonly cause?: unknown;

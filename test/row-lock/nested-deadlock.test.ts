@@ -3,25 +3,30 @@ import assert from 'node:assert/strict';
 import type { INestApplicationContext } from '@nestjs/common';
 import { type LockHandle, LockLostError, type LockService } from '../../lib/index.js';
 import { createLockApp, eventually } from '../support/lock-app.js';
+import { runSql } from '../support/portable-sql.js';
 import { TestDatabase } from '../support/test-database.js';
 import { contractSuite } from '../support/contract-targets.js';
 
 /**
  * Two row-lock holders, each taking the other's key in a nested call inside its own transaction
- * (k1 then k2, and k2 then k1): InnoDB resolves the deadlock by rolling back one of the two whole
- * transactions, its outer key's row lock and its work included. The victim must not go on as a
- * holder (its later statements would run in autocommit beside the next holder of its key): its
- * nested call rejects with LockLostError (which `onLocked: 'skip'` does not swallow), its signal
- * aborts, none of its work commits and its audit row does not say RELEASED. The survivor commits.
+ * (k1 then k2, and k2 then k1), deadlock in the server. On MySQL/MariaDB InnoDB resolves it by
+ * rolling back one of the two whole transactions, its outer key's row lock and its work included.
+ * On PostgreSQL the deadlock detector fails the victim's waiting statement with 40P01 and its whole
+ * transaction aborts; the nested take runs under a savepoint, but rolling back only to that and
+ * carrying on would keep the outer lock, and the take's next try would close the cycle again. The
+ * victim must not go on as a holder (its later statements would run in autocommit beside the next
+ * holder of its key): its nested call rejects with LockLostError (which `onLocked: 'skip'` does not
+ * swallow), its signal aborts, none of its work commits and its audit row does not say RELEASED.
+ * The survivor commits.
  */
-contractSuite('holder-connection', 'row-lock: a nested take that deadlocks with another holder', () => {
+contractSuite('holder-connection', 'row-lock: a nested take that deadlocks with another holder', { postgres: true }, (target) => {
   let db: TestDatabase;
   let app: INestApplicationContext;
   let locks: LockService;
   before(async () => {
-    db = await TestDatabase.create();
-    await db.query('CREATE TABLE work (id INT AUTO_INCREMENT PRIMARY KEY, note VARCHAR(32)) ENGINE=InnoDB');
-    ({ app, locks } = await createLockApp(db.settings, { strategy: 'row-lock', escapedWrites: 'ignore' }));
+    db = await TestDatabase.forTarget(target);
+    await db.query(`CREATE TABLE work (id ${db.sql.autoId}, note VARCHAR(32))${db.sql.tableOptions}`);
+    ({ app, locks } = await createLockApp(db.settings, target.options({ escapedWrites: 'ignore' })));
   });
   after(async () => {
     await app?.close();
@@ -42,13 +47,13 @@ contractSuite('holder-connection', 'row-lock: a nested take that deadlocks with 
         outer,
         async (lock) => {
           handles[name] = lock;
-          await locks.manager.query('INSERT INTO work (note) VALUES (?)', [`${name}:before`]);
+          await runSql(locks.manager, 'INSERT INTO work (note) VALUES (?)', [`${name}:before`]);
           if (++held === 2) bothHold();
           await holding;
           // The first holder's nested take waits in the server; the second closes the cycle.
           if (goSecond) await eventually(async () => (await db.lockWaits()) >= 1, 5_000, 'the first nested take waiting in the server');
           await locks.runLocked(inner, async () => 'ran', { onLocked: 'skip', timeoutMs: 5_000 });
-          await locks.manager.query('INSERT INTO work (note) VALUES (?)', [`${name}:after`]);
+          await runSql(locks.manager, 'INSERT INTO work (note) VALUES (?)', [`${name}:after`]);
         },
         { timeoutMs: 10_000 },
       );

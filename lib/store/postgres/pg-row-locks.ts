@@ -214,13 +214,18 @@ export class PgRowLockStore implements RowLockStore {
    * refused take rolls back to it, leaving the caller's transaction as it was. A take that went
    * through keeps it until the transaction ends (releasing it would cost a round trip and change
    * nothing: its work commits or rolls back with the transaction's).
+   *
+   * A deadlock is not rolled back to the savepoint: the transaction would go on holding the rows it
+   * locked before (a joined take's outer keys), the other transaction of the cycle would go on
+   * waiting for them, and every retry would close the same cycle until both callers' budgets ran
+   * out. It is answered 'rolled-back', as InnoDB's rollback of the whole transaction is on MySQL:
+   * the caller cuts a joined take's session (its locks lost, see takeKeys) or rolls back its own.
    */
   private async underSavepoint<T extends RowLockTake | undefined>(runner: QueryRunner, work: (send: Send) => Promise<T>): Promise<T | RowLockTake> {
     const result = await work(batchesOn(runner, `SAVEPOINT ${TAKE_SAVEPOINT}`));
-    if (result === undefined || result.taken) return result;
+    if (result === undefined || result.taken || result.why === 'rolled-back') return result;
     await sessionQuery(runner, `ROLLBACK TO SAVEPOINT ${TAKE_SAVEPOINT}; RELEASE SAVEPOINT ${TAKE_SAVEPOINT}`);
-    // 'rolled-back' is the take's own: under a savepoint a deadlock ends only the savepoint's work.
-    return result.why === 'rolled-back' ? { taken: false, why: 'busy', cause: result.cause } : result;
+    return result;
   }
 }
 
