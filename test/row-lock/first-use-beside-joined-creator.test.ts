@@ -4,6 +4,7 @@ import type { INestApplicationContext } from '@nestjs/common';
 import { LockTimeoutError, type LockService } from '../../lib/index.js';
 import { contractSuite } from '../support/contract-targets.js';
 import { createLockApp } from '../support/lock-app.js';
+import { runSql } from '../support/portable-sql.js';
 import { describeError, outcome, timedOutcome } from '../support/settled.js';
 import { TestDatabase } from '../support/test-database.js';
 
@@ -24,6 +25,7 @@ contractSuite('bounded-wait', 'row-lock first use beside a joined creator of the
 
   before(async () => {
     db = await TestDatabase.forTarget(target);
+    await db.query(`CREATE TABLE work (id ${db.sql.autoId}, note VARCHAR(32))${db.sql.tableOptions}`);
     for (let i = 0; i < 2; i++) apps.push(await createLockApp(db.settings, target.options({ janitor: false, escapedWrites: 'ignore' })));
   });
   after(async () => {
@@ -114,6 +116,39 @@ contractSuite('bounded-wait', 'row-lock first use beside a joined creator of the
     );
     assert.equal(waited.error, undefined, describeError(waited.error));
     assert.equal(waited.value, 'ran');
+  });
+
+  /**
+   * `b`'s nested take of `key` (its first use, inside b's own outer hold) while the creator holds
+   * it, with `budget`; then b's outer call writes a row. Answers the nested outcome and whether
+   * b's write committed.
+   */
+  async function joinedBeside(key: string, budget: number): Promise<{ nested: Awaited<ReturnType<typeof timedOutcome>>; committed: boolean }> {
+    const [, b] = apps as [unknown, (typeof apps)[0]];
+    const nested = await whileCreatorHolds(key, () =>
+      b.locks.runLocked(`outer-b:${key}`, async () => {
+        const inner = await timedOutcome(() => b.locks.runLocked(key, () => 'ran', { timeoutMs: budget }));
+        await runSql(b.locks.manager, 'INSERT INTO work (note) VALUES (?)', [key]);
+        return inner;
+      }),
+    );
+    const rows = await db.query<{ n: number | string }[]>('SELECT count(*) AS n FROM work WHERE note = ?', [key]);
+    return { nested, committed: Number(rows[0]!.n) === 1 };
+  }
+
+  it('a joined first use with a budget shorter than the hold times out, typed, and its enclosing transaction goes on and commits', async () => {
+    const BUDGET = 400;
+    const { nested, committed } = await joinedBeside('fresh:joined-short', BUDGET);
+    assert.ok(nested.error instanceof LockTimeoutError, `expected LockTimeoutError, got ${describeError(nested.error)}`);
+    assert.ok(nested.ms < BUDGET + MARGIN_MS, `answered after ${Math.round(nested.ms)} ms`);
+    assert.ok(committed, 'the enclosing call wrote after the timeout and committed');
+  });
+
+  it('a joined first use with a budget longer than the hold gets the key once the creator commits', async () => {
+    const { nested, committed } = await joinedBeside('fresh:joined-wait', HOLD_MS + 3_000);
+    assert.equal(nested.error, undefined, describeError(nested.error));
+    assert.equal(nested.value, 'ran');
+    assert.ok(committed, 'the enclosing call committed');
   });
 
   it('a lease single try and a lease budget beside that creator: busy at once, then granted once it commits', async () => {
