@@ -121,7 +121,7 @@ export class FencedTransaction implements OpenFencedCall {
    * is lost as its connection closes), and the call fails with LockLostError even if the work caught the error.
    */
   workStatementFailed(error: unknown): void {
-    if (this.state !== 'open' || this.rolledBackBy !== undefined || !this.store.rollsBackTransaction(error)) return;
+    if (this.state !== 'open' || this.rolledBackBy !== undefined || !this.store.rollsBackTransaction(error, this.opened.runner)) return;
     this.rolledBackBy = { error };
     this.store.cutSession(this.opened.runner);
   }

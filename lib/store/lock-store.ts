@@ -131,8 +131,12 @@ export interface FenceStore extends SessionTransactions {
   endAndCommit(runner: QueryRunner, rowId: string, owner: string): Promise<boolean>;
   /** The lock outlives the commit: its live rows are written (COMPLETED), so a takeover is ordered against us. */
   fenceKept(runner: QueryRunner, rowIds: readonly string[], owner: string): Promise<number>;
-  /** True when a statement that failed with `error` took its whole transaction with it (a deadlock): later statements would run outside it. */
-  rollsBackTransaction(error: unknown): boolean;
+  /**
+   * True when a statement of the work on `runner` that failed with `error` ended its whole
+   * transaction for good (a deadlock): on MySQL later statements would run outside it; on
+   * PostgreSQL they fail, and the commit with them, unless a savepoint of the work recovers it.
+   */
+  rollsBackTransaction(error: unknown, runner: QueryRunner): boolean;
   /** Ends the transaction's session under the work (see RowLockStore.cutSession): its later statements fail. */
   cutSession(runner: QueryRunner): void;
 }

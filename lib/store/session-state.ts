@@ -45,6 +45,11 @@ export function mayCommitStraight(runner: QueryRunner): boolean {
   return state.isTransactionActive && state.transactionDepth === 1;
 }
 
+/** The runner's work is inside a nested transaction of TypeORM's (a savepoint). */
+export function insideSavepoint(runner: QueryRunner): boolean {
+  return (stateOf(runner).transactionDepth ?? 0) > 1;
+}
+
 /** Marks the runner in a transaction (before the statement that opens it goes, so a failure part-way is rolled back as usual). */
 export function markOpened(runner: QueryRunner): void {
   stateOf(runner).isTransactionActive = true;

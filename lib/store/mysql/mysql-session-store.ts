@@ -41,7 +41,7 @@ export function mysqlFence(transactions: MysqlSessionTransactions, knownFree: Kn
       return true;
     },
     fenceKept: (runner, rowIds, owner) => written(runner, fenceKeptStatement(rowIds, owner)),
-    rollsBackTransaction: (error) => errnoOf(error) === ER_LOCK_DEADLOCK,
+    rollsBackTransaction: (error: unknown) => errnoOf(error) === ER_LOCK_DEADLOCK,
     cutSession,
   };
   return fence;

@@ -3,7 +3,8 @@ import { fenceEndingInCommit } from '../ended-in-commit.js';
 import type { KnownFreeKeys } from '../known-free-keys.js';
 import type { FenceStore } from '../lock-store.js';
 import { LockStatementError } from '../lock-statement.error.js';
-import { sqlStateOf } from './pg-failures.js';
+import { DEADLOCK_DETECTED, sqlStateOf } from './pg-failures.js';
+import { insideSavepoint } from '../session-state.js';
 import { cutSession, type PgSessionTransactions, sessionQuery } from './pg-session.js';
 import { LIVE_STATUSES_SQL, LOCK_LOG_TABLE, LockStatus, msSince, NOW, rowIdLiteral, textLiteral } from './pg-sql.js';
 
@@ -43,8 +44,13 @@ export function pgFence(transactions: PgSessionTransactions, knownFree: KnownFre
       }
     },
     fenceKept: (runner, rowIds, owner) => written(runner, fenceKeptStatement(rowIds, owner)),
-    // A failed statement leaves PostgreSQL's transaction aborted, not rolled back: later statements fail, none runs outside it.
-    rollsBackTransaction: () => false,
+    // A failed statement leaves PostgreSQL's transaction aborted, not rolled back: later statements
+    // fail, none runs outside it. A deadlock outside any savepoint of the work (TypeORM's nested
+    // transactions are savepoints) is told all the same, as on MySQL: nothing can recover that
+    // transaction, so its locks are lost now (the session is cut, its row locks go, its signal
+    // aborts) and the call fails with LockLostError whose cause is the deadlock, even if the work
+    // caught it. Inside a savepoint the work may roll back to it and go on.
+    rollsBackTransaction: (error: unknown, runner: QueryRunner) => sqlStateOf(error) === DEADLOCK_DETECTED && !insideSavepoint(runner),
     cutSession: (runner: QueryRunner) => void cutSession(runner),
   };
   return fence;

@@ -54,11 +54,25 @@ export class PgSessionTransactions implements SessionTransactions {
     return this.commitVia(runner, 'COMMIT') ?? runner.commitTransaction();
   }
 
-  /** Commits by sending `sql` (ending in COMMIT); the runner is marked committed only if it succeeded. */
+  /**
+   * Commits by sending `sql` (ending in COMMIT); the runner is marked committed only if it
+   * succeeded. PostgreSQL answers the COMMIT of an aborted transaction (a statement of it failed
+   * and the work caught the error) with ROLLBACK and no error: that is a failure here, or the call
+   * would report work as committed that the server rolled back.
+   */
   commitVia(runner: QueryRunner, sql: string): Promise<void> | undefined {
     if (transactionEventsObserved(this.dataSource) || !mayCommitStraight(runner)) return undefined;
-    return sessionQuery(runner, sql).then(() => markClosed(runner));
+    return sessionQuery(runner, sql).then((results) => {
+      markClosed(runner);
+      if (results.at(-1)?.command === 'ROLLBACK') throw rolledBackAtCommit();
+    });
   }
+}
+
+/** The error of a COMMIT the server answered with ROLLBACK, with in_failed_sql_transaction's SQLSTATE. */
+function rolledBackAtCommit(): Error {
+  const message = 'COMMIT was answered with ROLLBACK: a statement of the transaction had failed, so the server rolled it back';
+  return Object.assign(new Error(message), { code: '25P02' });
 }
 
 /** BEGIN at an isolation level (one of TypeORM's, checked by the caller), else the session's. */
