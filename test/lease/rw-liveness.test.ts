@@ -43,11 +43,14 @@ contractSuite('lease-writer-preference', 'read/write liveness: writer preference
     const readers = [0, 0, 1, 1, 2, 2].map((w) =>
       workers[w]!.run<{ sections: number }>(SCENARIOS, 'streamReader', { key: 'loan:7', stopAt, holdMs: HOLD_MS, probeId: 1 }),
     );
+    // The writer stops asking timeoutMs before stopAt (its last wait must still meet the stream of
+    // readers), so its timeout, well above the bound it is held to, sets how much of the window it
+    // samples: 3 s of timeout leave it 5 s, 10 or more waits even on a loaded host.
     const writer = workers[3]!.run<{ waits: number[]; timeouts: number }>(SCENARIOS, 'periodicWriter', {
       key: 'loan:7',
       stopAt,
       everyMs: 40,
-      timeoutMs: 5000,
+      timeoutMs: 3000,
       probeId: 1,
     });
     const [{ waits, timeouts }, ...readerResults] = await Promise.all([writer, ...readers]);
