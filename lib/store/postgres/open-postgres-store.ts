@@ -28,7 +28,7 @@ export async function openPostgresStore(dataSource: DataSource, settings: StoreS
     const log = new PgLockLog(pool, `${hostname()}:${process.pid}`, knownFree);
     await log.start();
     const doorbells = settings.poolSize > 2 ? new PgDoorbells(pool, settings.doorbellIdleMs, settings.poolSize - 2) : undefined;
-    const transactions = new PgSessionTransactions(dataSource);
+    const transactions = new PgSessionTransactions(dataSource, pool);
     return {
       strategies: new Set(['lease', 'row-lock']),
       log,

@@ -5,7 +5,7 @@ import type { FenceStore } from '../lock-store.js';
 import { LockStatementError } from '../lock-statement.error.js';
 import { DEADLOCK_DETECTED, sqlStateOf } from './pg-failures.js';
 import { insideSavepoint } from '../session-state.js';
-import { cutSession, type PgSessionTransactions, sessionQuery } from './pg-session.js';
+import type { PgSessionTransactions } from './pg-session.js';
 import { LIVE_STATUSES_SQL, LOCK_LOG_TABLE, LockStatus, msSince, NOW, rowIdLiteral, textLiteral } from './pg-sql.js';
 
 /** division_by_zero: how endAndCommit's batch stops before its COMMIT when the row was no longer live. */
@@ -23,7 +23,7 @@ const NOT_LIVE = '22012';
  */
 export function pgFence(transactions: PgSessionTransactions, knownFree: KnownFreeKeys): FenceStore {
   const fence: FenceStore = {
-    ...fenceEndingInCommit(transactions, knownFree, (runner, rowIds, owner) => written(runner, endInCommitStatement(rowIds, owner))),
+    ...fenceEndingInCommit(transactions, knownFree, (runner, rowIds, owner) => written(transactions, runner, endInCommitStatement(rowIds, owner))),
     endAndCommit: async (runner, rowId, owner) => {
       // One round trip: the row ended, then a statement that fails (stopping the batch before COMMIT,
       // with the transaction still open for the caller's rollback) when that ended nothing.
@@ -43,7 +43,7 @@ export function pgFence(transactions: PgSessionTransactions, knownFree: KnownFre
         throw error;
       }
     },
-    fenceKept: (runner, rowIds, owner) => written(runner, fenceKeptStatement(rowIds, owner)),
+    fenceKept: (runner, rowIds, owner) => written(transactions, runner, fenceKeptStatement(rowIds, owner)),
     // A failed statement leaves PostgreSQL's transaction aborted, not rolled back: later statements
     // fail, none runs outside it. A deadlock outside any savepoint of the work (TypeORM's nested
     // transactions are savepoints) is told all the same, as on MySQL: nothing can recover that
@@ -51,13 +51,13 @@ export function pgFence(transactions: PgSessionTransactions, knownFree: KnownFre
     // aborts) and the call fails with LockLostError whose cause is the deadlock, even if the work
     // caught it. Inside a savepoint the work may roll back to it and go on.
     rollsBackTransaction: (error: unknown, runner: QueryRunner) => sqlStateOf(error) === DEADLOCK_DETECTED && !insideSavepoint(runner),
-    cutSession: (runner: QueryRunner) => void cutSession(runner),
+    cutSession: (runner: QueryRunner) => void transactions.cut(runner).catch(() => undefined),
   };
   return fence;
 }
 
-async function written(runner: QueryRunner, sql: string): Promise<number> {
-  return (await sessionQuery(runner, sql))[0]?.rowCount ?? 0;
+async function written(transactions: PgSessionTransactions, runner: QueryRunner, sql: string): Promise<number> {
+  return (await transactions.ending(runner, sql))[0]?.rowCount ?? 0;
 }
 
 /** The lock ends with this commit: its live rows become RELEASED in the transaction that commits the work. */

@@ -6,7 +6,7 @@ import { LockStatementError } from '../lock-statement.error.js';
 import { DEADLOCK_DETECTED, sqlStateOf } from './pg-failures.js';
 import type { PgLockLog } from './pg-lock-log.js';
 import { createKeyRowsStatement, insertAuditRows } from './pg-log-rows.sql.js';
-import { beginStatement, cutSession, type PgSessionTransactions, sessionGone, sessionQuery, watchSession } from './pg-session.js';
+import { beginStatement, type PgSessionTransactions, sessionQuery, watchSession } from './pg-session.js';
 import {
   bounded,
   bumpStatement,
@@ -48,9 +48,6 @@ function batchesOn(runner: QueryRunner, opener?: string): Send {
  * a lock wait timeout), so a take inside a transaction it joined runs under a savepoint.
  */
 export class PgRowLockStore implements RowLockStore {
-  /** Cut sessions the server may still run (see sessionGone). */
-  private readonly leaving = new Set<Promise<void>>();
-
   constructor(
     private readonly log: PgLockLog,
     private readonly transactions: PgSessionTransactions,
@@ -180,7 +177,7 @@ export class PgRowLockStore implements RowLockStore {
   }
 
   async recordInCommit(runner: QueryRunner, rows: readonly RowLockAuditRow[]): Promise<void> {
-    await sessionQuery(runner, insertAuditRows(rows, this.log.holder));
+    await this.transactions.ending(runner, insertAuditRows(rows, this.log.holder));
   }
 
   /** The audit rows and COMMIT in one round trip: a failed INSERT stops the batch before COMMIT. */
@@ -196,13 +193,11 @@ export class PgRowLockStore implements RowLockStore {
   }
 
   cutSession(runner: QueryRunner): Promise<void> {
-    const gone = sessionGone(cutSession(runner), this.log.pool).finally(() => this.leaving.delete(gone));
-    this.leaving.add(gone);
-    return gone;
+    return this.transactions.cut(runner);
   }
 
-  async cutSessionsGone(): Promise<void> {
-    await Promise.all(this.leaving);
+  cutSessionsGone(): Promise<void> {
+    return this.transactions.cutsGone();
   }
 
   watchSession(runner: QueryRunner, onClose: (error?: unknown) => void): () => void {

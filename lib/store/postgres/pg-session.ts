@@ -3,6 +3,9 @@ import type { DataSource, QueryRunner } from 'typeorm';
 import type { SessionTransactions } from '../lock-store.js';
 import type { PgLockPool } from './pg-pool.js';
 import { awaitSessionGone } from '../await-session-gone.js';
+import { ANSWER_BOUND_MS } from '../answer-bound.js';
+import { LockStatementError } from '../lock-statement.error.js';
+import { deadlines } from '../../core/deadline-watch.js';
 import { markClosed, markOpened, mayCommitStraight, mayOpenStraight, transactionEventsObserved } from '../session-state.js';
 
 /** What the store reaches under TypeORM's PostgreSQL runner: its pg client and its release. */
@@ -29,9 +32,63 @@ export async function sessionQuery(runner: QueryRunner, sql: string): Promise<pg
   return Array.isArray(answer) ? answer : [answer];
 }
 
-/** The library's own transactions on the app's DataSource, straight on the pg client where it may (see session-state.ts). */
+/**
+ * The library's own transactions on the app's DataSource, straight on the pg client where it may
+ * (see session-state.ts), and the sessions it cuts under running work.
+ */
 export class PgSessionTransactions implements SessionTransactions {
-  constructor(private readonly dataSource: DataSource) {}
+  /** Cut sessions the server may still run (see sessionGone). */
+  private readonly leaving = new Set<Promise<void>>();
+
+  constructor(
+    private readonly dataSource: DataSource,
+    /** Where a cut session is looked for on the server, and terminated if it lingers; without it the socket's end is all. */
+    private readonly pool?: PgLockPool,
+  ) {}
+
+  /** Ends the session under running work (see cutSession); resolves once the server no longer runs it (see sessionGone). */
+  cut(runner: QueryRunner): Promise<void> {
+    const cut = cutSession(runner);
+    if (!this.pool) return Promise.resolve();
+    const gone = sessionGone(cut, this.pool).finally(() => this.leaving.delete(gone));
+    this.leaving.add(gone);
+    return gone;
+  }
+
+  /** Resolves once every session cut so far is gone from the server. */
+  async cutsGone(): Promise<void> {
+    await Promise.all(this.leaving);
+  }
+
+  /**
+   * A statement that ends a business transaction (the fence, the audit rows, COMMIT), bounded by
+   * ANSWER_BOUND_MS: on the app's connection no statement_timeout or lock_timeout of the library's
+   * applies, so a server that holds it (a lock on the log table, a stalled disk) would keep the
+   * caller for as long. Past the bound the session is cut, so the server rolls the transaction
+   * back, and the caller gets a deadline failure, typed as a commit of unknown outcome.
+   */
+  ending(runner: QueryRunner, sql: string): Promise<pg.QueryResult[]> {
+    const sent = sessionQuery(runner, sql);
+    return new Promise((resolve, reject) => {
+      let settled = false;
+      const watched = deadlines.watch(performance.now() + ANSWER_BOUND_MS, () => {
+        if (settled) return;
+        settled = true;
+        void this.cut(runner).catch(() => undefined);
+        reject(LockStatementError.deadline('The statement ending the transaction did not answer before the deadline'));
+      });
+      const answered = (settle: () => void): void => {
+        watched.cancel();
+        if (settled) return;
+        settled = true;
+        settle();
+      };
+      sent.then(
+        (results) => answered(() => resolve(results)),
+        (error: unknown) => answered(() => reject(error)),
+      );
+    });
+  }
 
   async begin(runner: QueryRunner, isolationLevel?: string): Promise<void> {
     const sent = this.beginVia(runner, beginStatement(isolationLevel));
@@ -62,7 +119,7 @@ export class PgSessionTransactions implements SessionTransactions {
    */
   commitVia(runner: QueryRunner, sql: string): Promise<void> | undefined {
     if (transactionEventsObserved(this.dataSource) || !mayCommitStraight(runner)) return undefined;
-    return sessionQuery(runner, sql).then((results) => {
+    return this.ending(runner, sql).then((results) => {
       markClosed(runner);
       if (results.at(-1)?.command === 'ROLLBACK') throw rolledBackAtCommit();
     });
