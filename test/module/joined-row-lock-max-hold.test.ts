@@ -1,26 +1,29 @@
 import 'reflect-metadata';
-import { after, before, describe, it } from 'node:test';
+import { after, before, it } from 'node:test';
 import assert from 'node:assert/strict';
 import type { LockHandle } from '../../lib/index.js';
 import { createLockApp } from '../support/lock-app.js';
 import { TestDatabase } from '../support/test-database.js';
+import { contractSuite } from '../support/contract-targets.js';
 
 /**
  * maxHoldMs (README options): "a hold longer than this is given up (its signal aborts; a row-lock's
  * transaction is rolled back)". A row-lock joined into a lease call's fenced transaction, held past maxHoldMs.
+ * The joined row-lock is the target's strategy; the outer call is a lease call on both servers.
  */
-describe('maxHoldMs on a row-lock joined into a lease fenced transaction', () => {
+contractSuite('holder-connection', 'maxHoldMs on a row-lock joined into a lease fenced transaction', { postgres: true }, (target) => {
   let db: TestDatabase;
   before(async () => {
-    db = await TestDatabase.create();
+    db = await TestDatabase.forTarget(target);
   });
   after(async () => {
     await db?.drop();
   });
 
-  it('the joined row-lock is given up at maxHoldMs: its signal aborts and another process gets the key', async () => {
-    const a = await createLockApp(db.settings, { janitor: false, maxHoldMs: 500 });
-    const b = await createLockApp(db.settings, { janitor: false, strategy: 'row-lock' });
+  it('the joined row-lock is given up at maxHoldMs: its signal aborts and another process gets the key', { timeout: 30_000 }, async () => {
+    // The outer call must be a lease call (its fenced transaction is what the row-lock joins).
+    const a = await createLockApp(db.settings, { janitor: false, maxHoldMs: 500, strategy: 'lease' });
+    const b = await createLockApp(db.settings, target.options({ janitor: false }));
     try {
       let inner: LockHandle | undefined;
       let innerAbortedAt = NaN;
@@ -34,7 +37,7 @@ describe('maxHoldMs on a row-lock joined into a lease fenced transaction', () =>
               h.signal.addEventListener('abort', () => (innerAbortedAt = performance.now() - t0));
               await new Promise((r) => setTimeout(r, 2_500));
             },
-            { strategy: 'row-lock' },
+            { strategy: target.strategy },
           ),
         )
         .then(
@@ -47,7 +50,7 @@ describe('maxHoldMs on a row-lock joined into a lease fenced transaction', () =>
       await got.release();
       const outcome = await call;
       console.log(
-        `# other got the key at ${Math.round(gotAt)} ms; inner signal aborted at ${Math.round(innerAbortedAt)} ms (${inner?.signal.aborted}); call ${outcome}`,
+        `# ${db.type}: other got the key at ${Math.round(gotAt)} ms; inner signal aborted at ${Math.round(innerAbortedAt)} ms (${inner?.signal.aborted}); call ${outcome}`,
       );
       assert.deepEqual(
         { gotBefore1500: gotAt < 1_500, innerAbortedBefore1500: innerAbortedAt < 1_500, outcome },
