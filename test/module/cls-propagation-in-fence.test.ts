@@ -1,15 +1,16 @@
 import 'reflect-metadata';
-import { after, before, describe, it } from 'node:test';
+import { after, before, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { Inject, Injectable } from '@nestjs/common';
 import { getDataSourceToken, TypeOrmModule } from '@nestjs/typeorm';
 import { ClsPluginTransactional, Propagation, Transactional, TransactionHost } from '@nestjs-cls/transactional';
 import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
 import { ClsModule } from 'nestjs-cls';
-import { DbLockModule, type DbLockModuleOptions, EscapedWriteError, LockService, type LockStrategyName, WriteLock } from '../../lib/index.js';
+import { DbLockModule, type DbLockModuleOptions, EscapedWriteError, LockService, WriteLock } from '../../lib/index.js';
 import { Account, balanceOf, CapturingLogger, createAccounts } from '../support/accounts.js';
 import { bootLockApp } from '../support/boot-app.js';
 import { TestDatabase } from '../support/test-database.js';
+import { contractSuite } from '../support/contract-targets.js';
 
 /**
  * @nestjs-cls/transactional propagations inside a fenced call. REQUIRES_NEW is
@@ -17,7 +18,6 @@ import { TestDatabase } from '../support/test-database.js';
  * NESTED is a savepoint inside the fenced transaction: a failed nested block rolls back alone.
  */
 type TxHost = TransactionHost<TransactionalAdapterTypeOrm>;
-let db: TestDatabase;
 
 @Injectable()
 class Writer {
@@ -57,59 +57,57 @@ class Service {
   }
 }
 
-before(async () => {
-  db = await TestDatabase.create();
-  await createAccounts(
-    db,
-    Array.from({ length: 20 }, (_, i) => i + 1),
+contractSuite('fenced-decorators', '@nestjs-cls/transactional propagations in a fenced call', { postgres: true }, (target) => {
+  let db: TestDatabase;
+  before(async () => {
+    db = await TestDatabase.forTarget(target);
+    await createAccounts(db, [1, 2, 3, 4, 5, 6, 7, 8]);
+  });
+  after(async () => {
+    await db?.drop();
+  });
+
+  async function boot(options: DbLockModuleOptions) {
+    const cls = ClsModule.forRoot({
+      global: true,
+      plugins: [new ClsPluginTransactional({ adapter: new TransactionalAdapterTypeOrm({ dataSourceToken: getDataSourceToken() }) })],
+    });
+    const { app } = await bootLockApp(db.settings, DbLockModule.forRoot(target.options(options)), {
+      imports: [cls, TypeOrmModule.forFeature([Account])],
+      providers: [Service, Writer],
+      logger: new CapturingLogger(),
+    });
+    return { app, service: app.get(Service) };
+  }
+
+  it("'error': @Transactional(RequiresNew) inside a fenced call is refused, nothing commits", { timeout: 30_000 }, async () => {
+    const { app, service } = await boot({ escapedWrites: 'error' });
+    try {
+      await assert.rejects(service.withRequiresNew(1, 2), (e: unknown) => e instanceof EscapedWriteError && e.reason === 'escaped');
+      assert.equal(await balanceOf(db, 1), 100);
+      assert.equal(await balanceOf(db, 2), 100);
+    } finally {
+      await app.close();
+    }
+  });
+
+  it(
+    '@Transactional(Nested): a failed nested block rolls back alone; the rest commits with the fence, or rolls back with it',
+    { timeout: 30_000 },
+    async () => {
+      const { app, service } = await boot({});
+      try {
+        await service.withNested(3, 4, true, false);
+        assert.equal(await balanceOf(db, 3), 11);
+        assert.equal(await balanceOf(db, 4), 100, 'the failed nested block rolled back to its savepoint');
+        await service.withNested(5, 6, false, false);
+        assert.equal(await balanceOf(db, 6), 22);
+        await assert.rejects(service.withNested(7, 8, false, true), /outer fails/);
+        assert.equal(await balanceOf(db, 7), 100);
+        assert.equal(await balanceOf(db, 8), 100, 'the nested block rolled back with the fence');
+      } finally {
+        await app.close();
+      }
+    },
   );
 });
-after(async () => {
-  await db?.drop();
-});
-
-async function boot(options: DbLockModuleOptions) {
-  const cls = ClsModule.forRoot({
-    global: true,
-    plugins: [new ClsPluginTransactional({ adapter: new TransactionalAdapterTypeOrm({ dataSourceToken: getDataSourceToken() }) })],
-  });
-  const { app } = await bootLockApp(db.settings, DbLockModule.forRoot(options), {
-    imports: [cls, TypeOrmModule.forFeature([Account])],
-    providers: [Service, Writer],
-    logger: new CapturingLogger(),
-  });
-  return { app, service: app.get(Service) };
-}
-
-for (const strategy of ['lease', 'row-lock'] as LockStrategyName[]) {
-  describe(`@nestjs-cls/transactional propagations in a fenced call (${strategy})`, () => {
-    const base = strategy === 'lease' ? 0 : 10;
-
-    it("'error': @Transactional(RequiresNew) inside a fenced call is refused, nothing commits", async () => {
-      const { app, service } = await boot({ strategy, escapedWrites: 'error' });
-      try {
-        await assert.rejects(service.withRequiresNew(base + 1, base + 2), (e: unknown) => e instanceof EscapedWriteError && e.reason === 'escaped');
-        assert.equal(await balanceOf(db, base + 1), 100);
-        assert.equal(await balanceOf(db, base + 2), 100);
-      } finally {
-        await app.close();
-      }
-    });
-
-    it('@Transactional(Nested): a failed nested block rolls back alone; the rest commits with the fence, or rolls back with it', async () => {
-      const { app, service } = await boot({ strategy });
-      try {
-        await service.withNested(base + 3, base + 4, true, false);
-        assert.equal(await balanceOf(db, base + 3), 11);
-        assert.equal(await balanceOf(db, base + 4), 100, 'the failed nested block rolled back to its savepoint');
-        await service.withNested(base + 5, base + 6, false, false);
-        assert.equal(await balanceOf(db, base + 6), 22);
-        await assert.rejects(service.withNested(base + 7, base + 8, false, true), /outer fails/);
-        assert.equal(await balanceOf(db, base + 7), 100);
-        assert.equal(await balanceOf(db, base + 8), 100, 'the nested block rolled back with the fence');
-      } finally {
-        await app.close();
-      }
-    });
-  });
-}

@@ -8,6 +8,8 @@ import { DbLockModule, type DbLockModuleOptions, EscapedWriteError, LockService,
 import { Account, balanceOf, CapturingLogger, createAccounts } from '../support/accounts.js';
 import { bootLockApp } from '../support/boot-app.js';
 import { TestDatabase } from '../support/test-database.js';
+import { contractSuite } from '../support/contract-targets.js';
+import { portableSql, typeOfQueryable } from '../support/portable-sql.js';
 
 /**
  * A nested lock decorator with `transaction: 'none'` called inside a fenced call.
@@ -27,14 +29,17 @@ class Bank {
 
   /** A plain escaped write (what @InjectRepository would send). */
   async escapedWrite(id: number, balance: number): Promise<void> {
+    const type = typeOfQueryable(this.dataSource);
+    // Kept short so that the unguarded self-deadlock ends in seconds, not after the server's own bound
+    // (innodb_lock_wait_timeout's 50 s on MySQL; none at all on PostgreSQL, whose lock_timeout is in ms).
+    const setting = type === 'postgres' ? 'lock_timeout' : 'innodb_lock_wait_timeout';
     const runner = this.dataSource.createQueryRunner();
     try {
       await runner.connect();
-      // Kept short so that the unguarded self-deadlock ends in seconds, not innodb_lock_wait_timeout's 50 s.
-      await runner.query('SET SESSION innodb_lock_wait_timeout = 6');
-      await runner.query('UPDATE account SET balance = ? WHERE id = ?', [balance, id]);
+      await runner.query(`SET SESSION ${setting} = ${type === 'postgres' ? 6_000 : 6}`);
+      await runner.query(portableSql('UPDATE account SET balance = ? WHERE id = ?', type), [balance, id]);
     } finally {
-      await runner.query('SET SESSION innodb_lock_wait_timeout = DEFAULT').catch(() => undefined);
+      await runner.query(`SET SESSION ${setting} = DEFAULT`).catch(() => undefined);
       await runner.release();
     }
   }
@@ -67,25 +72,6 @@ class Bank {
   }
 }
 
-let db: TestDatabase;
-before(async () => {
-  db = await TestDatabase.create();
-  await createAccounts(db, [1, 2, 3, 4, 5, 6]);
-});
-after(async () => {
-  await db?.drop();
-});
-
-async function boot(options: DbLockModuleOptions) {
-  const logger = new CapturingLogger();
-  const { app } = await bootLockApp(db.settings, DbLockModule.forRoot(options), {
-    imports: [TypeOrmModule.forFeature([Account])],
-    providers: [Bank],
-    logger,
-  });
-  return { app, bank: app.get(Bank), logger, dataSource: app.get<DataSource>(getDataSourceToken()) };
-}
-
 async function outcome(call: Promise<unknown>): Promise<{ error: unknown; ms: number }> {
   const started = performance.now();
   const error = await call.then(
@@ -97,44 +83,73 @@ async function outcome(call: Promise<unknown>): Promise<{ error: unknown; ms: nu
 
 const describeError = (e: unknown) => (e instanceof Error ? `${e.constructor.name}: ${e.message.slice(0, 120)}` : String(e));
 
-it("control, 'warn': the self-deadlock from the fenced method itself is cut after 1 s with EscapedWriteError", async () => {
-  const { app, bank } = await boot({});
-  try {
-    const { error, ms } = await outcome(bank.selfDeadlockDirect(1));
-    assert.ok(error instanceof EscapedWriteError, `got ${describeError(error)} after ${ms} ms`);
-    assert.ok(ms < 4_000, `after ${ms} ms`);
-  } finally {
-    await app.close();
-  }
-});
+contractSuite('fenced-decorators', "a nested transaction: 'none' lock call inside a fenced call", { postgres: true }, (target) => {
+  let db: TestDatabase;
+  before(async () => {
+    db = await TestDatabase.forTarget(target);
+    await createAccounts(db, [1, 2, 3, 4, 5, 6]);
+  });
+  after(async () => {
+    await db?.drop();
+  });
 
-it("'warn': the same self-deadlock from a nested transaction: 'none' lock call is cut after 1 s with EscapedWriteError too", async () => {
-  const { app, bank } = await boot({});
-  try {
-    const { error, ms } = await outcome(bank.selfDeadlock(2));
-    assert.ok(
-      error instanceof EscapedWriteError && ms < 4_000,
-      `the nested call's write waited for the outer fenced transaction's own row lock: expected EscapedWriteError after about 1 s, ` +
-        `got ${describeError(error)} after ${ms} ms (unchecked, it waits for innodb_lock_wait_timeout)`,
-    );
-    assert.equal(await balanceOf(db, 2), 100);
-  } finally {
-    await app.close();
+  async function boot(options: DbLockModuleOptions) {
+    const logger = new CapturingLogger();
+    const { app } = await bootLockApp(db.settings, DbLockModule.forRoot(target.options(options)), {
+      imports: [TypeOrmModule.forFeature([Account])],
+      providers: [Bank],
+      logger,
+    });
+    return { app, bank: app.get(Bank), logger, dataSource: app.get<DataSource>(getDataSourceToken()) };
   }
-});
 
-it("'error': a write from a nested transaction: 'none' lock call inside a fenced call is refused; nothing commits when the outer call fails", async () => {
-  const { app, bank } = await boot({ escapedWrites: 'error' });
-  try {
-    const { error } = await outcome(bank.outerFails(3, 4));
-    assert.equal(
-      await balanceOf(db, 4),
-      100,
-      `the nested call's write on another connection committed although the enclosing fenced call failed (${describeError(error)}), under escapedWrites: 'error'`,
-    );
-    assert.ok(error instanceof EscapedWriteError, `got ${describeError(error)}`);
-    assert.equal(await balanceOf(db, 3), 100);
-  } finally {
-    await app.close();
-  }
+  it("control, 'warn': the self-deadlock from the fenced method itself is cut after 1 s with EscapedWriteError", { timeout: 30_000 }, async () => {
+    const { app, bank } = await boot({});
+    try {
+      const { error, ms } = await outcome(bank.selfDeadlockDirect(1));
+      assert.ok(error instanceof EscapedWriteError, `got ${describeError(error)} after ${ms} ms`);
+      assert.ok(ms < 4_000, `after ${ms} ms`);
+    } finally {
+      await app.close();
+    }
+  });
+
+  it(
+    "'warn': the same self-deadlock from a nested transaction: 'none' lock call is cut after 1 s with EscapedWriteError too",
+    { timeout: 30_000 },
+    async () => {
+      const { app, bank } = await boot({});
+      try {
+        const { error, ms } = await outcome(bank.selfDeadlock(2));
+        assert.ok(
+          error instanceof EscapedWriteError && ms < 4_000,
+          `the nested call's write waited for the outer fenced transaction's own row lock: expected EscapedWriteError after about 1 s, ` +
+            `got ${describeError(error)} after ${ms} ms (unchecked, it waits for the session's own lock wait bound)`,
+        );
+        assert.equal(await balanceOf(db, 2), 100);
+      } finally {
+        await app.close();
+      }
+    },
+  );
+
+  it(
+    "'error': a write from a nested transaction: 'none' lock call inside a fenced call is refused; nothing commits when the outer call fails",
+    { timeout: 30_000 },
+    async () => {
+      const { app, bank } = await boot({ escapedWrites: 'error' });
+      try {
+        const { error } = await outcome(bank.outerFails(3, 4));
+        assert.equal(
+          await balanceOf(db, 4),
+          100,
+          `the nested call's write on another connection committed although the enclosing fenced call failed (${describeError(error)}), under escapedWrites: 'error'`,
+        );
+        assert.ok(error instanceof EscapedWriteError, `got ${describeError(error)}`);
+        assert.equal(await balanceOf(db, 3), 100);
+      } finally {
+        await app.close();
+      }
+    },
+  );
 });
