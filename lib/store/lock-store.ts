@@ -198,9 +198,9 @@ export interface RowLockStore extends SessionTransactions {
    */
   takeJoined(runner: QueryRunner, targets: readonly LockTarget[], deadline: number): Promise<RowLockTake>;
   /**
-   * Creates missing key rows inside `runner`'s transaction, for a take that joined a transaction
-   * it cannot roll back (whose locks, a gap lock at REPEATABLE READ among them, would keep a
-   * creation on another connection waiting).
+   * Creates missing key rows for a take that joined `runner`'s transaction, which it cannot roll
+   * back: inside that transaction where its locks (a gap lock at REPEATABLE READ among them) would
+   * keep a creation on another connection waiting (MySQL), else apart, committed (PostgreSQL).
    */
   createKeyRowsIn(runner: QueryRunner, keys: readonly Buffer[], deadline: number): Promise<RowLockTake | undefined>;
   /** The hold's audit rows, in the transaction that is about to commit. */

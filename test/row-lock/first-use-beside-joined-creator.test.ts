@@ -12,11 +12,11 @@ const MARGIN_MS = 500;
 const HOLD_MS = 1_500;
 
 /**
- * A key's first use inside a joined transaction creates its row in that transaction on PostgreSQL,
- * and the row stays uncommitted for the whole hold (MySQL commits it first, and the hold keeps it
- * locked). Another process's first use of the same key must see it
- * as a busy key (a single try answers at once, a budget waits for the hold to end), not as a
- * connection error after its creation statement waited for the uncommitted row.
+ * A key's first use inside a joined transaction: its row is created apart and committed, and the
+ * hold keeps it locked. Another process's first use of the same key must see it as a busy key (a
+ * single try answers at once, a budget waits for the hold to end), not as a connection error. (On
+ * PostgreSQL the row was once created inside the joined transaction, uncommitted for the whole
+ * hold: the other caller's creation statement then waited for it.)
  */
 contractSuite('bounded-wait', 'row-lock first use beside a joined creator of the same key', { postgres: true }, (target) => {
   if (target.strategy !== 'row-lock') return;
@@ -50,10 +50,9 @@ contractSuite('bounded-wait', 'row-lock first use beside a joined creator of the
     );
     await holding;
     try {
-      // Not blind: on PostgreSQL the key's row exists only in the creator's open transaction; the
-      // MySQL store creates a joined take's rows first, committed, so there the row is there and held.
+      // Not blind: the key's row was created first, committed, and the creator holds it.
       const rows = await db.query<{ n: number | string }[]>('SELECT count(*) AS n FROM db_lock WHERE lock_key = ?', [Buffer.from(key)]);
-      assert.equal(Number(rows[0]!.n), target.database === 'postgres' ? 0 : 1, 'the key row as the creator left it during its hold');
+      assert.equal(Number(rows[0]!.n), 1, 'the key row as the creator left it during its hold');
       return await during();
     } finally {
       await creator;

@@ -5,7 +5,7 @@ import type { RowLockAuditRow, RowLockStore, RowLockTake } from '../lock-store.j
 import { LockStatementError } from '../lock-statement.error.js';
 import { DEADLOCK_DETECTED, sqlStateOf } from './pg-failures.js';
 import type { PgLockLog } from './pg-lock-log.js';
-import { createKeyRowsStatement, insertAuditRows } from './pg-log-rows.sql.js';
+import { insertAuditRows } from './pg-log-rows.sql.js';
 import { beginStatement, type PgSessionTransactions, sessionQuery, watchSession } from './pg-session.js';
 import {
   bounded,
@@ -168,12 +168,18 @@ export class PgRowLockStore implements RowLockStore {
     return Number((results[results.length - 2]!.rows[0] as { live: number }).live);
   }
 
-  /** In the joined transaction (no gap locks on PostgreSQL: nothing to create apart), under a savepoint. */
-  createKeyRowsIn(runner: QueryRunner, keys: readonly Buffer[], deadline: number): Promise<RowLockTake | undefined> {
-    return this.underSavepoint(runner, async (send) => {
-      await send(bounded([createKeyRowsStatement(keys)], Math.max(1, waitLeft(deadline))).sql);
-      return undefined;
-    });
+  /**
+   * Apart from the joined transaction, in one committed statement on the library's pool (no gap
+   * lock of the caller's can hold it up on PostgreSQL). Created inside the caller's transaction, the
+   * rows would keep the fencing floor's shared lock, which their creation reads, until that
+   * transaction ends: the janitor's reap, which takes the floor exclusively, would reap nothing
+   * for as long, and other processes would find the key's row missing rather than locked. A row
+   * another transaction created and has not committed is left to it (see createKeyRows): the take
+   * that follows answers the key busy.
+   */
+  async createKeyRowsIn(_runner: QueryRunner, keys: readonly Buffer[], deadline: number): Promise<RowLockTake | undefined> {
+    await this.log.createKeyRows(keys, Number.isFinite(deadline) ? deadline : undefined);
+    return undefined;
   }
 
   async recordInCommit(runner: QueryRunner, rows: readonly RowLockAuditRow[]): Promise<void> {
