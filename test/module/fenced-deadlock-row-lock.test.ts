@@ -7,15 +7,10 @@ import { TestDatabase, databaseTypeOf, serverUrl } from '../support/test-databas
 import { pgServerUrl, pgTestsRun } from '../support/pg-test-database.js';
 import { rawSession } from '../support/raw-session.js';
 import { runSql } from '../support/portable-sql.js';
+import { driverCodeOf } from '../support/settled.js';
 import { createLockApp } from '../support/lock-app.js';
 
 const PG = await pgTestsRun();
-
-/** The driver's error code of a statement failure (TypeORM's QueryFailedError carries it, as does its driverError). */
-function codeOf(error: unknown): unknown {
-  const e = error as { code?: unknown; driverError?: { code?: unknown } } | undefined;
-  return e?.code ?? e?.driverError?.code;
-}
 
 /**
  * A row-lock hold is its transaction: InnoDB's deadlock rollback gives the key away at once, while
@@ -115,7 +110,7 @@ for (const server of [serverUrl(), pgServerUrl()]) {
         const outcome = await first;
         results.push({ outcome: String('e' in outcome ? outcome.e : outcome.v), lateWrite });
         // The scenario is void unless the fenced statement itself was the deadlock's victim.
-        assert.equal(codeOf(caught), deadlock, `the fenced statement was not the deadlock victim: ${String(caught)}`);
+        assert.equal(driverCodeOf(caught), deadlock, `the fenced statement was not the deadlock victim: ${String(caught)}`);
         const [late] = await db.query<{ n: number }[]>('SELECT COUNT(*) AS n FROM biz WHERE id = ?', [1000 + n]);
         const [firstWrite] = await db.query<{ v: number }[]>('SELECT v FROM biz WHERE id = ?', [n * 2]);
         const released = (await db.logRows(key)).filter((r) => r.status === 'RELEASED').length;
@@ -123,7 +118,7 @@ for (const server of [serverUrl(), pgServerUrl()]) {
         assert.deepEqual(
           {
             outcome: error?.name ?? outcome,
-            cause: codeOf(error?.cause),
+            cause: driverCodeOf(error?.cause),
             told: lostAt < Infinity,
             lateWrite,
             lateCommitted: Number(late!.n),

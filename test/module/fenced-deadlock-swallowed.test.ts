@@ -7,15 +7,10 @@ import { TestDatabase, databaseTypeOf, serverUrl } from '../support/test-databas
 import { pgServerUrl, pgTestsRun } from '../support/pg-test-database.js';
 import { rawSession } from '../support/raw-session.js';
 import { runSql } from '../support/portable-sql.js';
+import { driverCodeOf } from '../support/settled.js';
 import { createLockApp, endedStatuses } from '../support/lock-app.js';
 
 const PG = await pgTestsRun();
-
-/** The driver's error code of a statement failure (TypeORM's QueryFailedError carries it, as does its driverError). */
-function codeOf(error: unknown): unknown {
-  const e = error as { code?: unknown; driverError?: { code?: unknown } } | undefined;
-  return e?.code ?? e?.driverError?.code;
-}
 
 /**
  * InnoDB rolls the whole transaction back on a deadlock; PostgreSQL fails the victim's statement
@@ -80,7 +75,7 @@ for (const server of [serverUrl(), pgServerUrl()]) {
       await other.commit();
       await other.end();
       // The scenario is void unless the fenced statement itself was the deadlock's victim.
-      assert.equal(codeOf(caught), deadlock, `the fenced statement was not the deadlock victim: ${String(caught)}`);
+      assert.equal(driverCodeOf(caught), deadlock, `the fenced statement was not the deadlock victim: ${String(caught)}`);
       return caught;
     }
 
@@ -149,7 +144,7 @@ for (const server of [serverUrl(), pgServerUrl()]) {
       const first = await db.query<{ v: number }[]>('SELECT v FROM biz WHERE id = 600');
       const error = 'error' in outcome ? (outcome.error as Error) : undefined;
       assert.deepEqual(
-        { outcome: error?.name ?? outcome, cause: codeOf(error?.cause), firstWrite: first[0]?.v, ends: await endedStatuses(db, key) },
+        { outcome: error?.name ?? outcome, cause: driverCodeOf(error?.cause), firstWrite: first[0]?.v, ends: await endedStatuses(db, key) },
         { outcome: LockLostError.name, cause: deadlock, firstWrite: 2, ends: ['FAILED'] },
         `the call must fail with LockLostError (cause: the deadlock) and commit nothing: ${String(error)}`,
       );

@@ -9,6 +9,7 @@ import { TestDatabase } from '../support/test-database.js';
 import { pgServerUrl, pgTestsRun } from '../support/pg-test-database.js';
 import { rawSession } from '../support/raw-session.js';
 import { runSql } from '../support/portable-sql.js';
+import { driverCodeOf } from '../support/settled.js';
 import { createLockApp, endedStatuses } from '../support/lock-app.js';
 
 /**
@@ -61,8 +62,7 @@ describe('aborted transactions on PostgreSQL', { skip: (await pgTestsRun()) ? fa
         return 'done';
       });
       await blocked;
-      const failed = caught as { driverError?: { code?: string }; code?: string } | undefined;
-      assert.equal(failed?.driverError?.code ?? failed?.code, '40P01', `the savepoint's statement was not the deadlock victim: ${String(caught)}`);
+      assert.equal(driverCodeOf(caught), '40P01', `the savepoint's statement was not the deadlock victim: ${String(caught)}`);
       assert.equal(result, 'done');
       assert.deepEqual(lost, [], 'the lock was not lost');
       const rows = await db.query<{ id: number; v: number }[]>('SELECT id, v FROM biz ORDER BY id');

@@ -7,6 +7,7 @@ import { TestDatabase } from '../support/test-database.js';
 import { pgServerUrl, pgTestsRun } from '../support/pg-test-database.js';
 import { rawSession, type RawSession } from '../support/raw-session.js';
 import { sessionIdSql, sessionIds } from '../support/server-sessions.js';
+import { killWhileRunning, lockWaiters } from '../support/pg-kills.js';
 import { forEachStrategy } from '../support/strategies.js';
 import { bounded, describeError, outcome } from '../support/settled.js';
 
@@ -62,32 +63,12 @@ forEachStrategy((strategy) => {
       tableHeld = false;
     }
 
-    /** Backends of this database, other than the test's own and the blocker, waiting on a lock in a statement like `like`. */
-    async function waiting(like: string): Promise<number[]> {
-      const rows = await db.query<{ pid: number }[]>(
-        `SELECT pid FROM pg_stat_activity WHERE datname = ? AND pid <> pg_backend_pid() AND pid <> ? AND wait_event_type = 'Lock' AND query LIKE ?`,
-        [db.name, blockerPid, like],
-      );
-      return rows.map((r) => Number(r.pid));
-    }
-
     /** Holds db_lock_log (unless the call does), runs `call`, kills every waiting statement like `like` until it settles (at most `forMs`), lets go. */
     async function killWhile<T>(kill: 'cancel' | 'terminate', like: string, call: () => Promise<T>, forMs: number, holdFirst = true) {
       if (holdFirst) await holdTable();
-      let killed = 0;
       try {
-        const running = outcome(call());
-        let done = false;
-        void running.then(() => (done = true));
-        const started = performance.now();
-        await eventually(async () => done || (await waiting(like)).length > 0, 5_000, `a statement like ${like} waiting`);
-        while (!done && performance.now() - started < forMs) {
-          for (const pid of await waiting(like)) {
-            const [row] = await db.query<{ ok: boolean }[]>(`SELECT pg_${kill}_backend(?) AS ok`, [pid]);
-            if (row?.ok === true) killed++;
-          }
-          await new Promise((r) => setTimeout(r, 20));
-        }
+        const waiters = () => lockWaiters(db, blockerPid, like);
+        const { running, killed, startedAt: started } = await killWhileRunning(db, kill, waiters, call, forMs, true);
         await letTableGo();
         return { ...(await bounded(running, 25_000, like)), killed, tookMs: performance.now() - started };
       } finally {

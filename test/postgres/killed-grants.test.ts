@@ -5,10 +5,11 @@ import { DbLockError, type LockService } from '../../lib/index.js';
 import { createLockApp, eventually } from '../support/lock-app.js';
 import { TestDatabase } from '../support/test-database.js';
 import { pgServerUrl, pgTestsRun } from '../support/pg-test-database.js';
+import { killWhileRunning, lockWaiters } from '../support/pg-kills.js';
 import { rawSession, type RawSession } from '../support/raw-session.js';
 import { sessionIdSql, sessionIds } from '../support/server-sessions.js';
 import { forEachStrategy } from '../support/strategies.js';
-import { bounded, describeError, outcome } from '../support/settled.js';
+import { bounded, describeError } from '../support/settled.js';
 
 /**
  * Multi-key grants (and a semaphore permit's grant) blocked on one key's row and interrupted again
@@ -51,19 +52,6 @@ forEachStrategy((strategy) => {
     });
 
     /**
-     * Backends of this database, other than the test's own and the blocker, waiting on a lock in a
-     * statement on the lock tables: a grant held back by the blocker's row lock.
-     */
-    async function waitingGrants(): Promise<number[]> {
-      const rows = await db.query<{ pid: number }[]>(
-        `SELECT pid FROM pg_stat_activity WHERE datname = ? AND pid <> pg_backend_pid() AND pid <> ? ` +
-          `AND wait_event_type = 'Lock' AND query LIKE '%db_lock%'`,
-        [db.name, blockerPid],
-      );
-      return rows.map((r) => Number(r.pid));
-    }
-
-    /**
      * Runs `call` while the blocker holds `blockedKey`'s row, interrupting every grant found waiting
      * until the call settles. `killed` counts the signals that reached a backend (the function
      * answered true), so a call that never waited cannot pass as killed.
@@ -71,21 +59,10 @@ forEachStrategy((strategy) => {
     async function killedUntilSettled<T>(kill: 'cancel' | 'terminate', blockedKey: string, call: () => Promise<T>) {
       await blocker.begin();
       await blocker.query('SELECT * FROM db_lock WHERE lock_key = ? FOR UPDATE', [Buffer.from(blockedKey)]);
-      let killed = 0;
       try {
-        const started = performance.now();
-        const running = outcome(call());
-        let done = false;
-        void running.then(() => (done = true));
-        while (!done && performance.now() - started < 10_000) {
-          for (const pid of await waitingGrants()) {
-            const [row] = await db.query<{ ok: boolean }[]>(`SELECT pg_${kill}_backend(?) AS ok`, [pid]);
-            if (row?.ok === true) killed++;
-          }
-          await new Promise((r) => setTimeout(r, 20));
-        }
+        const { running, killed, startedAt } = await killWhileRunning(db, kill, () => lockWaiters(db, blockerPid), call, 10_000);
         const result = await bounded(running, 20_000, 'the killed call');
-        return { ...result, killed, tookMs: performance.now() - started };
+        return { ...result, killed, tookMs: performance.now() - startedAt };
       } finally {
         await blocker.rollback();
       }

@@ -32,3 +32,9 @@ export function describeError(error: unknown): string {
   if (!(error instanceof Error)) return `a non-error ${String(error)}`;
   return `${error.constructor.name} (name ${error.name}): ${error.message}`;
 }
+
+/** The driver's error code of a statement failure (TypeORM's QueryFailedError carries it, as does its driverError). */
+export function driverCodeOf(error: unknown): unknown {
+  const e = error as { code?: unknown; driverError?: { code?: unknown } } | undefined;
+  return e?.code ?? e?.driverError?.code;
+}
