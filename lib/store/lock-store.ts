@@ -131,11 +131,7 @@ export interface FenceStore extends SessionTransactions {
   endAndCommit(runner: QueryRunner, rowId: string, owner: string): Promise<boolean>;
   /** The lock outlives the commit: its live rows are written (COMPLETED), so a takeover is ordered against us. */
   fenceKept(runner: QueryRunner, rowIds: readonly string[], owner: string): Promise<number>;
-  /**
-   * True when a statement of the work on `runner` that failed with `error` ended its whole
-   * transaction for good (a deadlock): on MySQL later statements would run outside it; on
-   * PostgreSQL they fail, and the commit with them, unless a savepoint of the work recovers it.
-   */
+  /** True when a work statement on `runner` that failed with `error` ended its whole transaction for good (a deadlock outside any savepoint). */
   rollsBackTransaction(error: unknown, runner: QueryRunner): boolean;
   /** Ends the transaction's session under the work (see RowLockStore.cutSession): its later statements fail. */
   cutSession(runner: QueryRunner): void;
@@ -197,11 +193,7 @@ export interface RowLockStore extends SessionTransactions {
    * never locks a gap where a row is missing.
    */
   takeJoined(runner: QueryRunner, targets: readonly LockTarget[], deadline: number): Promise<RowLockTake>;
-  /**
-   * Creates missing key rows for a take that joined `runner`'s transaction, which it cannot roll
-   * back: inside that transaction where its locks (a gap lock at REPEATABLE READ among them) would
-   * keep a creation on another connection waiting (MySQL), else apart, committed (PostgreSQL).
-   */
+  /** Creates missing key rows for a take that joined `runner`'s transaction (which it cannot roll back): inside it (MySQL's gap locks), or apart. */
   createKeyRowsIn(runner: QueryRunner, keys: readonly Buffer[], deadline: number): Promise<RowLockTake | undefined>;
   /** The hold's audit rows, in the transaction that is about to commit. */
   recordInCommit(runner: QueryRunner, rows: readonly RowLockAuditRow[]): Promise<void>;
