@@ -88,13 +88,15 @@ export async function runUncontended(
       await timeOps(item, ops, samples);
       return roundOut(samples, ops);
     });
-  // Warm-up, not recorded: connections opened, key rows created, and every item's code past the
-  // JIT's first tiers (at least one full round, then rounds until BENCH_WARMUP_MS has passed).
+  // Warm-up, not recorded: connections opened, key rows created, and every item's code optimized
+  // by the JIT (rounds until every item has run BENCH_WARMUP_OPS ops and BENCH_WARMUP_MS has passed).
   const warmUntil = performance.now() + config.warmupMs;
+  let warmOps = 0;
   do {
     await runRound(config.opsPerRound);
     for (const item of items) if (item.wrapRound) await runWrapped(item, config.opsPerRound);
-  } while (performance.now() < warmUntil);
+    warmOps += config.opsPerRound;
+  } while (performance.now() < warmUntil || warmOps < config.warmupOps);
   for (let r = 0; r < config.rounds; r++) {
     for (const [item, out] of await runRound(config.opsPerRound)) record(item, out);
     for (const item of items) if (item.wrapRound) record(item, await runWrapped(item, config.opsPerRound));

@@ -84,9 +84,13 @@ interface ContenderOutput {
 
 async function oneRound(design: PgDesign, url: string, config: BenchConfig): Promise<ContenderOutput> {
   const children = Array.from({ length: config.processes }, () =>
-    spawn(process.execPath, [CHILD, design, url, String(config.callersPerProcess), String(ROUND_WARMUP_MS), String(config.contentionWindowMs)], {
-      stdio: ['pipe', 'pipe', 'inherit'],
-    }),
+    spawn(
+      process.execPath,
+      [CHILD, design, url, String(config.callersPerProcess), String(ROUND_WARMUP_MS), String(config.contentionWindowMs), String(config.warmupOps)],
+      {
+        stdio: ['pipe', 'pipe', 'inherit'],
+      },
+    ),
   );
   const outputs = children.map((child) => {
     let text = '';

@@ -70,7 +70,7 @@ function environment(r: BenchResults): string[] {
         ],
         [
           'run',
-          `sections ${config.sections.join(', ')}; ${config.rounds} rounds; ${config.opsPerRound} ops per uncontended round; ${config.processes} processes × ${config.callersPerProcess} callers, ` +
+          `sections ${config.sections.join(', ')}; ${config.rounds} rounds; ${config.opsPerRound} ops per uncontended round after at least ${config.warmupOps} unrecorded ones per item; ${config.processes} processes × ${config.callersPerProcess} callers, ` +
             `${config.contentionWindowMs} ms per contention round; renewal windows of ${config.renewalWindowMs} ms; whole run ${fmt(r.durationMs / 60000, 1)} min`,
         ],
         ...background,
